@@ -1,0 +1,98 @@
+//! Command-line surface: clap definitions, dispatch to the library, output formatting.
+//!
+//! Each area has its own file; `run` dispatches. Output for the person at the
+//! terminal goes to stdout; logs (tracing) go to stderr.
+
+pub mod block;
+pub mod board;
+pub mod claims;
+pub mod pipeline;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code: the command ran.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: a runtime failure (tracker or ledger unavailable, nothing found, ...).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: bad usage or invalid configuration.
+pub const EXIT_USAGE: u8 = 2;
+
+/// sortie: run a role pipeline whose desired state is your issue tracker.
+#[derive(Debug, Parser)]
+#[command(name = "sortie", version, about, long_about = None)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug). `SORTIE_LOG` overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate, tick and inspect a pipeline.
+    #[command(subcommand)]
+    Pipeline(pipeline::PipelineCommand),
+    /// Parse outcome blocks for downstream automation.
+    #[command(subcommand)]
+    Block(block::BlockCommand),
+    /// Inspect and release claims in the ledger.
+    #[command(subcommand)]
+    Claims(claims::ClaimsCommand),
+    /// Work with the embedded local board.
+    #[command(subcommand)]
+    Board(board::BoardCommand),
+}
+
+/// An error that is the user's to fix (bad flags, invalid config): exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Run one parsed command line and return its exit code.
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Pipeline(cmd) => pipeline::run(cmd),
+        Command::Block(cmd) => block::run(cmd),
+        Command::Claims(cmd) => claims::run(cmd),
+        Command::Board(cmd) => board::run(cmd),
+    }
+}
+
+/// Exit code for an error that reached `main`.
+pub fn exit_code_for(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<UsageError>().is_some()
+        || err.downcast_ref::<crate::config::ConfigError>().is_some()
+    {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILURE
+    }
+}
+
+/// Whether the error is a closed stdout (`sortie ... | head`), which is not a failure.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Send tracing output to stderr at a level chosen by `-v` or `SORTIE_LOG`.
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SORTIE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,146 @@
+//! The validated, normalized configuration the rest of sortie consumes.
+//!
+//! Produced only by the loader in this module (`Config::load` / `Config::parse_str`):
+//! every value here has passed static validation and has its default applied,
+//! relative paths are resolved against the config file's directory, and the
+//! single-role form has been turned into a one-stage pipeline.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// A complete, validated pipeline configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// The config file this came from (`None` when parsed from a string without a path).
+    pub source: Option<PathBuf>,
+    /// Which board to read and write.
+    pub tracker: TrackerConfig,
+    /// Root of ledger, workspaces and run logs. Default `state` (relative to the config file).
+    pub state_root: PathBuf,
+    /// Directory holding `roles/<role>.md`. Default `roles` (relative to the config file).
+    pub roles_dir: PathBuf,
+    /// Claim lease length. Default 600 s.
+    pub claim_ttl: Duration,
+    /// In-flight ceilings.
+    pub concurrency: Concurrency,
+    /// Statuses that end a ticket's life; never dispatched. Default `[done, cancelled]`... as configured.
+    pub terminal_states: Vec<String>,
+    /// How to run agents.
+    pub agent: AgentConfig,
+    /// Retry policy for transient failures.
+    pub retry: RetryConfig,
+    /// Ordered stages.
+    pub stages: Vec<Stage>,
+    /// Authors whose outcome blocks count besides sortie's own identity. Default empty.
+    pub trusted_authors: Vec<String>,
+}
+
+/// Which tracker adapter to use and how to reach it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TrackerConfig {
+    /// The embedded board in plain files.
+    Local {
+        /// Board directory (absolute after loading).
+        path: PathBuf,
+    },
+}
+
+/// In-flight ceilings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Concurrency {
+    /// Live runs across all roles. Default 4.
+    pub max_in_flight: u32,
+    /// Default live runs per role. Default 1.
+    pub per_role_max_in_flight: u32,
+    /// Live runs per claim status. Default none.
+    pub per_status_max_in_flight: BTreeMap<String, u32>,
+}
+
+/// How agents are run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentConfig {
+    /// argv; the first element is the program. Relative program paths containing a `/`
+    /// are resolved against the config file's directory.
+    pub command: Vec<String>,
+    /// Kill the agent after this long. Default 3600 s.
+    pub timeout: Duration,
+    /// Kill the agent after this long without output; `None` disables. Default 300 s.
+    pub stall_timeout: Option<Duration>,
+    /// Extra environment variables for the agent. Default empty.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Retry policy for transient failures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryConfig {
+    /// Attempts per (ticket, role, stage) including the first. Default 3.
+    pub max_attempts: u32,
+    /// Backoff base. Default 10 s.
+    pub backoff_base: Duration,
+    /// Backoff ceiling. Default 300 s.
+    pub backoff_max: Duration,
+}
+
+impl RetryConfig {
+    /// Delay before retrying after `failed_attempt` failed: `min(base * 2^(attempt-1), max)`.
+    pub fn backoff(&self, failed_attempt: u32) -> Duration {
+        let exp = failed_attempt.saturating_sub(1).min(31);
+        let delay = self.backoff_base.saturating_mul(1u32 << exp);
+        delay.min(self.backoff_max)
+    }
+}
+
+/// One stage: tickets in `claim_status` want `role`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stage {
+    /// Role name; `roles/<role>.md` is its prompt.
+    pub role: String,
+    /// Status a ticket must be in to be claimed.
+    pub claim_status: String,
+    /// Status set while the agent runs (optional).
+    pub in_progress_status: Option<String>,
+    /// Status after a success (the single-role form's `handoff_state`; `None` leaves the ticket where it is).
+    pub success_status: Option<String>,
+    /// Status after a final failure; `None` leaves the ticket where it is, held out of dispatch.
+    pub failure_status: Option<String>,
+    /// A `sortie:success` block of this role must be on the ticket.
+    pub requires_prior_role: Option<String>,
+    /// Live runs of this stage's role; defaults to `concurrency.per_role_max_in_flight`.
+    pub max_in_flight: u32,
+}
+
+impl Stage {
+    /// The statuses a ticket of this stage may have while the stage owns it.
+    pub fn owned_statuses(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.claim_status.as_str()).chain(self.in_progress_status.as_deref())
+    }
+}
+
+impl Config {
+    /// Every status any stage claims from or runs in, deduplicated, in stage order.
+    pub fn pipeline_statuses(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for stage in &self.stages {
+            for s in stage.owned_statuses() {
+                if !out.iter().any(|o| o == s) {
+                    out.push(s.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `status` is one of the terminal states.
+    pub fn is_terminal(&self, status: &str) -> bool {
+        self.terminal_states.iter().any(|t| t == status)
+    }
+
+    /// Path of the ledger database.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.state_root.join("ledger.db")
+    }
+}

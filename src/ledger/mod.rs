@@ -1,0 +1,351 @@
+//! The claim ledger: who runs what, attempts, the retry queue, run history and the outbox.
+//!
+//! All SQL lives below this module. Callers see the [`Ledger`] trait; SQLite is the
+//! embedded implementation ([`SqliteLedger`]). Every method takes `now` explicitly so
+//! lease and backoff logic is tested without a clock or sleeping.
+
+mod sqlite;
+
+pub use sqlite::SqliteLedger;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// A point in time as the ledger stores it.
+pub type Timestamp = DateTime<Utc>;
+
+/// The primary key of a claim: one role working on one ticket of one tracker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ClaimKey {
+    /// Tracker identity ([`crate::tracker::Tracker::name`]).
+    pub tracker: String,
+    /// Ticket id on that tracker.
+    pub ticket_id: String,
+    /// Pipeline role.
+    pub role: String,
+}
+
+impl ClaimKey {
+    /// Build a key from its three parts.
+    pub fn new(
+        tracker: impl Into<String>,
+        ticket_id: impl Into<String>,
+        role: impl Into<String>,
+    ) -> Self {
+        Self {
+            tracker: tracker.into(),
+            ticket_id: ticket_id.into(),
+            role: role.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ClaimKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.tracker, self.ticket_id, self.role)
+    }
+}
+
+/// In-flight limits checked atomically with the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Live claims across all roles of this tracker.
+    pub global: u32,
+    /// Live claims of this role.
+    pub role: u32,
+    /// Live claims whose stage (claim status) is this one, if capped.
+    pub status: Option<u32>,
+}
+
+/// A request to claim `key` for `claimer_id`.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// What to claim.
+    pub key: ClaimKey,
+    /// The status the ticket is claimed from (the stage).
+    pub stage: String,
+    /// Unique id of the claiming process/run owner (`host:pid:uuid`).
+    pub claimer_id: String,
+    /// Run id recorded with the claim.
+    pub run_id: String,
+    /// Lease length.
+    pub ttl: Duration,
+    /// Ceilings to respect.
+    pub caps: Caps,
+    /// Lowest acceptable attempt number (rebuilt from the ticket's blocks after a ledger loss):
+    /// the claim's attempt is `max(last recorded + 1, attempt_floor)`.
+    pub attempt_floor: u32,
+}
+
+/// A live claim row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Claim {
+    /// What is claimed.
+    pub key: ClaimKey,
+    /// The status it was claimed from.
+    pub stage: String,
+    /// Who holds it.
+    pub claimer_id: String,
+    /// When it was first claimed.
+    pub claimed_at: Timestamp,
+    /// When the lease runs out unless renewed.
+    pub lease_expires_at: Timestamp,
+    /// The attempt this claim runs.
+    pub stage_attempt: u32,
+    /// Run id of the run holding it.
+    pub run_id: String,
+    /// Someone (a tick that saw the ticket leave its stage) asked the holder to stop.
+    pub cancel_requested: bool,
+    /// Process id of the agent the holder runs, when known.
+    pub agent_pid: Option<u32>,
+}
+
+/// Which ceiling refused a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CeilingScope {
+    /// The global in-flight cap.
+    Global,
+    /// The role's in-flight cap.
+    Role,
+    /// The stage status's in-flight cap.
+    Status,
+}
+
+/// What [`Ledger::try_claim`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// The caller now holds the claim (fresh, taken over from an expired lease, or renewed
+    /// because the caller already held it: then the attempt is unchanged).
+    Acquired(Claim),
+    /// Someone else holds a live lease.
+    Held {
+        /// The holder's `claimer_id`.
+        holder: String,
+        /// When the holder's lease runs out.
+        lease_expires_at: Timestamp,
+    },
+    /// A ceiling is reached; nothing was written.
+    Ceiling(CeilingScope),
+}
+
+/// What [`Ledger::renew`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenewOutcome {
+    /// The lease now runs until this time.
+    Renewed {
+        /// New expiry.
+        lease_expires_at: Timestamp,
+        /// A cancel was requested for this claim; the holder should stop.
+        cancel_requested: bool,
+    },
+    /// The caller no longer holds the claim (expired and taken, released, or forced).
+    Lost,
+}
+
+/// A queued retry of a failed attempt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryEntry {
+    /// Which (ticket, role).
+    pub key: ClaimKey,
+    /// Status the ticket must still be in for the retry to run.
+    pub stage: String,
+    /// The attempt that failed.
+    pub failed_attempt: u32,
+    /// Not to be dispatched before this time.
+    pub due_at: Timestamp,
+    /// Why the attempt failed.
+    pub reason_code: String,
+}
+
+/// A ticket left where it is after its final failure, not dispatched again until its status changes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hold {
+    /// Which (ticket, role).
+    pub key: ClaimKey,
+    /// The status the ticket was held in; a different status releases the hold.
+    pub status: String,
+    /// Reason code of the final failure.
+    pub reason_code: String,
+    /// When it was held.
+    pub created_at: Timestamp,
+}
+
+/// Life-cycle phase of a run in run history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunPhase {
+    /// Agent running.
+    Running,
+    /// Agent finished; outcome recorded.
+    Finished,
+    /// Stopped because the ticket left the stage or the lease was lost.
+    Cancelled,
+}
+
+/// One row of run history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRecord {
+    /// Unique run id.
+    pub run_id: String,
+    /// Which (ticket, role).
+    pub key: ClaimKey,
+    /// Stage (claim status).
+    pub stage: String,
+    /// Attempt number.
+    pub stage_attempt: u32,
+    /// Who ran it.
+    pub claimer_id: String,
+    /// Phase.
+    pub phase: RunPhase,
+    /// `success` / `failure` once finished.
+    pub outcome: Option<String>,
+    /// Failure reason code, if any.
+    pub reason_code: Option<String>,
+    /// Where the agent's output went.
+    pub log_path: Option<String>,
+    /// Start time.
+    pub started_at: Timestamp,
+    /// End time.
+    pub finished_at: Option<Timestamp>,
+}
+
+/// Progress of an outbox entry through write-back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxState {
+    /// Nothing confirmed on the tracker yet.
+    Pending,
+    /// The comment is on the ticket; the transition may not be.
+    CommentPosted,
+    /// Comment and transition done (hooks may still be pending).
+    Done,
+    /// Dropped on purpose (terminal wins / moved by a person); `last_error` says why.
+    Dropped,
+}
+
+/// A tracker write-back waiting to be applied, stored before any tracker write.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutboxEntry {
+    /// Idempotency key of the outcome block (primary key).
+    pub idempotency_key: String,
+    /// Which (ticket, role).
+    pub key: ClaimKey,
+    /// Stage (claim status).
+    pub stage: String,
+    /// Attempt the outcome belongs to.
+    pub stage_attempt: u32,
+    /// Run that produced it.
+    pub run_id: String,
+    /// `success` or `failure`.
+    pub outcome: String,
+    /// Status the ticket is expected in before the transition (claim or in-progress status).
+    pub from_status: String,
+    /// Status to move to; equal to `from_status` when the ticket stays.
+    pub to_status: String,
+    /// Full comment body (prose + fenced block).
+    pub comment_body: String,
+    /// Where it is.
+    pub state: OutboxState,
+    /// How many write attempts failed so far.
+    pub write_attempts: u32,
+    /// Earliest time of the next write attempt.
+    pub next_attempt_at: Timestamp,
+    /// Last error, or the reason it was dropped.
+    pub last_error: Option<String>,
+    /// When it was stored.
+    pub created_at: Timestamp,
+}
+
+/// Ledger failures. Every variant means the ledger could not answer; callers treat
+/// them as "cannot run this tick" (exit 1), never as "nobody holds it".
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// SQLite reported an error.
+    #[error("ledger database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The ledger file was written by a newer sortie.
+    #[error("ledger {path} has schema version {found}, newer than this sortie supports ({supported}); upgrade sortie or move the file away")]
+    TooNew {
+        /// File path.
+        path: String,
+        /// Version found in the file.
+        found: i64,
+        /// Newest version this build knows.
+        supported: i64,
+    },
+    /// The ledger file or its directory could not be created or opened.
+    #[error("cannot open ledger {path}: {source}")]
+    Open {
+        /// File path.
+        path: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored value could not be decoded.
+    #[error("corrupt ledger row: {0}")]
+    Corrupt(String),
+}
+
+/// The claim ledger. Implementations are safe to share between threads.
+pub trait Ledger: Send + Sync {
+    /// Claim `req.key` atomically (see the module docs of the implementation for the steps).
+    fn try_claim(&self, req: &ClaimRequest, now: Timestamp) -> Result<ClaimOutcome, LedgerError>;
+    /// Extend the lease to `now + ttl` if `claimer_id` still holds it.
+    fn renew(
+        &self,
+        key: &ClaimKey,
+        claimer_id: &str,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<RenewOutcome, LedgerError>;
+    /// Delete the claim if `claimer_id` holds it; returns whether a row was deleted.
+    fn release(&self, key: &ClaimKey, claimer_id: &str) -> Result<bool, LedgerError>;
+    /// Delete the claim whoever holds it; returns whether a row was deleted.
+    fn force_release(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
+    /// All claim rows, live or expired, ordered by key.
+    fn claims(&self) -> Result<Vec<Claim>, LedgerError>;
+    /// Ask the holder of `key` to stop; returns whether a claim row exists.
+    fn request_cancel(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
+    /// Record (or clear) the agent process id of the holder's run.
+    fn set_agent_pid(
+        &self,
+        key: &ClaimKey,
+        claimer_id: &str,
+        pid: Option<u32>,
+    ) -> Result<(), LedgerError>;
+    /// The highest attempt ever recorded for `key` (0 if none).
+    fn last_attempt(&self, key: &ClaimKey) -> Result<u32, LedgerError>;
+
+    /// Queue (or replace) the retry for `entry.key`.
+    fn schedule_retry(&self, entry: &RetryEntry) -> Result<(), LedgerError>;
+    /// All queued retries, ordered by due time.
+    fn retries(&self) -> Result<Vec<RetryEntry>, LedgerError>;
+    /// Drop the queued retry of `key`, if any.
+    fn clear_retry(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
+
+    /// Record (or replace) a hold.
+    fn put_hold(&self, hold: &Hold) -> Result<(), LedgerError>;
+    /// All holds.
+    fn holds(&self) -> Result<Vec<Hold>, LedgerError>;
+    /// Remove the hold of `key`, if any.
+    fn clear_hold(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
+
+    /// Insert or replace a run-history row (keyed by `run_id`).
+    fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError>;
+    /// The most recent runs, newest first.
+    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>, LedgerError>;
+
+    /// Store an outcome durably (fsync'd) before any tracker write. Inserting a key that
+    /// already exists keeps the existing row and returns `false`.
+    fn outbox_put(&self, entry: &OutboxEntry) -> Result<bool, LedgerError>;
+    /// Entries in state `Pending` or `CommentPosted` for `tracker`, oldest first.
+    fn outbox_pending(&self, tracker: &str) -> Result<Vec<OutboxEntry>, LedgerError>;
+    /// Look up one entry.
+    fn outbox_get(&self, idempotency_key: &str) -> Result<Option<OutboxEntry>, LedgerError>;
+    /// Update an entry's state, attempt count, next attempt time and last error.
+    fn outbox_update(&self, entry: &OutboxEntry) -> Result<(), LedgerError>;
+}

@@ -1,0 +1,5 @@
+//! SQLite implementation of the ledger (stub until it lands).
+
+/// The embedded SQLite ledger.
+#[derive(Debug)]
+pub struct SqliteLedger;

@@ -1,0 +1,8 @@
+//! sortie: a multi-agent role pipeline whose desired state is the issue tracker.
+#![forbid(unsafe_code)]
+
+pub mod block;
+pub mod cli;
+pub mod config;
+pub mod ledger;
+pub mod tracker;

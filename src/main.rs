@@ -1,0 +1,24 @@
+//! The `sortie` command line: parse flags, call the library, map errors to exit codes
+//! (0 ok, 1 runtime failure, 2 usage or config error).
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use sortie::cli::{self, Cli};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    cli::init_logging(cli.verbose);
+    match cli::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            if cli::is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("sortie: {err:#}");
+            ExitCode::from(cli::exit_code_for(&err))
+        }
+    }
+}

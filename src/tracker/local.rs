@@ -1,0 +1,1 @@
+//! The embedded local board: one folder per ticket in plain files (stub until it lands).

@@ -1,0 +1,153 @@
+//! The `Tracker` trait, the ticket model shared by every adapter, and the adapters themselves.
+//!
+//! A tracker is where tickets live. sortie reads the board through this trait and
+//! writes only two things back: comments (carrying outcome blocks) and status
+//! transitions. Keep it small: every adapter implements all of it.
+
+pub mod local;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// One ticket as the pipeline sees it, whatever tracker it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ticket {
+    /// Tracker-native identifier (`42`, `PROJ-7`, ...).
+    pub id: String,
+    /// One-line title.
+    pub title: String,
+    /// Markdown body.
+    pub body: String,
+    /// Workflow status as configured in the pipeline (native status or label suffix).
+    pub status: String,
+    /// Labels other than the one modelling the status.
+    pub labels: Vec<String>,
+    /// Priority: lower numbers are more urgent; `None` sorts after every number.
+    pub priority: Option<i64>,
+    /// When the ticket was created.
+    pub created_at: DateTime<Utc>,
+    /// When the ticket last changed, as the tracker reports it.
+    pub updated_at: DateTime<Utc>,
+    /// Link a person can open, when the tracker has one.
+    pub url: Option<String>,
+    /// The tracker itself says the ticket is closed (e.g. a closed GitHub issue),
+    /// independently of the configured `terminal_states`.
+    pub closed: bool,
+}
+
+/// One comment on a ticket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comment {
+    /// Tracker-native comment id (the local board uses the file number, `0001`).
+    pub id: String,
+    /// Login / name of whoever wrote it.
+    pub author: String,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// Markdown body.
+    pub body: String,
+}
+
+/// The result of listing the board: the tickets that parsed, and why others did not.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Tickets whose status is one of the requested statuses.
+    pub tickets: Vec<Ticket>,
+    /// Human-readable reasons for entries that were skipped (broken files, hostile names, ...).
+    pub warnings: Vec<String>,
+}
+
+/// What an adapter can do natively; the pipeline adapts to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// Statuses are native workflow states (Redmine, Jira) rather than labels (GitHub).
+    pub native_statuses: bool,
+    /// The adapter sends an `Idempotency-Key` header with writes.
+    pub idempotency_header: bool,
+}
+
+/// Errors every adapter maps its failures onto; the pipeline branches on these.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackerError {
+    /// The ticket (or the board itself) does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Credentials missing or rejected.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// The tracker asked us to slow down.
+    #[error("rate limited{}", .retry_after.map(|d| format!(" (retry after {}s)", d.as_secs())).unwrap_or_default())]
+    RateLimited {
+        /// How long the tracker asked us to wait, when it said.
+        retry_after: Option<Duration>,
+    },
+    /// The tracker could not be reached or answered with a server error; try again later.
+    #[error("tracker unavailable: {0}")]
+    Unavailable(String),
+    /// The request was refused as invalid (bad status name, malformed data, ...).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// A transition was asked from a status the ticket is no longer in
+    /// (a person moved it meanwhile); nothing was written.
+    #[error("ticket {id} is in status {current:?}, not {expected:?}")]
+    Conflict {
+        /// The ticket.
+        id: String,
+        /// The status the caller expected.
+        expected: String,
+        /// The status the ticket actually has.
+        current: String,
+    },
+}
+
+impl TrackerError {
+    /// Whether the same call may succeed later without anyone changing anything.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            TrackerError::RateLimited { .. } | TrackerError::Unavailable(_)
+        )
+    }
+}
+
+/// A board sortie can read and write back to.
+///
+/// Implementations must be safe to call from several tasks at once.
+#[async_trait]
+pub trait Tracker: Send + Sync {
+    /// Stable identity used in ledger keys and idempotency keys (`local`, `github:owner/repo`).
+    fn name(&self) -> &str;
+
+    /// What this adapter supports natively.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The author name sortie's own comments carry on this tracker.
+    async fn identity(&self) -> Result<String, TrackerError>;
+
+    /// Every ticket whose status is one of `statuses`, plus closed tickets the
+    /// adapter can cheaply report (with `closed: true`). Unparseable entries are
+    /// skipped and reported in [`Listing::warnings`], never fatal.
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError>;
+
+    /// Re-read one ticket, bypassing any cache.
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError>;
+
+    /// All comments on a ticket, oldest first.
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError>;
+
+    /// Post a comment. `idempotency_key` is sent where the tracker supports it;
+    /// callers check for an existing comment with the key themselves.
+    async fn post_comment(
+        &self,
+        id: &str,
+        body: &str,
+        idempotency_key: &str,
+    ) -> Result<Comment, TrackerError>;
+
+    /// Move a ticket from `from` to `to`. A ticket already in `to` is a no-op;
+    /// a ticket in neither is [`TrackerError::Conflict`] and nothing is written.
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError>;
+}
