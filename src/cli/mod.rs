@@ -7,6 +7,7 @@ pub mod block;
 pub mod board;
 pub mod claims;
 pub mod pipeline;
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 

@@ -38,6 +38,8 @@ pub enum PipelineCommand {
 
 /// Run a pipeline command.
 pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
-    let _ = cmd;
-    anyhow::bail!("pipeline commands are not implemented yet")
+    match cmd {
+        PipelineCommand::Validate { config } => super::validate::run(&config),
+        other => anyhow::bail!("{other:?} is not implemented yet"),
+    }
 }
