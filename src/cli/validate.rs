@@ -1,9 +1,138 @@
 //! `sortie pipeline validate`: check a config and print the pipeline as a chain.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
+
+use crate::config::{Config, ConfigError};
+
+use super::{EXIT_OK, EXIT_USAGE};
 
 /// Validate `config`, print the chain (exit 0) or every error as `FILE:LINE:COL: message` (exit 2).
 pub fn run(config: &Path) -> anyhow::Result<u8> {
-    let _ = config;
-    anyhow::bail!("pipeline validate is not implemented yet")
+    match Config::load(config) {
+        Ok(cfg) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(describe(&cfg).as_bytes())?;
+            out.flush()?;
+            Ok(EXIT_OK)
+        }
+        Err(ConfigError::Invalid { diagnostics }) => {
+            let mut err = std::io::stderr().lock();
+            for d in &diagnostics {
+                writeln!(err, "{d}")?;
+            }
+            Ok(EXIT_USAGE)
+        }
+        // `main` prints it with its cause and maps `ConfigError` to exit code 2.
+        Err(read) => Err(read.into()),
+    }
+}
+
+/// The pipeline as chains of success links, then one line per stage, then a summary.
+pub fn describe(cfg: &Config) -> String {
+    let mut out = String::new();
+    for chain in chains(cfg) {
+        out.push_str(&chain);
+        out.push('\n');
+    }
+    out.push('\n');
+    for s in &cfg.stages {
+        let mut line = format!("{}: claims {}", s.role, s.claim_status);
+        if let Some(ip) = &s.in_progress_status {
+            let _ = write!(line, ", runs in {ip}");
+        }
+        match &s.success_status {
+            Some(ok) => {
+                let _ = write!(line, ", success -> {ok}");
+            }
+            None => line.push_str(", success -> (stays)"),
+        }
+        match &s.failure_status {
+            Some(fail) => {
+                let _ = write!(line, ", failure -> {fail}");
+            }
+            None => line.push_str(", failure -> (stays, held)"),
+        }
+        if let Some(prior) = &s.requires_prior_role {
+            let _ = write!(line, ", requires {prior}");
+        }
+        let _ = writeln!(out, "{line}, max {} in flight", s.max_in_flight);
+    }
+    out.push('\n');
+    let crate::config::TrackerConfig::Local { path } = &cfg.tracker;
+    let _ = writeln!(out, "tracker: local board at {}", path.display());
+    let _ = writeln!(
+        out,
+        "state root: {} (ledger {})",
+        cfg.state_root.display(),
+        cfg.ledger_path().display()
+    );
+    let _ = writeln!(out, "roles: {}", cfg.roles_dir.display());
+    let _ = writeln!(out, "terminal states: {}", cfg.terminal_states.join(", "));
+    let c = &cfg.concurrency;
+    let _ = writeln!(
+        out,
+        "in flight: at most {} in total, {} per role by default",
+        c.max_in_flight, c.per_role_max_in_flight
+    );
+    if !c.per_status_max_in_flight.is_empty() {
+        let caps: Vec<String> = c
+            .per_status_max_in_flight
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        let _ = writeln!(out, "per status: {}", caps.join(", "));
+    }
+    let a = &cfg.agent;
+    let stall = a
+        .stall_timeout
+        .map_or("stall detection off".to_string(), |d| {
+            format!("stall {}s", d.as_secs())
+        });
+    let _ = writeln!(
+        out,
+        "agent: {} (timeout {}s, {stall})",
+        a.command.join(" "),
+        a.timeout.as_secs()
+    );
+    let r = &cfg.retry;
+    let _ = writeln!(
+        out,
+        "retry: {} attempts, backoff {}s doubling up to {}s",
+        r.max_attempts,
+        r.backoff_base.as_secs(),
+        r.backoff_max.as_secs()
+    );
+    let _ = writeln!(out, "claim lease: {}s", cfg.claim_ttl.as_secs());
+    out
+}
+
+/// `claim -[role]-> success ...` following success links from the first stage; stages not
+/// reached that way start chains of their own, in stage order.
+fn chains(cfg: &Config) -> Vec<String> {
+    let mut visited = vec![false; cfg.stages.len()];
+    let mut out = Vec::new();
+    for start in 0..cfg.stages.len() {
+        if visited[start] {
+            continue;
+        }
+        let mut text = cfg.stages[start].claim_status.clone();
+        let mut cur = start;
+        loop {
+            visited[cur] = true;
+            let s = &cfg.stages[cur];
+            let to = s.success_status.as_deref().unwrap_or("(stays)");
+            let _ = write!(text, " -[{}]-> {to}", s.role);
+            let next = cfg.stages.iter().enumerate().position(|(i, n)| {
+                !visited[i] && Some(n.claim_status.as_str()) == s.success_status.as_deref()
+            });
+            match next {
+                Some(n) => cur = n,
+                None => break,
+            }
+        }
+        out.push(text);
+    }
+    out
 }

@@ -1,0 +1,323 @@
+//! Turns the raw sections into the validated `Config`: defaults, ranges, path resolution.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+use super::diagnostic::Problems;
+use super::locate::FieldPath;
+use super::model::{AgentConfig, Concurrency, Config, RetryConfig, TrackerConfig};
+use super::raw::{kind_of, RawAgent, RawConfig, RawTracker};
+use super::stages::{build_stages, check_status};
+
+/// Default claim lease, seconds.
+pub(crate) const DEFAULT_TTL_SECONDS: u64 = 600;
+/// Default global in-flight ceiling.
+pub(crate) const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
+/// Default per-role in-flight ceiling.
+pub(crate) const DEFAULT_PER_ROLE: u32 = 1;
+/// Default terminal states.
+pub(crate) const DEFAULT_TERMINAL: &[&str] = &["done", "cancelled"];
+/// Default agent timeout, seconds.
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 3600;
+/// Default stall timeout, seconds.
+pub(crate) const DEFAULT_STALL_SECONDS: u64 = 300;
+/// Default attempts per stage.
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default backoff base, seconds.
+pub(crate) const DEFAULT_BACKOFF_BASE: u64 = 10;
+/// Default backoff ceiling, seconds.
+pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
+
+/// `base` joined with `rel` unless `rel` is absolute, without `.` components.
+fn resolve(base: &Path, rel: &str) -> PathBuf {
+    let joined = base.join(rel);
+    joined
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
+/// A number that must be at least `min`; returns it (or `default` when absent).
+fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
+    problems: &mut Problems,
+    path: &FieldPath,
+    value: Option<T>,
+    default: T,
+    min: T,
+) -> T {
+    let v = value.unwrap_or(default);
+    if v < min {
+        problems.at_value(path, format!("expected a whole number >= {min}, found {v}"));
+    }
+    v
+}
+
+/// A path value: non-empty, resolved against `base`.
+fn path_value(
+    problems: &mut Problems,
+    path: &FieldPath,
+    value: Option<String>,
+    default: &str,
+    base: &Path,
+) -> PathBuf {
+    let v = value.unwrap_or_else(|| default.to_string());
+    if v.trim().is_empty() {
+        problems.at_value(path, "expected a directory path, found an empty string");
+    }
+    resolve(base, &v)
+}
+
+/// Build the `Config` from `raw`, recording every problem. `base` is the directory relative
+/// paths resolve against. Returns `None` when something was wrong.
+pub(crate) fn normalize(
+    mut raw: RawConfig,
+    source: Option<&Path>,
+    base: &Path,
+    problems: &mut Problems,
+) -> Option<Config> {
+    let root = FieldPath::root();
+    let tracker = match raw.tracker.take() {
+        Some(RawTracker::Local { path }) => {
+            let p = root.key("tracker").key("path");
+            Some(TrackerConfig::Local {
+                path: path_value(problems, &p, Some(path), "", base),
+            })
+        }
+        None => {
+            problems.at(
+                super::locate::Position::START,
+                &root.key("tracker"),
+                "missing required key `tracker`; expected e.g. `tracker: {kind: local, path: board}`",
+            );
+            None
+        }
+    };
+    let state_root = path_value(
+        problems,
+        &root.key("state_root"),
+        raw.state_root.take(),
+        "state",
+        base,
+    );
+    let roles_dir = path_value(
+        problems,
+        &root.key("roles_dir"),
+        raw.roles_dir.take(),
+        "roles",
+        base,
+    );
+    let ttl = at_least(
+        problems,
+        &root.key("claim_lock_ttl_seconds"),
+        raw.claim_lock_ttl_seconds,
+        DEFAULT_TTL_SECONDS,
+        1,
+    );
+
+    let terminal_states = raw
+        .terminal_states
+        .take()
+        .unwrap_or_else(|| DEFAULT_TERMINAL.iter().map(|s| s.to_string()).collect());
+    for (i, t) in terminal_states.iter().enumerate() {
+        check_status(problems, &root.key("terminal_states").index(i), t);
+    }
+    let trusted_authors = raw.trusted_authors.take().unwrap_or_default();
+    for (i, a) in trusted_authors.iter().enumerate() {
+        if a.trim().is_empty() || a.trim() != a {
+            problems.at_value(
+                &root.key("trusted_authors").index(i),
+                format!("author {a:?} must be a non-empty name without surrounding whitespace"),
+            );
+        }
+    }
+
+    let conc_path = root.key("concurrency");
+    let c = std::mem::take(&mut raw.concurrency);
+    let max_in_flight = at_least(
+        problems,
+        &conc_path.key("max_in_flight"),
+        c.max_in_flight,
+        DEFAULT_MAX_IN_FLIGHT,
+        1,
+    );
+    let per_role = at_least(
+        problems,
+        &conc_path.key("per_role_max_in_flight"),
+        c.per_role_max_in_flight,
+        DEFAULT_PER_ROLE,
+        1,
+    );
+
+    let stages = build_stages(&mut raw, &terminal_states, per_role, problems);
+    for (i, s) in stages.iter().enumerate() {
+        let p = root.key("pipeline_stages").index(i).key("max_in_flight");
+        at_least(problems, &p, Some(s.max_in_flight), 1, 1);
+    }
+
+    let per_status = c.per_status_max_in_flight.unwrap_or_default();
+    let status_path = conc_path.key("per_status_max_in_flight");
+    for (status, cap) in &per_status {
+        let p = status_path.key(status);
+        at_least(problems, &p, Some(*cap), 1, 1);
+        if !stages.is_empty() && !stages.iter().any(|s| &s.claim_status == status) {
+            let claims: Vec<&str> = stages.iter().map(|s| s.claim_status.as_str()).collect();
+            problems.at_key(
+                &p,
+                format!(
+                    "`{status}` is no stage's claim_status; expected one of: {}",
+                    claims.join(", ")
+                ),
+            );
+        }
+    }
+
+    let agent = normalize_agent(raw.agent.take(), base, problems);
+
+    let retry_path = root.key("retry");
+    let r = std::mem::take(&mut raw.retry);
+    let max_attempts = at_least(
+        problems,
+        &retry_path.key("max_attempts"),
+        r.max_attempts,
+        DEFAULT_MAX_ATTEMPTS,
+        1,
+    );
+    let base_s = at_least(
+        problems,
+        &retry_path.key("backoff_base_seconds"),
+        r.backoff_base_seconds,
+        DEFAULT_BACKOFF_BASE,
+        1,
+    );
+    let max_s = r.backoff_max_seconds.unwrap_or(DEFAULT_BACKOFF_MAX);
+    if base_s > max_s {
+        let (path, which) = if r.backoff_max_seconds.is_some() {
+            (retry_path.key("backoff_max_seconds"), "backoff_max_seconds")
+        } else {
+            (
+                retry_path.key("backoff_base_seconds"),
+                "the default backoff_max_seconds",
+            )
+        };
+        problems.at_value(&path, format!("backoff_base_seconds ({base_s}) is larger than {which} ({max_s}); expected base <= max"));
+    }
+
+    if !problems.is_empty() {
+        return None;
+    }
+    Some(Config {
+        source: source.map(Path::to_path_buf),
+        tracker: tracker?,
+        state_root,
+        roles_dir,
+        claim_ttl: Duration::from_secs(ttl),
+        concurrency: Concurrency {
+            max_in_flight,
+            per_role_max_in_flight: per_role,
+            per_status_max_in_flight: per_status,
+        },
+        terminal_states,
+        agent: agent?,
+        retry: RetryConfig {
+            max_attempts,
+            backoff_base: Duration::from_secs(base_s),
+            backoff_max: Duration::from_secs(max_s),
+        },
+        stages,
+        trusted_authors,
+    })
+}
+
+/// A scalar as the string an argv element or environment value would hold.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn normalize_agent(
+    agent: Option<RawAgent>,
+    base: &Path,
+    problems: &mut Problems,
+) -> Option<AgentConfig> {
+    let path = FieldPath::root().key("agent");
+    let Some(agent) = agent else {
+        problems.at(
+            super::locate::Position::START,
+            &path,
+            "missing required key `agent`; expected e.g. `agent: {command: [\"my-agent\", \"--flag\"]}`",
+        );
+        return None;
+    };
+    let cmd_path = path.key("command");
+    let mut command = Vec::new();
+    match agent.command {
+        None => problems.at_key(&path, "missing required key `command`; expected the agent's argv, e.g. [\"my-agent\", \"--flag\"]"),
+        Some(Value::String(s)) => problems.at_value(
+            &cmd_path,
+            format!(
+                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
+                 write e.g. [\"my-agent\", \"--flag\"]"
+            ),
+        ),
+        Some(Value::Sequence(items)) => {
+            if items.is_empty() {
+                problems.at_value(&cmd_path, "expected at least the program to run, found an empty list");
+            }
+            for (i, item) in items.iter().enumerate() {
+                match scalar_text(item) {
+                    Some(text) => command.push(text),
+                    None => problems.at_value(&cmd_path.index(i), format!("expected a string argument, found {}", kind_of(item))),
+                }
+            }
+            if command.first().is_some_and(|p| p.is_empty()) {
+                problems.at_value(&cmd_path.index(0), "the program must not be an empty string");
+            }
+        }
+        Some(other) => problems.at_value(&cmd_path, format!("expected a list of arguments (argv), found {}", kind_of(&other))),
+    }
+    if let Some(program) = command.first_mut() {
+        if program.contains('/') && Path::new(program.as_str()).is_relative() {
+            *program = resolve(base, program).to_string_lossy().into_owned();
+        }
+    }
+    let timeout = at_least(
+        problems,
+        &path.key("timeout_seconds"),
+        agent.timeout_seconds,
+        DEFAULT_TIMEOUT_SECONDS,
+        1,
+    );
+    let stall = agent.stall_timeout_seconds.unwrap_or(DEFAULT_STALL_SECONDS);
+    let mut env = BTreeMap::new();
+    for (name, value) in agent.env.unwrap_or_default() {
+        let p = path.key("env").key(&name);
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            problems.at_key(
+                &p,
+                format!("{name:?} is not a valid environment variable name"),
+            );
+        }
+        match scalar_text(&value) {
+            Some(text) => {
+                env.insert(name, text);
+            }
+            None => problems.at_value(
+                &p,
+                format!("expected a string value, found {}", kind_of(&value)),
+            ),
+        }
+    }
+    Some(AgentConfig {
+        command,
+        timeout: Duration::from_secs(timeout),
+        stall_timeout: (stall > 0).then(|| Duration::from_secs(stall)),
+        env,
+    })
+}

@@ -1,0 +1,192 @@
+//! The config file's shape as written: serde structs that reject unknown keys, filled
+//! section by section so that one bad section does not hide the problems of the others.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use super::diagnostic::{unknown_key_message, Problems};
+use super::locate::FieldPath;
+
+/// Which tracker adapter, with that adapter's own keys. New kinds are new variants.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum RawTracker {
+    /// The embedded board in plain files.
+    Local {
+        /// Board directory.
+        path: String,
+    },
+}
+
+/// `concurrency:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConcurrency {
+    pub(crate) max_in_flight: Option<u32>,
+    pub(crate) per_role_max_in_flight: Option<u32>,
+    pub(crate) per_status_max_in_flight: Option<BTreeMap<String, u32>>,
+}
+
+/// `agent:`. `command` and `env` values are checked by hand for clearer messages.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAgent {
+    pub(crate) command: Option<Value>,
+    pub(crate) timeout_seconds: Option<u64>,
+    pub(crate) stall_timeout_seconds: Option<u64>,
+    pub(crate) env: Option<BTreeMap<String, Value>>,
+}
+
+/// `retry:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRetry {
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) backoff_base_seconds: Option<u64>,
+    pub(crate) backoff_max_seconds: Option<u64>,
+}
+
+/// One entry of `pipeline_stages:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStage {
+    pub(crate) role: String,
+    pub(crate) claim_status: String,
+    pub(crate) in_progress_status: Option<String>,
+    pub(crate) success_status: String,
+    pub(crate) failure_status: Option<String>,
+    pub(crate) requires_prior_role: Option<String>,
+    pub(crate) max_in_flight: Option<u32>,
+}
+
+/// The whole file; every section optional here, required ones are checked in normalization.
+#[derive(Debug, Default)]
+pub(crate) struct RawConfig {
+    pub(crate) tracker: Option<RawTracker>,
+    pub(crate) state_root: Option<String>,
+    pub(crate) roles_dir: Option<String>,
+    pub(crate) claim_lock_ttl_seconds: Option<u64>,
+    pub(crate) concurrency: RawConcurrency,
+    pub(crate) terminal_states: Option<Vec<String>>,
+    pub(crate) trusted_authors: Option<Vec<String>>,
+    pub(crate) agent: Option<RawAgent>,
+    pub(crate) retry: RawRetry,
+    /// `None` when absent; one entry per stage, `None` for a stage that failed to parse.
+    pub(crate) pipeline_stages: Option<Vec<Option<RawStage>>>,
+    pub(crate) active_states: Option<Vec<String>>,
+    pub(crate) in_progress_state: Option<String>,
+    pub(crate) handoff_state: Option<String>,
+    pub(crate) role: Option<String>,
+}
+
+/// The top-level keys, in the order the documentation lists them.
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "tracker",
+    "state_root",
+    "roles_dir",
+    "claim_lock_ttl_seconds",
+    "concurrency",
+    "terminal_states",
+    "trusted_authors",
+    "agent",
+    "retry",
+    "pipeline_stages",
+    "active_states",
+    "in_progress_state",
+    "handoff_state",
+    "role",
+];
+
+/// The single-role form's keys, which cannot be combined with `pipeline_stages`.
+pub(crate) const SINGLE_ROLE_KEYS: &[&str] = &[
+    "active_states",
+    "in_progress_state",
+    "handoff_state",
+    "role",
+];
+
+/// Deserialize `value` (found at `path`) as `T`, recording the first problem in it.
+fn section<T: DeserializeOwned>(
+    value: Value,
+    path: &FieldPath,
+    problems: &mut Problems,
+) -> Option<T> {
+    match serde_path_to_error::deserialize(value) {
+        Ok(v) => Some(v),
+        Err(err) => {
+            problems.serde(path, &err);
+            None
+        }
+    }
+}
+
+/// Fill a `RawConfig` from the (already expanded) top-level mapping. Every section is parsed
+/// on its own and every stage on its own, so each reports its own first problem.
+pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> RawConfig {
+    let mut raw = RawConfig::default();
+    let root = FieldPath::root();
+    for (key, value) in top {
+        let Value::String(name) = key else {
+            let shown = serde_yaml::to_string(&key).unwrap_or_default();
+            problems.at_value(
+                &root,
+                format!("top-level keys must be strings, found `{}`", shown.trim()),
+            );
+            continue;
+        };
+        let path = root.key(&name);
+        let p = &mut *problems;
+        match name.as_str() {
+            "tracker" => raw.tracker = section(value, &path, p),
+            "state_root" => raw.state_root = section(value, &path, p),
+            "roles_dir" => raw.roles_dir = section(value, &path, p),
+            "claim_lock_ttl_seconds" => raw.claim_lock_ttl_seconds = section(value, &path, p),
+            "concurrency" => raw.concurrency = section(value, &path, p).unwrap_or_default(),
+            "terminal_states" => raw.terminal_states = section(value, &path, p),
+            "trusted_authors" => raw.trusted_authors = section(value, &path, p),
+            "agent" => raw.agent = Some(section(value, &path, p).unwrap_or_default()),
+            "retry" => raw.retry = section(value, &path, p).unwrap_or_default(),
+            "pipeline_stages" => raw.pipeline_stages = Some(read_stages(value, &path, p)),
+            "active_states" => raw.active_states = section(value, &path, p),
+            "in_progress_state" => raw.in_progress_state = section(value, &path, p),
+            "handoff_state" => raw.handoff_state = section(value, &path, p),
+            "role" => raw.role = section(value, &path, p),
+            other if !p.skip_when_full() => {
+                p.at_key(&path, unknown_key_message(other, TOP_LEVEL_KEYS))
+            }
+            _ => {}
+        }
+    }
+    raw
+}
+
+fn read_stages(value: Value, path: &FieldPath, problems: &mut Problems) -> Vec<Option<RawStage>> {
+    match value {
+        Value::Sequence(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| section(item, &path.index(i), problems))
+            .collect(),
+        other => {
+            let found = kind_of(&other);
+            problems.at_value(path, format!("expected a list of stages, found {found}"));
+            vec![None]
+        }
+    }
+}
+
+/// A short name for the kind of a YAML value, for "expected X, found Y" messages.
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "nothing (null)",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}

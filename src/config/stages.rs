@@ -1,0 +1,345 @@
+//! The state contract: builds the stages from either config form and checks that statuses
+//! and roles fit together (no stage re-dispatches itself, no two stages fight over a status).
+
+use std::collections::HashMap;
+
+use super::diagnostic::Problems;
+use super::locate::FieldPath;
+use super::model::Stage;
+use super::raw::{RawConfig, RawStage, SINGLE_ROLE_KEYS};
+
+/// Role used by the single-role form when `role` is not given.
+pub(crate) const DEFAULT_ROLE: &str = "agent";
+
+/// A stage with the source path of each of its fields, so every rule can point at the line.
+pub(crate) struct SourcedStage {
+    pub(crate) stage: Stage,
+    role: FieldPath,
+    claim: FieldPath,
+    in_progress: FieldPath,
+    success: FieldPath,
+    failure: FieldPath,
+    requires: FieldPath,
+}
+
+/// Why a status or role name is unusable, or `None` when it is fine.
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("must not be empty")
+    } else if name.trim() != name {
+        Some("must not start or end with whitespace")
+    } else if name.chars().any(char::is_control) {
+        Some("must not contain control characters")
+    } else {
+        None
+    }
+}
+
+/// Record a problem when `status` is not a usable status name.
+pub(crate) fn check_status(problems: &mut Problems, path: &FieldPath, status: &str) {
+    if let Some(why) = name_problem(status) {
+        problems.at_value(path, format!("status {status:?} {why}"));
+    }
+}
+
+/// Record a problem when `role` is not a safe file name (`roles/<role>.md` is read).
+fn check_role(problems: &mut Problems, path: &FieldPath, role: &str) {
+    let mut chars = role.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !(first_ok && rest_ok) {
+        problems.at_value(
+            path,
+            format!(
+                "role {role:?} is not a valid role name; expected lowercase letters, digits, `_` and `-`, \
+                 starting with a letter or digit (it names the file roles/<role>.md)"
+            ),
+        );
+    }
+}
+
+/// Build the stages from whichever form the file uses, recording every contract violation.
+/// `terminal` is the list of terminal states already read. `default_cap` fills `max_in_flight`.
+pub(crate) fn build_stages(
+    raw: &mut RawConfig,
+    terminal: &[String],
+    default_cap: u32,
+    problems: &mut Problems,
+) -> Vec<Stage> {
+    let root = FieldPath::root();
+    let stages = match raw.pipeline_stages.take() {
+        Some(list) => {
+            for key in SINGLE_ROLE_KEYS {
+                let present = match *key {
+                    "active_states" => raw.active_states.is_some(),
+                    "in_progress_state" => raw.in_progress_state.is_some(),
+                    "handoff_state" => raw.handoff_state.is_some(),
+                    _ => raw.role.is_some(),
+                };
+                if present {
+                    problems.at_key(
+                        &root.key(key),
+                        format!(
+                            "`{key}` belongs to the single-role form, which cannot be combined with \
+                             `pipeline_stages`; describe the role as a stage instead"
+                        ),
+                    );
+                }
+            }
+            if list.is_empty() {
+                problems.at_value(&root.key("pipeline_stages"), "expected at least one stage");
+            }
+            let stages: Vec<SourcedStage> = list
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.map(|s| from_raw_stage(s, i, default_cap)))
+                .collect();
+            check_pipeline(&stages, terminal, problems);
+            stages
+        }
+        None => match single_role(raw, terminal, default_cap, problems) {
+            Some(stage) => vec![stage],
+            None => Vec::new(),
+        },
+    };
+    for s in &stages {
+        check_role(problems, &s.role, &s.stage.role);
+        check_status(problems, &s.claim, &s.stage.claim_status);
+        let optional = [
+            (&s.in_progress, &s.stage.in_progress_status),
+            (&s.success, &s.stage.success_status),
+            (&s.failure, &s.stage.failure_status),
+        ];
+        for (path, status) in optional {
+            if let Some(status) = status {
+                check_status(problems, path, status);
+            }
+        }
+    }
+    stages.into_iter().map(|s| s.stage).collect()
+}
+
+fn from_raw_stage(raw: RawStage, index: usize, default_cap: u32) -> SourcedStage {
+    let base = FieldPath::root().key("pipeline_stages").index(index);
+    SourcedStage {
+        stage: Stage {
+            role: raw.role,
+            claim_status: raw.claim_status,
+            in_progress_status: raw.in_progress_status,
+            success_status: Some(raw.success_status),
+            failure_status: raw.failure_status,
+            requires_prior_role: raw.requires_prior_role,
+            max_in_flight: raw.max_in_flight.unwrap_or(default_cap),
+        },
+        role: base.key("role"),
+        claim: base.key("claim_status"),
+        in_progress: base.key("in_progress_status"),
+        success: base.key("success_status"),
+        failure: base.key("failure_status"),
+        requires: base.key("requires_prior_role"),
+    }
+}
+
+/// The single-role form: `active_states` minus `in_progress_state` must leave exactly one
+/// status to claim from; `handoff_state` becomes the success status.
+fn single_role(
+    raw: &RawConfig,
+    terminal: &[String],
+    default_cap: u32,
+    problems: &mut Problems,
+) -> Option<SourcedStage> {
+    let root = FieldPath::root();
+    let Some(active) = &raw.active_states else {
+        problems.at(
+            super::locate::Position::START,
+            &root,
+            "no pipeline: expected `pipeline_stages` (a list of stages) or the single-role form \
+             (`active_states`, optional `in_progress_state` and `handoff_state`)",
+        );
+        return None;
+    };
+    let active_path = root.key("active_states");
+    for (i, status) in active.iter().enumerate() {
+        let path = active_path.index(i);
+        check_status(problems, &path, status);
+        if active[..i].contains(status) {
+            problems.at_value(
+                &path,
+                format!("`{status}` is listed twice in active_states"),
+            );
+        }
+        if terminal.contains(status) {
+            problems.at_value(
+                &path,
+                format!("`{status}` is both active and terminal; active_states and terminal_states must not overlap"),
+            );
+        }
+    }
+    if let Some(ip) = &raw.in_progress_state {
+        if !active.contains(ip) {
+            problems.at_value(
+                &root.key("in_progress_state"),
+                format!(
+                    "in_progress_state `{ip}` must be one of active_states ({})",
+                    active.join(", ")
+                ),
+            );
+        }
+    }
+    if let Some(h) = &raw.handoff_state {
+        if active.contains(h) {
+            problems.at_value(
+                &root.key("handoff_state"),
+                format!(
+                    "handoff_state `{h}` is one of active_states, so a handed-off ticket would be \
+                     dispatched again; expected a status outside active_states"
+                ),
+            );
+        }
+    }
+    let claimable: Vec<(usize, &String)> = active
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| Some(*s) != raw.in_progress_state.as_ref())
+        .collect();
+    let (claim_index, claim) = match claimable.as_slice() {
+        [one] => *one,
+        [] => {
+            problems.at_value(
+                &active_path,
+                "active_states has no status to claim from besides in_progress_state; expected one more status",
+            );
+            return None;
+        }
+        many => {
+            let names: Vec<&str> = many.iter().map(|(_, s)| s.as_str()).collect();
+            problems.at_value(
+                &active_path,
+                format!(
+                    "active_states has {} statuses to claim from ({}); a stage claims from exactly one: \
+                     set in_progress_state to the status the agent works in, or use pipeline_stages",
+                    names.len(),
+                    names.join(", ")
+                ),
+            );
+            return None;
+        }
+    };
+    let in_progress_index = raw
+        .in_progress_state
+        .as_ref()
+        .and_then(|ip| active.iter().position(|s| s == ip));
+    Some(SourcedStage {
+        stage: Stage {
+            role: raw.role.clone().unwrap_or_else(|| DEFAULT_ROLE.to_string()),
+            claim_status: claim.clone(),
+            in_progress_status: raw.in_progress_state.clone(),
+            success_status: raw.handoff_state.clone(),
+            failure_status: None,
+            requires_prior_role: None,
+            max_in_flight: default_cap,
+        },
+        role: root.key("role"),
+        claim: active_path.index(claim_index),
+        in_progress: in_progress_index
+            .map_or_else(|| root.key("in_progress_state"), |i| active_path.index(i)),
+        success: root.key("handoff_state"),
+        failure: root.key("role"),
+        requires: root.key("role"),
+    })
+}
+
+/// The pipeline form's contract rules (the single-role form meets them by construction).
+fn check_pipeline(stages: &[SourcedStage], terminal: &[String], problems: &mut Problems) {
+    // status -> (stage index, "claim_status" | "in_progress_status") of its first owner
+    let mut owners: HashMap<&str, (usize, &str)> = HashMap::new();
+    let mut roles: HashMap<&str, usize> = HashMap::new();
+    for (i, s) in stages.iter().enumerate() {
+        let st = &s.stage;
+        if let Some(first) = roles.insert(&st.role, i) {
+            roles.insert(&st.role, first);
+            problems.at_value(
+                &s.role,
+                format!(
+                    "role `{}` is already used by pipeline_stages[{first}]; roles must be unique",
+                    st.role
+                ),
+            );
+        }
+        let owned = [(&s.claim, st.claim_status.as_str(), "claim_status")]
+            .into_iter()
+            .chain(
+                st.in_progress_status
+                    .as_deref()
+                    .map(|ip| (&s.in_progress, ip, "in_progress_status")),
+            );
+        for (path, status, field) in owned {
+            if terminal.iter().any(|t| t == status) {
+                problems.at_value(
+                    path,
+                    format!("`{status}` is a terminal state; a stage cannot claim or run in a terminal status"),
+                );
+            }
+            match owners.get(status) {
+                Some(&(j, other)) if j == i => problems.at_value(
+                    path,
+                    format!("in_progress_status `{status}` equals this stage's {other}; expected a different status"),
+                ),
+                Some(&(j, other)) => problems.at_value(
+                    path,
+                    format!(
+                        "`{status}` is already pipeline_stages[{j}].{other}; two stages cannot own the same status"
+                    ),
+                ),
+                None => {
+                    owners.insert(status, (i, field));
+                }
+            }
+        }
+        let outcomes = [
+            (&s.success, &st.success_status, "success"),
+            (&s.failure, &st.failure_status, "failure"),
+        ];
+        for (path, status, what) in outcomes {
+            let Some(status) = status else { continue };
+            let own = if *status == st.claim_status {
+                Some("claim_status")
+            } else if st.in_progress_status.as_ref() == Some(status) {
+                Some("in_progress_status")
+            } else {
+                None
+            };
+            if let Some(own) = own {
+                problems.at_value(
+                    path,
+                    format!(
+                        "{what}_status `{status}` is this stage's own {own}, so the stage would re-dispatch \
+                         itself forever; expected a status the stage does not own"
+                    ),
+                );
+            }
+        }
+        if let Some(prior) = &st.requires_prior_role {
+            let earlier: Vec<&str> = stages[..i].iter().map(|e| e.stage.role.as_str()).collect();
+            if !earlier.contains(&prior.as_str()) {
+                let why = if stages[i..].iter().any(|e| &e.stage.role == prior) {
+                    format!("`{prior}` is not an earlier stage")
+                } else {
+                    format!("no stage has role `{prior}`")
+                };
+                let expected = if earlier.is_empty() {
+                    "the first stage cannot require a prior role".to_string()
+                } else {
+                    format!(
+                        "expected the role of an earlier stage ({})",
+                        earlier.join(", ")
+                    )
+                };
+                problems.at_value(&s.requires, format!("{why}; {expected}"));
+            }
+        }
+    }
+}

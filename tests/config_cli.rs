@@ -1,0 +1,141 @@
+//! `sortie pipeline validate` run as the real binary: whole stdout/stderr and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config")
+}
+
+/// Run `sortie pipeline validate --config <config>` from `cwd`: (exit code, stdout, stderr).
+fn validate(cwd: &Path, config: &str) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+        .args(["pipeline", "validate", "--config", config])
+        .current_dir(cwd)
+        .env_remove("SORTIE_LOG")
+        .output()
+        .expect("run sortie");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    )
+}
+
+/// Compare whole texts, showing both in full on a mismatch.
+fn assert_text(got: &str, want: &str) {
+    assert!(
+        got == want,
+        "output differs\n--- got ---\n{got}--- want ---\n{want}---"
+    );
+}
+
+#[test]
+fn valid_three_stage_pipeline_prints_the_chain_and_summary() {
+    let dir = fixture_dir();
+    let (code, stdout, stderr) = validate(&dir, "three-stage.yaml");
+    let d = dir.display();
+    let want = format!(
+        "ready-for-design -[architect]-> design-approved -[backend]-> code-review -[qa]-> done
+
+architect: claims ready-for-design, runs in designing, success -> design-approved, failure -> design-blocked, max 1 in flight
+backend: claims design-approved, success -> code-review, failure -> blocked, requires architect, max 2 in flight
+qa: claims code-review, success -> done, failure -> (stays, held), requires backend, max 1 in flight
+
+tracker: local board at {d}/board
+state root: {d}/state (ledger {d}/state/ledger.db)
+roles: {d}/roles
+terminal states: done, cancelled
+in flight: at most 4 in total, 1 per role by default
+per status: code-review 1
+agent: {d}/scripts/demo-agent --role-file (timeout 3600s, stall detection off)
+retry: 3 attempts, backoff 10s doubling up to 300s
+claim lease: 600s
+"
+    );
+    assert_text(&stdout, &want);
+    assert_text(&stderr, "");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn stages_off_the_main_chain_get_their_own_line() {
+    let (code, stdout, _) = validate(&fixture_dir(), "two-chains.yaml");
+    let want = "todo -[backend]-> review -[qa]-> done
+needs-docs -[docs]-> done
+
+backend: claims todo, runs in coding, success -> review, failure -> blocked, max 1 in flight
+docs: claims needs-docs, success -> done, failure -> (stays, held), max 1 in flight
+qa: claims review, success -> done, failure -> todo, max 1 in flight
+
+tracker: local board at /srv/board
+state root: /srv/state (ledger /srv/state/ledger.db)
+roles: /srv/roles
+terminal states: done, cancelled
+in flight: at most 2 in total, 1 per role by default
+agent: agent --verbose (timeout 3600s, stall 120s)
+retry: 3 attempts, backoff 10s doubling up to 300s
+claim lease: 600s
+";
+    assert_text(&stdout, want);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn single_role_form_prints_a_one_stage_chain() {
+    let (code, stdout, _) = validate(&fixture_dir(), "single-role.yaml");
+    assert!(stdout.starts_with("todo -[agent]-> review\n\nagent: claims todo, runs in doing, success -> review, failure -> (stays, held), max 1 in flight\n"), "{stdout}");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn the_config_is_found_relative_to_the_current_directory_and_paths_to_the_file() {
+    // Run from the crate root: paths in the file still resolve against the file's directory.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let (code, stdout, _) = validate(&root, "tests/fixtures/config/single-role.yaml");
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(&format!(
+            "tracker: local board at {}/board\n",
+            fixture_dir().display()
+        )),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn invalid_config_prints_every_problem_on_stderr_and_exits_2() {
+    let (code, stdout, stderr) = validate(&fixture_dir(), "success-is-own-status.yaml");
+    let want = "\
+success-is-own-status.yaml:8:21: pipeline_stages[0].success_status: success_status `todo` is this stage's own claim_status, so the stage would re-dispatch itself forever; expected a status the stage does not own
+success-is-own-status.yaml:9:21: pipeline_stages[0].failure_status: failure_status `coding` is this stage's own in_progress_status, so the stage would re-dispatch itself forever; expected a status the stage does not own
+";
+    assert_text(&stderr, want);
+    assert_text(&stdout, "");
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn a_typo_is_refused_with_a_suggestion() {
+    let (code, _, stderr) = validate(&fixture_dir(), "unknown-key.yaml");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown-key.yaml:7:5: pipeline_stages[0].claim_statu: unknown key `claim_statu`; did you mean `claim_status`?"), "{stderr}");
+}
+
+#[test]
+fn a_missing_file_exits_2_with_a_clear_message() {
+    let (code, stdout, stderr) = validate(&fixture_dir(), "no-such-file.yaml");
+    assert_text(&stderr, "sortie: cannot read config file no-such-file.yaml: No such file or directory (os error 2)\n");
+    assert_text(&stdout, "");
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn a_directory_is_not_a_config() {
+    let (code, _, stderr) = validate(&fixture_dir(), ".");
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with("sortie: cannot read config file .: "),
+        "{stderr}"
+    );
+}
