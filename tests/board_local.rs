@@ -419,10 +419,13 @@ async fn symlinked_folders_are_not_followed_for_writes() {
     std::os::unix::fs::symlink(&outside, f.board.path().join("5")).unwrap();
     f.board.add_ticket(new_ticket("T", "todo")).unwrap(); // id 6
     std::os::unix::fs::symlink(&outside, f.board.path().join("6/comments")).unwrap();
+    f.board.add_ticket(new_ticket("T", "todo")).unwrap(); // id 7
+    let planted = outside.join("planted");
+    std::os::unix::fs::symlink(&planted, f.board.path().join("7/.lock")).unwrap();
     let before = snapshot(&outside);
 
     let listing = f.board.list(&statuses(&["todo"])).await.unwrap();
-    assert_eq!(ids(&listing), ["6"]);
+    assert_eq!(ids(&listing), ["6", "7"]);
     assert_eq!(
         listing.warnings,
         ["skipped ticket 5: its folder is a symbolic link"]

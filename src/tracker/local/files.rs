@@ -7,6 +7,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -102,6 +103,8 @@ impl TicketLock {
             .write(true)
             .create(true)
             .truncate(false)
+            // A `.lock` planted as a symlink must not make us create files elsewhere.
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(dir.join(LOCK_FILE))?;
         loop {
             match Flock::lock(file, FlockArg::LockExclusive) {
