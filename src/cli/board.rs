@@ -1,8 +1,16 @@
 //! `sortie board ...`: work with the embedded local board.
 
-use std::path::PathBuf;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::{UsageError, EXIT_OK};
+use crate::config::{Config, TrackerConfig};
+use crate::tracker::local::{compare_ids, LocalBoard, NewTicket};
+use crate::tracker::{Comment, Ticket, TrackerError};
 
 /// Where the board is: `--board PATH`, or the `tracker.path` of a local-board config.
 #[derive(Debug, Args)]
@@ -102,6 +110,270 @@ pub enum BoardCommand {
 
 /// Run a board command.
 pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
-    let _ = cmd;
-    anyhow::bail!("board commands are not implemented yet")
+    let mut out = io::stdout().lock();
+    match cmd {
+        BoardCommand::Init { path } => {
+            let path = path.unwrap_or_else(|| PathBuf::from(DEFAULT_BOARD));
+            LocalBoard::init(&path).map_err(from_tracker)?;
+            writeln!(out, "{}", path.display())?;
+        }
+        BoardCommand::Add {
+            location,
+            title,
+            status,
+            priority,
+            labels,
+            body_file,
+        } => {
+            let board = open(&location)?;
+            let body = match body_file {
+                Some(file) => read_text(&file)?,
+                None => String::new(),
+            };
+            let new = NewTicket {
+                title,
+                status,
+                priority,
+                labels,
+                body,
+            };
+            let ticket = board.add_ticket(new).map_err(from_tracker)?;
+            writeln!(out, "{}", ticket.id)?;
+        }
+        BoardCommand::List {
+            location,
+            status,
+            json,
+        } => {
+            let board = open(&location)?;
+            let mut listing = if status.is_empty() {
+                board.list_all()
+            } else {
+                board.list_in(&status)
+            }
+            .map_err(from_tracker)?;
+            listing.tickets.sort_by(|a, b| compare_ids(&a.id, &b.id));
+            if json {
+                let doc = ListJson {
+                    tickets: &listing.tickets,
+                    warnings: &listing.warnings,
+                };
+                serde_json::to_writer_pretty(&mut out, &doc)?;
+                writeln!(out)?;
+            } else {
+                print_warnings(&listing.warnings);
+                write_table(&mut out, &listing.tickets)?;
+            }
+        }
+        BoardCommand::Show { location, id, json } => {
+            let board = open(&location)?;
+            let (ticket, mut warnings) = board.read_ticket(&id).map_err(from_tracker)?;
+            let (comments, comment_warnings) = board.read_comments(&id).map_err(from_tracker)?;
+            warnings.extend(comment_warnings);
+            if json {
+                let doc = ShowJson {
+                    ticket: &ticket,
+                    comments: &comments,
+                    warnings: &warnings,
+                };
+                serde_json::to_writer_pretty(&mut out, &doc)?;
+                writeln!(out)?;
+            } else {
+                print_warnings(&warnings);
+                write_ticket(&mut out, &ticket, &comments)?;
+            }
+        }
+        BoardCommand::Move {
+            location,
+            id,
+            status,
+        } => {
+            let board = open(&location)?;
+            let before = board.set_status(&id, &status).map_err(from_tracker)?;
+            writeln!(out, "{id}: {before} -> {}", status.trim())?;
+        }
+        BoardCommand::Comment {
+            location,
+            id,
+            body,
+            body_file,
+            author,
+        } => {
+            let board = open(&location)?;
+            let body = match (body, body_file) {
+                (Some(body), _) => body,
+                (None, Some(file)) => read_text(&file)?,
+                (None, None) => return Err(UsageError("pass --body or --body-file".into()).into()),
+            };
+            let author = author
+                .or_else(|| std::env::var("USER").ok())
+                .filter(|a| !a.trim().is_empty())
+                .unwrap_or_else(|| "unknown".to_owned());
+            let comment = board
+                .add_comment(&id, &author, &body)
+                .map_err(from_tracker)?;
+            writeln!(out, "{}", comment.id)?;
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// The board used when neither `--board` nor `--config` says otherwise.
+const DEFAULT_BOARD: &str = "board";
+
+fn open(location: &BoardLocation) -> anyhow::Result<LocalBoard> {
+    let path = match (&location.board, &location.config) {
+        (Some(board), _) => board.clone(),
+        (None, Some(config)) => board_of_config(config)?,
+        (None, None) => PathBuf::from(DEFAULT_BOARD),
+    };
+    LocalBoard::open(&path).map_err(from_tracker)
+}
+
+fn board_of_config(path: &Path) -> anyhow::Result<PathBuf> {
+    let config = Config::load(path)?;
+    #[allow(unreachable_patterns)] // other tracker kinds are on their way
+    match config.tracker {
+        TrackerConfig::Local { path } => Ok(path),
+        _ => Err(UsageError(format!(
+            "{}: the tracker is not a local board (`tracker.kind: local`)",
+            path.display()
+        ))
+        .into()),
+    }
+}
+
+/// An invalid id or value is the user's to fix (exit 2); anything else is a runtime failure (exit 1).
+fn from_tracker(err: TrackerError) -> anyhow::Error {
+    match err {
+        TrackerError::Invalid(msg) => UsageError(msg).into(),
+        TrackerError::NotFound(msg) => anyhow::anyhow!(msg),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// Read a body from `file`, or from standard input when it is `-`.
+fn read_text(file: &Path) -> anyhow::Result<String> {
+    if file == Path::new("-") {
+        let mut text = String::new();
+        io::stdin()
+            .read_to_string(&mut text)
+            .context("reading the body from standard input")?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+}
+
+fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+#[derive(Serialize)]
+struct ListJson<'a> {
+    tickets: &'a [Ticket],
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    ticket: &'a Ticket,
+    comments: &'a [Comment],
+    warnings: &'a [String],
+}
+
+/// Text for a table cell or header line: control characters would break the layout.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn priority_text(priority: Option<i64>) -> String {
+    priority.map_or_else(|| "-".to_owned(), |p| p.to_string())
+}
+
+fn labels_text(labels: &[String]) -> String {
+    if labels.is_empty() {
+        "-".to_owned()
+    } else {
+        one_line(&labels.join(", "))
+    }
+}
+
+fn write_table(out: &mut impl Write, tickets: &[Ticket]) -> io::Result<()> {
+    let mut rows = vec![[
+        "ID".to_owned(),
+        "STATUS".to_owned(),
+        "PRIORITY".to_owned(),
+        "TITLE".to_owned(),
+        "LABELS".to_owned(),
+    ]];
+    rows.extend(tickets.iter().map(|t| {
+        [
+            t.id.clone(),
+            one_line(&t.status),
+            priority_text(t.priority),
+            one_line(&t.title),
+            labels_text(&t.labels),
+        ]
+    }));
+    let mut widths = [0usize; 5];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in &rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = widths[i] - cell.chars().count() + 2;
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+fn write_ticket(out: &mut impl Write, ticket: &Ticket, comments: &[Comment]) -> io::Result<()> {
+    writeln!(out, "id:         {}", ticket.id)?;
+    writeln!(out, "title:      {}", one_line(&ticket.title))?;
+    writeln!(out, "status:     {}", one_line(&ticket.status))?;
+    writeln!(out, "priority:   {}", priority_text(ticket.priority))?;
+    writeln!(out, "labels:     {}", labels_text(&ticket.labels))?;
+    writeln!(out, "created_at: {}", time_text(ticket.created_at))?;
+    writeln!(out, "updated_at: {}", time_text(ticket.updated_at))?;
+    if !ticket.body.trim().is_empty() {
+        writeln!(out)?;
+        write_block(out, &ticket.body)?;
+    }
+    for c in comments {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "--- comment {} by {} at {}",
+            c.id,
+            one_line(&c.author),
+            time_text(c.created_at)
+        )?;
+        write_block(out, &c.body)?;
+    }
+    Ok(())
+}
+
+fn time_text(t: chrono::DateTime<chrono::Utc>) -> String {
+    crate::tracker::local::render::render_time(t)
+}
+
+fn write_block(out: &mut impl Write, text: &str) -> io::Result<()> {
+    out.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        writeln!(out)?;
+    }
+    Ok(())
 }

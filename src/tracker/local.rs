@@ -1,1 +1,0 @@
-//! The embedded local board: one folder per ticket in plain files (stub until it lands).
