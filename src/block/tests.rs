@@ -398,3 +398,31 @@ fn validate_reports_without_a_line() {
         .expect_err("invalid");
     assert_eq!(err.field.as_deref(), Some("detail"));
 }
+
+/// Regression (found by tests/block_roundtrip.rs): libyaml treats U+2028 as a
+/// line break, so indenting an artifact or ending a block scalar on one broke the block.
+#[test]
+fn line_separators_survive_rendering() {
+    let mut success = SuccessBlock {
+        role: "yes".into(),
+        stage_attempt: 1,
+        idempotency_key: KEY.into(),
+        from_status: "0".into(),
+        to_status: "a".into(),
+        summary: "\n\u{2028}".into(),
+        run_id: None,
+        duration_seconds: None,
+        artifacts: BTreeMap::new(),
+        extra: BTreeMap::new(),
+    };
+    success
+        .artifacts
+        .insert("\u{2028}yes\n".into(), "\u{2029}".into());
+    let block = OutcomeBlock::Success(success);
+    let rendered = render_block(&block);
+    assert_eq!(
+        parse_blocks(&rendered),
+        vec![Ok(ParsedBlock { block, line: 1 })],
+        "{rendered}"
+    );
+}
