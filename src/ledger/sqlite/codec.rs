@@ -1,0 +1,113 @@
+//! Conversions between ledger types and the integers and strings SQLite stores.
+
+use std::time::Duration;
+
+use chrono::DateTime;
+
+use crate::ledger::{LedgerError, OutboxState, RunPhase, Timestamp};
+
+/// A timestamp as stored: integer milliseconds since the Unix epoch (UTC).
+pub(super) fn to_millis(t: Timestamp) -> i64 {
+    t.timestamp_millis()
+}
+
+/// Decode stored milliseconds; a value outside chrono's range is a corrupt row.
+pub(super) fn from_millis(ms: i64) -> Result<Timestamp, LedgerError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| LedgerError::Corrupt(format!("timestamp {ms} ms is out of range")))
+}
+
+/// `now + ttl` in stored milliseconds, saturating instead of overflowing on absurd TTLs.
+pub(super) fn expiry_millis(now: Timestamp, ttl: Duration) -> i64 {
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    to_millis(now).saturating_add(ttl_ms)
+}
+
+/// Decode a stored attempt or counter that must fit a `u32`.
+pub(super) fn to_u32(value: i64, what: &str) -> Result<u32, LedgerError> {
+    u32::try_from(value).map_err(|_| LedgerError::Corrupt(format!("{what} {value} is not a u32")))
+}
+
+/// The stored name of a run phase.
+pub(super) fn phase_name(phase: RunPhase) -> &'static str {
+    match phase {
+        RunPhase::Running => "running",
+        RunPhase::Finished => "finished",
+        RunPhase::Cancelled => "cancelled",
+    }
+}
+
+/// Decode a stored run phase.
+pub(super) fn parse_phase(name: &str) -> Result<RunPhase, LedgerError> {
+    match name {
+        "running" => Ok(RunPhase::Running),
+        "finished" => Ok(RunPhase::Finished),
+        "cancelled" => Ok(RunPhase::Cancelled),
+        other => Err(LedgerError::Corrupt(format!("unknown run phase {other:?}"))),
+    }
+}
+
+/// The stored name of an outbox state.
+pub(super) fn outbox_state_name(state: OutboxState) -> &'static str {
+    match state {
+        OutboxState::Pending => "pending",
+        OutboxState::CommentPosted => "comment_posted",
+        OutboxState::Done => "done",
+        OutboxState::Dropped => "dropped",
+    }
+}
+
+/// Decode a stored outbox state.
+pub(super) fn parse_outbox_state(name: &str) -> Result<OutboxState, LedgerError> {
+    match name {
+        "pending" => Ok(OutboxState::Pending),
+        "comment_posted" => Ok(OutboxState::CommentPosted),
+        "done" => Ok(OutboxState::Done),
+        "dropped" => Ok(OutboxState::Dropped),
+        other => Err(LedgerError::Corrupt(format!(
+            "unknown outbox state {other:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_trip_keeps_millisecond_precision() {
+        let t = from_millis(1_700_000_000_123).unwrap();
+        assert_eq!(to_millis(t), 1_700_000_000_123);
+    }
+
+    #[test]
+    fn out_of_range_millis_is_corrupt_not_a_panic() {
+        assert!(matches!(
+            from_millis(i64::MAX),
+            Err(LedgerError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn huge_ttl_saturates() {
+        let now = from_millis(1_000).unwrap();
+        assert_eq!(expiry_millis(now, Duration::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn enum_names_round_trip() {
+        for phase in [RunPhase::Running, RunPhase::Finished, RunPhase::Cancelled] {
+            assert_eq!(parse_phase(phase_name(phase)).unwrap(), phase);
+        }
+        for state in [
+            OutboxState::Pending,
+            OutboxState::CommentPosted,
+            OutboxState::Done,
+            OutboxState::Dropped,
+        ] {
+            assert_eq!(parse_outbox_state(outbox_state_name(state)).unwrap(), state);
+        }
+        assert!(parse_phase("bogus").is_err());
+        assert!(parse_outbox_state("bogus").is_err());
+    }
+}

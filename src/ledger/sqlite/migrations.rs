@@ -1,0 +1,140 @@
+//! The ledger schema as an ordered list of migrations, applied by `PRAGMA user_version`.
+//!
+//! Migration `n` (1-based) brings a file from `user_version = n - 1` to `n`. Never edit a
+//! released migration: append a new one (e.g. `ALTER TABLE runs ADD COLUMN tokens INTEGER`).
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::ledger::LedgerError;
+
+/// Every migration in order; the schema version of this build is its length.
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema. Times are integer milliseconds since the epoch (UTC).
+    // Claims and attempts are WITHOUT ROWID (the key is the primary key) and carry no
+    // secondary index: live claims are bounded by the in-flight caps, so counting them is a
+    // scan of a handful of rows, and every index would cost a page write per claim.
+    "
+    CREATE TABLE claims (
+        tracker          TEXT    NOT NULL,
+        ticket_id        TEXT    NOT NULL,
+        role             TEXT    NOT NULL,
+        stage            TEXT    NOT NULL,
+        claimer_id       TEXT    NOT NULL,
+        claimed_at       INTEGER NOT NULL,
+        lease_expires_at INTEGER NOT NULL,
+        stage_attempt    INTEGER NOT NULL,
+        run_id           TEXT    NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        agent_pid        INTEGER,
+        PRIMARY KEY (tracker, ticket_id, role)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE attempts (
+        tracker      TEXT    NOT NULL,
+        ticket_id    TEXT    NOT NULL,
+        role         TEXT    NOT NULL,
+        last_attempt INTEGER NOT NULL,
+        PRIMARY KEY (tracker, ticket_id, role)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE retries (
+        tracker        TEXT    NOT NULL,
+        ticket_id      TEXT    NOT NULL,
+        role           TEXT    NOT NULL,
+        stage          TEXT    NOT NULL,
+        failed_attempt INTEGER NOT NULL,
+        due_at         INTEGER NOT NULL,
+        reason_code    TEXT    NOT NULL,
+        PRIMARY KEY (tracker, ticket_id, role)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE holds (
+        tracker     TEXT    NOT NULL,
+        ticket_id   TEXT    NOT NULL,
+        role        TEXT    NOT NULL,
+        status      TEXT    NOT NULL,
+        reason_code TEXT    NOT NULL,
+        created_at  INTEGER NOT NULL,
+        PRIMARY KEY (tracker, ticket_id, role)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE runs (
+        run_id        TEXT    NOT NULL PRIMARY KEY,
+        tracker       TEXT    NOT NULL,
+        ticket_id     TEXT    NOT NULL,
+        role          TEXT    NOT NULL,
+        stage         TEXT    NOT NULL,
+        stage_attempt INTEGER NOT NULL,
+        claimer_id    TEXT    NOT NULL,
+        phase         TEXT    NOT NULL,
+        outcome       TEXT,
+        reason_code   TEXT,
+        log_path      TEXT,
+        started_at    INTEGER NOT NULL,
+        finished_at   INTEGER
+    );
+    CREATE INDEX runs_by_start ON runs (started_at);
+
+    CREATE TABLE outbox (
+        idempotency_key TEXT    NOT NULL PRIMARY KEY,
+        tracker         TEXT    NOT NULL,
+        ticket_id       TEXT    NOT NULL,
+        role            TEXT    NOT NULL,
+        stage           TEXT    NOT NULL,
+        stage_attempt   INTEGER NOT NULL,
+        run_id          TEXT    NOT NULL,
+        outcome         TEXT    NOT NULL,
+        from_status     TEXT    NOT NULL,
+        to_status       TEXT    NOT NULL,
+        comment_body    TEXT    NOT NULL,
+        state           TEXT    NOT NULL,
+        write_attempts  INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        last_error      TEXT,
+        created_at      INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX outbox_by_tracker_state ON outbox (tracker, state, created_at);
+    ",
+];
+
+/// The schema version this build writes and understands.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the file to [`SCHEMA_VERSION`], refusing a file from a newer sortie.
+///
+/// Runs in one `BEGIN IMMEDIATE` transaction and re-reads the version inside it, so several
+/// processes opening a fresh file at once apply each migration exactly once.
+pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), LedgerError> {
+    let found = user_version(conn)?;
+    check_not_newer(found, path)?;
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = user_version(&tx)?;
+    check_not_newer(found, path)?;
+    let start = usize::try_from(found)
+        .map_err(|_| LedgerError::Corrupt(format!("negative schema version {found}")))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        tx.execute_batch(sql)?;
+        // PRAGMA arguments cannot be bound; the value is our own integer.
+        tx.execute_batch(&format!("PRAGMA user_version = {}", index + 1))?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn user_version(conn: &Connection) -> Result<i64, LedgerError> {
+    Ok(conn.query_row("PRAGMA user_version", [], |row| row.get(0))?)
+}
+
+fn check_not_newer(found: i64, path: &str) -> Result<(), LedgerError> {
+    if found > SCHEMA_VERSION {
+        return Err(LedgerError::TooNew {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
