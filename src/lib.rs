@@ -1,8 +1,10 @@
 //! sortie: a multi-agent role pipeline whose desired state is the issue tracker.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod block;
 pub mod cli;
 pub mod config;
 pub mod ledger;
+pub mod pipeline;
 pub mod tracker;

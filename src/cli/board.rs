@@ -233,7 +233,6 @@ fn open(location: &BoardLocation) -> anyhow::Result<LocalBoard> {
 
 fn board_of_config(path: &Path) -> anyhow::Result<PathBuf> {
     let config = Config::load(path)?;
-    #[allow(unreachable_patterns)] // other tracker kinds are on their way
     match config.tracker {
         TrackerConfig::Local { path } => Ok(path),
         _ => Err(UsageError(format!(

@@ -1,8 +1,19 @@
 //! `sortie pipeline ...`: validate, tick and inspect a pipeline.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use chrono::Utc;
 use clap::Subcommand;
+use serde::Serialize;
+
+use super::UsageError;
+use crate::config::{Config, TrackerConfig};
+use crate::ledger::{Claim, Hold, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger};
+use crate::pipeline::{Pipeline, PipelineError, TickOptions};
+use crate::tracker::local::LocalBoard;
+use crate::tracker::Tracker;
 
 /// Pipeline commands.
 #[derive(Debug, Subcommand)]
@@ -40,6 +51,183 @@ pub enum PipelineCommand {
 pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
     match cmd {
         PipelineCommand::Validate { config } => super::validate::run(&config),
-        other => anyhow::bail!("{other:?} is not implemented yet"),
+        PipelineCommand::Tick {
+            config,
+            dry_run,
+            json,
+        } => tick(&config, dry_run, json),
+        PipelineCommand::Status { config, json } => status(&config, json),
     }
+}
+
+/// Open the tracker a config names.
+pub fn open_tracker(config: &Config) -> anyhow::Result<Arc<dyn Tracker>> {
+    match &config.tracker {
+        TrackerConfig::Local { path } => Ok(Arc::new(LocalBoard::open(path)?)),
+        TrackerConfig::Github { .. } | TrackerConfig::Redmine { .. } => Err(UsageError(format!(
+            "tracker {} is not supported by this build yet",
+            config.tracker.name()
+        ))
+        .into()),
+    }
+}
+
+fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
+    let config = Config::load(config_path)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let report = runtime.block_on(async {
+        let tracker = open_tracker(&config)?;
+        let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+        let pipeline = Pipeline::new(config, tracker, ledger)
+            .await
+            .map_err(config_error)?;
+        pipeline
+            .tick(TickOptions { dry_run })
+            .await
+            .map_err(anyhow::Error::from)
+    })?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", report.to_text())?;
+    }
+    Ok(super::EXIT_OK)
+}
+
+/// A missing or broken role template is the user's to fix: exit 2.
+fn config_error(err: PipelineError) -> anyhow::Error {
+    match err {
+        PipelineError::Prompt(p) => UsageError(p.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+/// Everything `pipeline status` shows.
+#[derive(Debug, Serialize)]
+struct StatusReport {
+    claims: Vec<Claim>,
+    retries: Vec<RetryEntry>,
+    holds: Vec<Hold>,
+    pending_writebacks: Vec<OutboxEntry>,
+    recent_runs: Vec<RunRecord>,
+}
+
+fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
+    let config = Config::load(config_path)?;
+    let ledger = SqliteLedger::open(&config.ledger_path())?;
+    let tracker = config.tracker.name();
+    let report = StatusReport {
+        claims: ledger
+            .claims()?
+            .into_iter()
+            .filter(|c| c.key.tracker == tracker)
+            .collect(),
+        retries: ledger
+            .retries()?
+            .into_iter()
+            .filter(|c| c.key.tracker == tracker)
+            .collect(),
+        holds: ledger
+            .holds()?
+            .into_iter()
+            .filter(|c| c.key.tracker == tracker)
+            .collect(),
+        pending_writebacks: ledger.outbox_pending(&tracker)?,
+        recent_runs: ledger
+            .recent_runs(20)?
+            .into_iter()
+            .filter(|c| c.key.tracker == tracker)
+            .collect(),
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(super::EXIT_OK);
+    }
+    let now = Utc::now();
+    writeln!(out, "claims ({}):", report.claims.len())?;
+    for c in &report.claims {
+        let left = (c.lease_expires_at - now).num_seconds();
+        let lease = if left > 0 {
+            format!("lease {left}s left")
+        } else {
+            "expired".to_string()
+        };
+        let age = (now - c.claimed_at).num_seconds();
+        writeln!(
+            out,
+            "  {} {} #{} held by {} for {age}s, {lease}{}",
+            c.key.ticket_id,
+            c.key.role,
+            c.stage_attempt,
+            c.claimer_id,
+            if c.cancel_requested {
+                ", cancel requested"
+            } else {
+                ""
+            }
+        )?;
+    }
+    writeln!(out, "retry queue ({}):", report.retries.len())?;
+    for r in &report.retries {
+        writeln!(
+            out,
+            "  {} {} after attempt {} ({}), due {}",
+            r.key.ticket_id,
+            r.key.role,
+            r.failed_attempt,
+            r.reason_code,
+            r.due_at.to_rfc3339()
+        )?;
+    }
+    writeln!(out, "held ({}):", report.holds.len())?;
+    for h in &report.holds {
+        writeln!(
+            out,
+            "  {} {} in {} after {}; change its status to run it again",
+            h.key.ticket_id, h.key.role, h.status, h.reason_code
+        )?;
+    }
+    writeln!(
+        out,
+        "pending write-backs ({}):",
+        report.pending_writebacks.len()
+    )?;
+    for e in &report.pending_writebacks {
+        writeln!(
+            out,
+            "  {} {} #{} {} -> {}: {}",
+            e.key.ticket_id,
+            e.key.role,
+            e.stage_attempt,
+            e.outcome,
+            e.to_status,
+            e.last_error.as_deref().unwrap_or("not yet written")
+        )?;
+    }
+    writeln!(out, "recent runs ({}):", report.recent_runs.len())?;
+    for r in &report.recent_runs {
+        let took = r
+            .finished_at
+            .map(|f| format!("{}s", (f - r.started_at).num_seconds()))
+            .unwrap_or_else(|| "running".to_string());
+        writeln!(
+            out,
+            "  {} {} #{} {} {}{} ({took}) log {}",
+            r.key.ticket_id,
+            r.key.role,
+            r.stage_attempt,
+            serde_json::to_value(r.phase)?.as_str().unwrap_or(""),
+            r.outcome.as_deref().unwrap_or(""),
+            r.reason_code
+                .as_deref()
+                .map(|c| format!(" {c}"))
+                .unwrap_or_default(),
+            r.log_path.as_deref().unwrap_or("-"),
+        )?;
+    }
+    Ok(super::EXIT_OK)
 }

@@ -60,8 +60,33 @@ pub fn describe(cfg: &Config) -> String {
         let _ = writeln!(out, "{line}, max {} in flight", s.max_in_flight);
     }
     out.push('\n');
-    let crate::config::TrackerConfig::Local { path } = &cfg.tracker;
-    let _ = writeln!(out, "tracker: local board at {}", path.display());
+    match &cfg.tracker {
+        crate::config::TrackerConfig::Local { path } => {
+            let _ = writeln!(out, "tracker: local board at {}", path.display());
+        }
+        crate::config::TrackerConfig::Github {
+            repo,
+            api_url,
+            token_env,
+            status_label_prefix,
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: GitHub {repo} at {api_url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
+            );
+        }
+        crate::config::TrackerConfig::Redmine {
+            url,
+            project,
+            api_key_env,
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: Redmine project {project} at {url} (API key from ${api_key_env})"
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "state root: {} (ledger {})",

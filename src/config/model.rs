@@ -47,6 +47,40 @@ pub enum TrackerConfig {
         /// Board directory (absolute after loading).
         path: PathBuf,
     },
+    /// GitHub Issues: statuses are labels (`status:<name>`), a closed issue is terminal.
+    Github {
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token. Default `GITHUB_TOKEN`.
+        token_env: String,
+        /// REST API base URL, without a trailing `/`. Default `https://api.github.com`.
+        api_url: String,
+        /// Prefix of status labels. Default `status:`.
+        status_label_prefix: String,
+        /// Prefix of priority labels (`priority:1`). Default `priority:`.
+        priority_label_prefix: String,
+    },
+    /// Redmine: statuses are Redmine issue statuses by name.
+    Redmine {
+        /// Server base URL, without a trailing `/`.
+        url: String,
+        /// Project identifier.
+        project: String,
+        /// Environment variable holding the API key. Default `REDMINE_API_KEY`.
+        api_key_env: String,
+    },
+}
+
+impl TrackerConfig {
+    /// The tracker identity used in ledger keys and idempotency keys; adapters'
+    /// `Tracker::name` returns the same string.
+    pub fn name(&self) -> String {
+        match self {
+            TrackerConfig::Local { .. } => "local".to_string(),
+            TrackerConfig::Github { repo, .. } => format!("github:{repo}"),
+            TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
+        }
+    }
 }
 
 /// In-flight ceilings.

@@ -70,6 +70,42 @@ fn path_value(
     resolve(base, &v)
 }
 
+/// An `http://` or `https://` URL with a host.
+fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/')) {
+        problems.at_value(
+            path,
+            format!("expected an http:// or https:// URL, found {url:?}"),
+        );
+    }
+}
+
+/// The name of an environment variable holding a secret (the secret itself never
+/// goes in the config file).
+fn env_name(
+    problems: &mut Problems,
+    path: &FieldPath,
+    name: Option<String>,
+    default: &str,
+) -> String {
+    let name = name.unwrap_or_else(|| default.to_string());
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        problems.at_value(
+            path,
+            format!(
+                "expected the name of an environment variable such as `{default}`, found {name:?}"
+            ),
+        );
+    }
+    name
+}
+
 /// Build the `Config` from `raw`, recording every problem. `base` is the directory relative
 /// paths resolve against. Returns `None` when something was wrong.
 pub(crate) fn normalize(
@@ -84,6 +120,69 @@ pub(crate) fn normalize(
             let p = root.key("tracker").key("path");
             Some(TrackerConfig::Local {
                 path: path_value(problems, &p, Some(path), "", base),
+            })
+        }
+        Some(RawTracker::Github {
+            repo,
+            token_env,
+            api_url,
+            status_label_prefix,
+            priority_label_prefix,
+        }) => {
+            let t = root.key("tracker");
+            let valid_repo = repo.split_once('/').is_some_and(|(owner, name)| {
+                let ok = |s: &str| {
+                    !s.is_empty()
+                        && s.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                };
+                ok(owner) && ok(name)
+            });
+            if !valid_repo {
+                problems.at_value(
+                    &t.key("repo"),
+                    format!("expected `owner/name`, found {repo:?}"),
+                );
+            }
+            let api_url = api_url.unwrap_or_else(|| "https://api.github.com".to_string());
+            check_url(problems, &t.key("api_url"), &api_url);
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "GITHUB_TOKEN");
+            let status_label_prefix = status_label_prefix.unwrap_or_else(|| "status:".to_string());
+            if status_label_prefix.is_empty() {
+                problems.at_value(
+                    &t.key("status_label_prefix"),
+                    "expected a non-empty label prefix such as `status:`",
+                );
+            }
+            Some(TrackerConfig::Github {
+                repo,
+                token_env,
+                api_url: api_url.trim_end_matches('/').to_string(),
+                status_label_prefix,
+                priority_label_prefix: priority_label_prefix
+                    .unwrap_or_else(|| "priority:".to_string()),
+            })
+        }
+        Some(RawTracker::Redmine {
+            url,
+            project,
+            api_key_env,
+        }) => {
+            let t = root.key("tracker");
+            check_url(problems, &t.key("url"), &url);
+            if project.trim().is_empty() {
+                problems.at_value(&t.key("project"), "expected the project identifier");
+            }
+            let api_key_env = env_name(
+                problems,
+                &t.key("api_key_env"),
+                api_key_env,
+                "REDMINE_API_KEY",
+            );
+            Some(TrackerConfig::Redmine {
+                url: url.trim_end_matches('/').to_string(),
+                project,
+                api_key_env,
             })
         }
         None => {

@@ -19,6 +19,28 @@ pub(crate) enum RawTracker {
         /// Board directory.
         path: String,
     },
+    /// GitHub Issues (or GitHub Enterprise Server).
+    Github {
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// REST API base URL.
+        api_url: Option<String>,
+        /// Prefix of the labels that model statuses.
+        status_label_prefix: Option<String>,
+        /// Prefix of the labels that model priorities.
+        priority_label_prefix: Option<String>,
+    },
+    /// A Redmine server.
+    Redmine {
+        /// Base URL of the server.
+        url: String,
+        /// Project identifier.
+        project: String,
+        /// Environment variable holding the API key.
+        api_key_env: Option<String>,
+    },
 }
 
 /// `concurrency:`.

@@ -72,10 +72,25 @@ impl SqliteLedger {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(open_error)?;
         }
-        let mut conn = Connection::open(path)
-            .and_then(|conn| configure(&conn, true).map(|()| conn))
-            .map_err(|e| open_error(std::io::Error::other(e)))?;
-        migrations::migrate(&mut conn, &shown)?;
+        // Opening races with other processes converting a new file to WAL or migrating it;
+        // SQLite answers some of those lock conflicts with SQLITE_BUSY without consulting the
+        // busy handler (to avoid deadlocks), so the whole open is retried for a while.
+        let started = Instant::now();
+        loop {
+            match Self::open_once(path, &shown) {
+                Err(err) if is_busy(&err) && started.elapsed() < BUSY_TIMEOUT => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(LedgerError::Sqlite(e)) => return Err(open_error(std::io::Error::other(e))),
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(path: &Path, shown: &str) -> Result<SqliteLedger, LedgerError> {
+        let mut conn = Connection::open(path)?;
+        configure(&conn, true)?;
+        migrations::migrate(&mut conn, shown)?;
         Ok(SqliteLedger {
             conn: Mutex::new(conn),
         })
@@ -160,6 +175,15 @@ impl Drop for OpenTransaction<'_> {
 }
 
 /// Connection settings: a fast busy handler, WAL, and no fsync on ordinary commits.
+/// Whether `err` is SQLite reporting a lock held by another connection.
+fn is_busy(err: &LedgerError) -> bool {
+    matches!(
+        err,
+        LedgerError::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 fn configure(conn: &Connection, file_backed: bool) -> rusqlite::Result<()> {
     conn.busy_handler(Some(wait_for_lock))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

@@ -5,6 +5,7 @@
 //! transitions. Keep it small: every adapter implements all of it.
 
 pub mod local;
+pub mod memory;
 
 use std::time::Duration;
 

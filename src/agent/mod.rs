@@ -1,0 +1,55 @@
+//! Running a role's coding agent on one ticket: prompt, workspace, process, outcome.
+//!
+//! The agent is an argv (never a shell string built from ticket text). It gets the
+//! rendered prompt on stdin and in `SORTIE_PROMPT_FILE`, runs in the ticket's
+//! workspace, and reports through `SORTIE_RESULT_FILE` or its exit status.
+
+mod outcome;
+mod process;
+mod prompt;
+mod workspace;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError};
+pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
+pub use prompt::{
+    FailureVars, PriorVars, PromptContext, PromptError, RoleTemplates, StageVars, TicketVars,
+};
+pub use workspace::{run_dir, workspace_dir, workspace_name};
+
+/// Environment variables handed to every agent, besides the inherited ones and `agent.env`.
+pub const ENV_VARS: &[&str] = &[
+    "SORTIE_TICKET_ID",
+    "SORTIE_TICKET_TITLE",
+    "SORTIE_TICKET_STATUS",
+    "SORTIE_TICKET_LABELS",
+    "SORTIE_ROLE",
+    "SORTIE_STAGE",
+    "SORTIE_STAGE_ATTEMPT",
+    "SORTIE_RUN_ID",
+    "SORTIE_WORKSPACE",
+    "SORTIE_PROMPT_FILE",
+    "SORTIE_RESULT_FILE",
+];
+
+/// Everything a run needs that the pipeline decides.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// argv of the agent.
+    pub command: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Rendered prompt.
+    pub prompt: String,
+    /// Working directory (the ticket's workspace).
+    pub workspace: PathBuf,
+    /// Directory for this run's prompt, result file and log.
+    pub run_dir: PathBuf,
+    /// Hard time limit.
+    pub timeout: Duration,
+    /// Kill after this long without output (`None` disables).
+    pub stall_timeout: Option<Duration>,
+}

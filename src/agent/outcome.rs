@@ -1,0 +1,250 @@
+//! What a run produced: the agent's result file, or its exit status, turned into an outcome.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::block::{Category, NextAction};
+
+/// The observed result of one agent run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentOutcome {
+    /// The agent did its job.
+    Success {
+        /// What it did, in a few lines.
+        summary: String,
+        /// Named outputs (branch, pull request URL, ...).
+        artifacts: BTreeMap<String, String>,
+    },
+    /// The agent, or sortie watching it, observed a failure.
+    Failure {
+        /// Dotted reason code (`agent.timeout`, `tests.failed`, ...).
+        reason_code: String,
+        /// How to treat it.
+        category: Category,
+        /// What should happen next.
+        next_action: NextAction,
+        /// Human-readable detail.
+        detail: String,
+    },
+}
+
+impl AgentOutcome {
+    /// A failure with the given code, category, next action and detail.
+    pub fn failure(
+        reason_code: &str,
+        category: Category,
+        next_action: NextAction,
+        detail: impl Into<String>,
+    ) -> Self {
+        AgentOutcome::Failure {
+            reason_code: reason_code.to_string(),
+            category,
+            next_action,
+            detail: detail.into(),
+        }
+    }
+
+    /// Whether this is a success.
+    pub fn is_success(&self) -> bool {
+        matches!(self, AgentOutcome::Success { .. })
+    }
+}
+
+/// A result file that could not be understood.
+#[derive(Debug, thiserror::Error)]
+#[error("result file: {0}")]
+pub struct ResultFileError(pub String);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultFile {
+    outcome: String,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    reason_code: Option<String>,
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    next_action: Option<String>,
+    #[serde(default)]
+    detail: Option<String>,
+    #[serde(default)]
+    artifacts: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// Parse the YAML an agent wrote to `SORTIE_RESULT_FILE`.
+///
+/// `outcome: success|failure` is required. A failure without `reason_code` is
+/// `agent.reported_failure`; without `category` it is `unknown`; without
+/// `next_action` it is `retry` for transient failures and `escalate` otherwise.
+pub fn parse_result_file(text: &str) -> Result<AgentOutcome, ResultFileError> {
+    let file: ResultFile =
+        serde_yaml::from_str(text).map_err(|e| ResultFileError(e.to_string()))?;
+    let artifacts = file
+        .artifacts
+        .into_iter()
+        .map(|(k, v)| (k, scalar_to_string(v)))
+        .collect();
+    match file.outcome.as_str() {
+        "success" => Ok(AgentOutcome::Success {
+            summary: file.summary.unwrap_or_default(),
+            artifacts,
+        }),
+        "failure" => {
+            let category = match file.category.as_deref() {
+                None => Category::Unknown,
+                Some(word) => Category::ALL.into_iter().find(|c| c.as_str() == word).ok_or_else(|| {
+                    ResultFileError(format!("category must be one of transient, permanent, policy, unknown; found {word:?}"))
+                })?,
+            };
+            let next_action = match file.next_action.as_deref() {
+                None if category == Category::Transient => NextAction::Retry,
+                None => NextAction::Escalate,
+                Some(word) => NextAction::ALL.into_iter().find(|a| a.as_str() == word).ok_or_else(|| {
+                    ResultFileError(format!("next_action must be one of retry, escalate, abandon, manual; found {word:?}"))
+                })?,
+            };
+            let reason_code = file
+                .reason_code
+                .filter(|c| is_reason_code(c))
+                .unwrap_or_else(|| "agent.reported_failure".to_string());
+            let detail = match (file.detail, file.summary) {
+                (Some(d), _) => d,
+                (None, Some(s)) => s,
+                (None, None) => String::new(),
+            };
+            Ok(AgentOutcome::Failure {
+                reason_code,
+                category,
+                next_action,
+                detail,
+            })
+        }
+        other => Err(ResultFileError(format!(
+            "outcome must be `success` or `failure`, found {other:?}"
+        ))),
+    }
+}
+
+fn scalar_to_string(value: serde_yaml::Value) -> String {
+    match value {
+        serde_yaml::Value::String(s) => s,
+        serde_yaml::Value::Null => String::new(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        other => serde_yaml::to_string(&other)
+            .unwrap_or_default()
+            .trim_end()
+            .to_string(),
+    }
+}
+
+/// Whether `code` is a dotted lowercase reason code such as `tests.failed`.
+pub(crate) fn is_reason_code(code: &str) -> bool {
+    !code.is_empty()
+        && code.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        })
+}
+
+/// The outcome of an agent that wrote no result file, from how it ended.
+pub fn classify_exit(exit_code: Option<i32>, output_tail: &str) -> AgentOutcome {
+    match exit_code {
+        Some(0) => AgentOutcome::Success {
+            summary: if output_tail.trim().is_empty() {
+                "agent exited 0 without output".to_string()
+            } else {
+                output_tail.to_string()
+            },
+            artifacts: BTreeMap::new(),
+        },
+        Some(code) => AgentOutcome::failure(
+            "agent.exit_nonzero",
+            Category::Transient,
+            NextAction::Retry,
+            format!("agent exited with status {code}\n{output_tail}")
+                .trim_end()
+                .to_string(),
+        ),
+        None => AgentOutcome::failure(
+            "agent.killed",
+            Category::Transient,
+            NextAction::Retry,
+            format!("agent was killed by a signal\n{output_tail}")
+                .trim_end()
+                .to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn success_result_file_with_artifacts() {
+        let out = parse_result_file(
+            "outcome: success\nsummary: did it\nartifacts:\n  branch: feat/x\n  pr: 12\n",
+        )
+        .unwrap();
+        let AgentOutcome::Success { summary, artifacts } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(summary, "did it");
+        assert_eq!(artifacts["branch"], "feat/x");
+        assert_eq!(artifacts["pr"], "12");
+    }
+
+    #[test]
+    fn failure_defaults_follow_category() {
+        let out =
+            parse_result_file("outcome: failure\ncategory: transient\nreason_code: net.flaky\n")
+                .unwrap();
+        assert_eq!(
+            out,
+            AgentOutcome::failure("net.flaky", Category::Transient, NextAction::Retry, "")
+        );
+        let out = parse_result_file("outcome: failure\ndetail: nope\n").unwrap();
+        assert_eq!(
+            out,
+            AgentOutcome::failure(
+                "agent.reported_failure",
+                Category::Unknown,
+                NextAction::Escalate,
+                "nope"
+            )
+        );
+    }
+
+    #[test]
+    fn bad_result_files_are_errors_not_panics() {
+        assert!(parse_result_file("outcome: maybe\n").is_err());
+        assert!(parse_result_file("outcom: success\n").is_err());
+        assert!(parse_result_file("- a\n- b\n").is_err());
+        assert!(parse_result_file("").is_err());
+        let err = parse_result_file("outcome: failure\ncategory: flaky\n").unwrap_err();
+        assert!(err.to_string().contains("category must be one of"), "{err}");
+    }
+
+    #[test]
+    fn exit_codes_classify() {
+        assert!(classify_exit(Some(0), "ok").is_success());
+        let AgentOutcome::Failure {
+            reason_code,
+            category,
+            ..
+        } = classify_exit(Some(3), "boom")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (reason_code.as_str(), category),
+            ("agent.exit_nonzero", Category::Transient)
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! Role prompt templates (`roles/<role>.md`) and their rendering for one ticket.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+
+/// A role template that cannot be loaded or rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// The role file is missing or unreadable.
+    #[error("cannot read role file {path}: {source}")]
+    Read {
+        /// Role file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The template does not compile, or uses a variable that does not exist.
+    #[error("{path}:{line}: {message}")]
+    Template {
+        /// Role file.
+        path: PathBuf,
+        /// 1-based line in the role file (front matter included).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The variables a role template can use.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptContext {
+    /// The ticket: id, title, body, url, status, labels, priority.
+    pub ticket: TicketVars,
+    /// The stage: role, claim_status, in_progress_status, success_status, failure_status.
+    pub stage: StageVars,
+    /// This run's attempt number (1, 2, ...).
+    pub attempt: u32,
+    /// Per earlier role: its latest success summary and artifacts.
+    pub prior: BTreeMap<String, PriorVars>,
+    /// This role's previous failure on the ticket, for retries.
+    pub last_failure: Option<FailureVars>,
+}
+
+/// Ticket fields visible to templates.
+#[derive(Debug, Clone, Serialize)]
+pub struct TicketVars {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Markdown body.
+    pub body: String,
+    /// Link, or empty.
+    pub url: String,
+    /// Current status.
+    pub status: String,
+    /// Labels.
+    pub labels: Vec<String>,
+    /// Priority, if any.
+    pub priority: Option<i64>,
+}
+
+/// Stage fields visible to templates.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageVars {
+    /// Role.
+    pub role: String,
+    /// Claim status.
+    pub claim_status: String,
+    /// In-progress status, or none.
+    pub in_progress_status: Option<String>,
+    /// Success status, or none.
+    pub success_status: Option<String>,
+    /// Failure status, or none.
+    pub failure_status: Option<String>,
+}
+
+/// An earlier role's latest success.
+#[derive(Debug, Clone, Serialize)]
+pub struct PriorVars {
+    /// Its summary.
+    pub summary: String,
+    /// Its artifacts.
+    pub artifacts: BTreeMap<String, String>,
+}
+
+/// This role's previous failure.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureVars {
+    /// Attempt that failed.
+    pub attempt: u32,
+    /// Reason code.
+    pub reason_code: String,
+    /// Detail.
+    pub detail: String,
+}
+
+/// The compiled prompt templates of every role in a pipeline.
+#[derive(Debug)]
+pub struct RoleTemplates {
+    env: Environment<'static>,
+    paths: BTreeMap<String, (PathBuf, usize)>,
+}
+
+impl RoleTemplates {
+    /// Load and compile `roles_dir/<role>.md` for each role. Every problem is an error
+    /// naming the file and line, before anything runs.
+    pub fn load<'a>(
+        roles_dir: &Path,
+        roles: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, PromptError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        let mut paths = BTreeMap::new();
+        for role in roles {
+            let path = roles_dir.join(format!("{role}.md"));
+            let text = std::fs::read_to_string(&path).map_err(|source| PromptError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let (offset, template) = strip_front_matter(&text);
+            env.add_template_owned(role.to_string(), template.to_string())
+                .map_err(|e| template_error(&path, offset, &e))?;
+            paths.insert(role.to_string(), (path, offset));
+        }
+        let templates = RoleTemplates { env, paths };
+        templates.check_variables()?;
+        Ok(templates)
+    }
+
+    /// Render `role`'s prompt for `ctx`.
+    pub fn render(&self, role: &str, ctx: &PromptContext) -> Result<String, PromptError> {
+        let (path, offset) = self.paths.get(role).cloned().unwrap_or_default();
+        let template = self
+            .env
+            .get_template(role)
+            .map_err(|e| template_error(&path, offset, &e))?;
+        template
+            .render(ctx)
+            .map_err(|e| template_error(&path, offset, &e))
+    }
+
+    /// Render every template once with a sample context, so an unknown variable is
+    /// reported at load time rather than on a ticket.
+    fn check_variables(&self) -> Result<(), PromptError> {
+        for role in self.paths.keys() {
+            let sample = PromptContext::sample(role);
+            self.render(role, &sample)?;
+        }
+        Ok(())
+    }
+}
+
+impl PromptContext {
+    /// A context with every variable present, used to check templates.
+    fn sample(role: &str) -> Self {
+        PromptContext {
+            ticket: TicketVars {
+                id: "1".into(),
+                title: "title".into(),
+                body: "body".into(),
+                url: String::new(),
+                status: "status".into(),
+                labels: vec!["label".into()],
+                priority: Some(1),
+            },
+            stage: StageVars {
+                role: role.to_string(),
+                claim_status: "claim".into(),
+                in_progress_status: None,
+                success_status: Some("next".into()),
+                failure_status: None,
+            },
+            attempt: 1,
+            prior: BTreeMap::new(),
+            last_failure: None,
+        }
+    }
+}
+
+/// Split off YAML front matter (`---` ... `---`), returning the number of lines it
+/// used and the template text after it.
+fn strip_front_matter(text: &str) -> (usize, &str) {
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return (0, text);
+    };
+    let mut consumed = text.len() - rest.len();
+    let mut lines = 1;
+    for line in rest.split_inclusive('\n') {
+        consumed += line.len();
+        lines += 1;
+        if line.trim_end() == "---" {
+            return (lines, &text[consumed..]);
+        }
+    }
+    (0, text)
+}
+
+fn template_error(path: &Path, offset: usize, err: &minijinja::Error) -> PromptError {
+    let mut message = err.kind().to_string();
+    if let Some(detail) = err.detail() {
+        message = format!("{message}: {detail}");
+    }
+    PromptError::Template {
+        path: path.to_path_buf(),
+        line: offset + err.line().unwrap_or(1),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_role(dir: &Path, role: &str, text: &str) {
+        std::fs::write(dir.join(format!("{role}.md")), text).unwrap();
+    }
+
+    #[test]
+    fn renders_ticket_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        write_role(dir.path(), "qa", "---\nmodel: x\n---\nTest {{ ticket.id }}: {{ ticket.title }} (attempt {{ attempt }})\n");
+        let t = RoleTemplates::load(dir.path(), ["qa"]).unwrap();
+        let mut ctx = PromptContext::sample("qa");
+        ctx.ticket.title = "Login {{ not a template }}".into();
+        assert_eq!(
+            t.render("qa", &ctx).unwrap(),
+            "Test 1: Login {{ not a template }} (attempt 1)\n"
+        );
+    }
+
+    #[test]
+    fn unknown_variable_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        write_role(
+            dir.path(),
+            "qa",
+            "---\nmodel: x\n---\nline one\n{{ ticket.nope }}\n",
+        );
+        let err = RoleTemplates::load(dir.path(), ["qa"]).unwrap_err();
+        let PromptError::Template { line, path, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(*line, 5, "{err}");
+        assert!(path.ends_with("qa.md"));
+    }
+
+    #[test]
+    fn missing_role_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = RoleTemplates::load(dir.path(), ["ghost"]).unwrap_err();
+        assert!(err.to_string().contains("ghost.md"), "{err}");
+    }
+}

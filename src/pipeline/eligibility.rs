@@ -1,0 +1,367 @@
+//! Which tickets each stage wants now, in what order, and why the others wait.
+//!
+//! Pure: a function of the board listing and the ledger snapshot, so it is tested
+//! and benchmarked without disk, network or clock.
+
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::config::{Config, Stage};
+use crate::ledger::{CeilingScope, Claim, Hold, RetryEntry};
+use crate::tracker::Ticket;
+
+/// Why a ticket on a pipeline status is not dispatched this tick.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Closed by the tracker or in a terminal status.
+    Terminal {
+        /// Its status.
+        status: String,
+    },
+    /// Another run holds the claim.
+    Claimed {
+        /// Holder's claimer id.
+        holder: String,
+        /// When its lease runs out.
+        lease_expires_at: DateTime<Utc>,
+    },
+    /// A retry is queued and not yet due.
+    RetryNotDue {
+        /// When it is due.
+        due_at: DateTime<Utc>,
+        /// Why the last attempt failed.
+        reason_code: String,
+    },
+    /// Left where it is after a final failure; a person must change its status.
+    Held {
+        /// Reason code of the final failure.
+        reason_code: String,
+    },
+    /// The previous run's write-back is still waiting in the outbox.
+    WritebackPending,
+    /// `requires_prior_role` has no trusted success block on the ticket.
+    PriorRoleMissing {
+        /// The role whose success is required.
+        role: String,
+    },
+    /// A ceiling is reached.
+    CapReached {
+        /// Which one.
+        scope: CeilingScope,
+        /// Its limit.
+        limit: u32,
+    },
+    /// The tracker failed while checking this ticket.
+    TrackerError {
+        /// What it said.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::Terminal { status } => write!(f, "terminal (status {status})"),
+            SkipReason::Claimed {
+                holder,
+                lease_expires_at,
+            } => {
+                write!(
+                    f,
+                    "claimed by {holder} (lease until {})",
+                    lease_expires_at.format("%H:%M:%S")
+                )
+            }
+            SkipReason::RetryNotDue {
+                due_at,
+                reason_code,
+            } => {
+                write!(
+                    f,
+                    "retry after {reason_code} not due until {}",
+                    due_at.format("%H:%M:%S")
+                )
+            }
+            SkipReason::Held { reason_code } => {
+                write!(
+                    f,
+                    "held after final failure {reason_code}; change its status to run it again"
+                )
+            }
+            SkipReason::WritebackPending => write!(f, "write-back of the last run still pending"),
+            SkipReason::PriorRoleMissing { role } => {
+                write!(f, "prior role {role} has no success block on the ticket")
+            }
+            SkipReason::CapReached { scope, limit } => {
+                let scope = match scope {
+                    CeilingScope::Global => "global",
+                    CeilingScope::Role => "role",
+                    CeilingScope::Status => "status",
+                };
+                write!(f, "{scope} cap reached ({limit} in flight)")
+            }
+            SkipReason::TrackerError { message } => write!(f, "tracker error: {message}"),
+        }
+    }
+}
+
+/// A ticket a stage may claim, before comment-based checks and caps.
+#[derive(Debug, Clone)]
+pub struct Candidate<'a> {
+    /// The ticket.
+    pub ticket: &'a Ticket,
+    /// Index of its stage in `config.stages`.
+    pub stage: usize,
+    /// A due retry (dispatched before new work).
+    pub retry: bool,
+}
+
+/// A ticket that is not a candidate, and why.
+#[derive(Debug, Clone)]
+pub struct Skip<'a> {
+    /// The ticket.
+    pub ticket: &'a Ticket,
+    /// Index of its stage in `config.stages`.
+    pub stage: usize,
+    /// Why.
+    pub reason: SkipReason,
+}
+
+/// The ledger's view needed to decide eligibility.
+#[derive(Debug, Default)]
+pub struct LedgerSnapshot<'a> {
+    /// Live claims of this tracker.
+    pub claims: &'a [Claim],
+    /// Queued retries of this tracker.
+    pub retries: &'a [RetryEntry],
+    /// Holds of this tracker.
+    pub holds: &'a [Hold],
+    /// `(ticket_id, role)` pairs with an outbox entry not yet applied.
+    pub pending_writebacks: HashSet<(String, String)>,
+}
+
+/// The stage owning `status` (as claim or in-progress status), if any.
+pub fn stage_for_status(config: &Config, status: &str) -> Option<usize> {
+    config
+        .stages
+        .iter()
+        .position(|s| s.claim_status == status || s.in_progress_status.as_deref() == Some(status))
+}
+
+/// Split the listed tickets into ordered candidates and skips.
+///
+/// Candidates come out in dispatch order: stages from the last to the first (finish
+/// work before starting new work), and within a stage due retries first, then by
+/// priority (lower first, none last), creation time and id (natural order).
+pub fn candidates<'a>(
+    config: &Config,
+    tickets: &'a [Ticket],
+    ledger: &LedgerSnapshot<'_>,
+    now: DateTime<Utc>,
+) -> (Vec<Candidate<'a>>, Vec<Skip<'a>>) {
+    let claims: HashMap<(&str, &str), &Claim> = ledger
+        .claims
+        .iter()
+        .map(|c| ((c.key.ticket_id.as_str(), c.key.role.as_str()), c))
+        .collect();
+    let retries: HashMap<(&str, &str), &RetryEntry> = ledger
+        .retries
+        .iter()
+        .map(|r| ((r.key.ticket_id.as_str(), r.key.role.as_str()), r))
+        .collect();
+    let holds: HashMap<(&str, &str), &Hold> = ledger
+        .holds
+        .iter()
+        .map(|h| ((h.key.ticket_id.as_str(), h.key.role.as_str()), h))
+        .collect();
+
+    let mut out = Vec::new();
+    let mut skips = Vec::new();
+    for ticket in tickets {
+        let Some(stage_idx) = stage_for_status(config, &ticket.status) else {
+            continue;
+        };
+        let stage: &Stage = &config.stages[stage_idx];
+        let key = (ticket.id.as_str(), stage.role.as_str());
+        let mut skip = |reason| {
+            skips.push(Skip {
+                ticket,
+                stage: stage_idx,
+                reason,
+            })
+        };
+        if ticket.closed || config.is_terminal(&ticket.status) {
+            skip(SkipReason::Terminal {
+                status: ticket.status.clone(),
+            });
+            continue;
+        }
+        if let Some(claim) = claims.get(&key) {
+            if claim.lease_expires_at > now {
+                skip(SkipReason::Claimed {
+                    holder: claim.claimer_id.clone(),
+                    lease_expires_at: claim.lease_expires_at,
+                });
+                continue;
+            }
+        }
+        if ledger
+            .pending_writebacks
+            .contains(&(ticket.id.clone(), stage.role.clone()))
+        {
+            skip(SkipReason::WritebackPending);
+            continue;
+        }
+        if let Some(hold) = holds.get(&key) {
+            if hold.status == stage.claim_status {
+                skip(SkipReason::Held {
+                    reason_code: hold.reason_code.clone(),
+                });
+                continue;
+            }
+        }
+        let mut retry = false;
+        if let Some(entry) = retries.get(&key) {
+            if entry.stage == stage.claim_status {
+                if entry.due_at > now {
+                    skip(SkipReason::RetryNotDue {
+                        due_at: entry.due_at,
+                        reason_code: entry.reason_code.clone(),
+                    });
+                    continue;
+                }
+                retry = true;
+            }
+        }
+        out.push(Candidate {
+            ticket,
+            stage: stage_idx,
+            retry,
+        });
+    }
+    out.sort_by(|a, b| {
+        b.stage
+            .cmp(&a.stage)
+            .then(b.retry.cmp(&a.retry))
+            .then_with(|| dispatch_order(a.ticket, b.ticket))
+    });
+    (out, skips)
+}
+
+/// Priority (lower first, none last), then creation time, then natural id order.
+pub fn dispatch_order(a: &Ticket, b: &Ticket) -> Ordering {
+    let prio = |t: &Ticket| t.priority.unwrap_or(i64::MAX);
+    prio(a)
+        .cmp(&prio(b))
+        .then(a.created_at.cmp(&b.created_at))
+        .then_with(|| natural_cmp(&a.id, &b.id))
+}
+
+/// Compare ids so that `2` sorts before `10` and `T-2` before `T-10`.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a, b);
+    loop {
+        match (a.is_empty(), b.is_empty()) {
+            (true, true) => return Ordering::Equal,
+            (true, false) => return Ordering::Less,
+            (false, true) => return Ordering::Greater,
+            _ => {}
+        }
+        let a_digit = a.starts_with(|c: char| c.is_ascii_digit());
+        let b_digit = b.starts_with(|c: char| c.is_ascii_digit());
+        let (ca, ra) = split_run(a, a_digit);
+        let (cb, rb) = split_run(b, b_digit);
+        let ord = if a_digit && b_digit {
+            let ta = ca.trim_start_matches('0');
+            let tb = cb.trim_start_matches('0');
+            ta.len()
+                .cmp(&tb.len())
+                .then_with(|| ta.cmp(tb))
+                .then_with(|| ca.len().cmp(&cb.len()))
+        } else {
+            ca.cmp(cb)
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+        a = ra;
+        b = rb;
+    }
+}
+
+/// Split `s` after its leading run of digits (or of non-digits).
+fn split_run(s: &str, digits: bool) -> (&str, &str) {
+    let end = s
+        .find(|c: char| c.is_ascii_digit() != digits)
+        .unwrap_or(s.len());
+    s.split_at(end)
+}
+
+/// Live in-flight counts used to apply caps while dispatching.
+#[derive(Debug, Default, Clone)]
+pub struct InFlight {
+    global: u32,
+    by_role: HashMap<String, u32>,
+    by_status: HashMap<String, u32>,
+}
+
+impl InFlight {
+    /// Counts from the live claims of this tracker.
+    pub fn from_claims(claims: &[Claim], now: DateTime<Utc>) -> Self {
+        let mut counts = InFlight::default();
+        for claim in claims.iter().filter(|c| c.lease_expires_at > now) {
+            counts.add(&claim.key.role, &claim.stage);
+        }
+        counts
+    }
+
+    /// Count one more run of `role` in `status`.
+    pub fn add(&mut self, role: &str, status: &str) {
+        self.global += 1;
+        *self.by_role.entry(role.to_string()).or_default() += 1;
+        *self.by_status.entry(status.to_string()).or_default() += 1;
+    }
+
+    /// The ceiling one more run of `stage` would break, if any.
+    pub fn ceiling(&self, config: &Config, stage: &Stage) -> Option<SkipReason> {
+        let reached = |scope, limit| Some(SkipReason::CapReached { scope, limit });
+        if self.global >= config.concurrency.max_in_flight {
+            return reached(CeilingScope::Global, config.concurrency.max_in_flight);
+        }
+        if self.by_role.get(&stage.role).copied().unwrap_or(0) >= stage.max_in_flight {
+            return reached(CeilingScope::Role, stage.max_in_flight);
+        }
+        if let Some(&limit) = config
+            .concurrency
+            .per_status_max_in_flight
+            .get(&stage.claim_status)
+        {
+            if self
+                .by_status
+                .get(&stage.claim_status)
+                .copied()
+                .unwrap_or(0)
+                >= limit
+            {
+                return reached(CeilingScope::Status, limit);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order() {
+        let mut ids = vec!["10", "2", "T-10", "T-2", "1", "a", "02"];
+        ids.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(ids, vec!["1", "2", "02", "10", "T-2", "T-10", "a"]);
+    }
+}

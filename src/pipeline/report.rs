@@ -1,0 +1,178 @@
+//! What a tick did or would do, for people (lines) and programs (JSON).
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::eligibility::SkipReason;
+
+/// Everything one tick did, in the order it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    /// Whether this was a dry run (nothing claimed, run or written).
+    pub dry_run: bool,
+    /// Tracker identity.
+    pub tracker: String,
+    /// When the tick started.
+    pub started_at: DateTime<Utc>,
+    /// Tickets listed on the pipeline's statuses.
+    pub tickets_listed: usize,
+    /// Board entries skipped as unreadable, with the reason.
+    pub warnings: Vec<String>,
+    /// Outbox entries replayed from earlier runs.
+    pub replays: Vec<WritebackLine>,
+    /// Claims whose ticket left its stage; their holders were asked to stop.
+    pub cancels: Vec<CancelLine>,
+    /// Runs this tick started (or, in a dry run, would start).
+    pub runs: Vec<RunLine>,
+    /// Tickets on pipeline statuses that were not dispatched, and why.
+    pub skips: Vec<SkipLine>,
+}
+
+/// One run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunLine {
+    /// Ticket id.
+    pub ticket: String,
+    /// Role.
+    pub role: String,
+    /// Attempt (0 in a dry run: not allocated).
+    pub attempt: u32,
+    /// `would_run`, `success`, `failure`, `cancelled` or `not_started`.
+    pub outcome: String,
+    /// Failure reason code, when there is one.
+    pub reason_code: Option<String>,
+    /// Status when dispatched.
+    pub from_status: String,
+    /// Status after write-back, when it changed or was confirmed.
+    pub to_status: Option<String>,
+    /// What happened to the write-back.
+    pub writeback: Option<String>,
+    /// Extra information (why not started, retry due time, ...).
+    pub note: Option<String>,
+    /// The run's log, when an agent ran.
+    pub log_path: Option<String>,
+}
+
+/// A ticket that was not dispatched.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkipLine {
+    /// Ticket id.
+    pub ticket: String,
+    /// Role of the stage that owns its status.
+    pub role: String,
+    /// Its status.
+    pub status: String,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+/// One replayed (or attempted) outbox write-back.
+#[derive(Debug, Clone, Serialize)]
+pub struct WritebackLine {
+    /// Ticket id.
+    pub ticket: String,
+    /// Role.
+    pub role: String,
+    /// Attempt.
+    pub attempt: u32,
+    /// `done`, `dropped: ...` or `deferred: ...`.
+    pub result: String,
+}
+
+/// A cancellation request for a claim whose ticket left its stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct CancelLine {
+    /// Ticket id.
+    pub ticket: String,
+    /// Role.
+    pub role: String,
+    /// Holder asked to stop.
+    pub holder: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl TickReport {
+    /// The report as lines for a person at a terminal.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for w in &self.warnings {
+            let _ = writeln!(out, "warning  {w}");
+        }
+        for r in &self.replays {
+            let _ = writeln!(
+                out,
+                "replayed {} {} #{}: {}",
+                r.ticket, r.role, r.attempt, r.result
+            );
+        }
+        for c in &self.cancels {
+            let verb = if self.dry_run {
+                "would cancel"
+            } else {
+                "cancel"
+            };
+            let _ = writeln!(
+                out,
+                "{verb} {} {} held by {}: {}",
+                c.ticket, c.role, c.holder, c.reason
+            );
+        }
+        for r in &self.runs {
+            if r.outcome == "would_run" {
+                let _ = writeln!(
+                    out,
+                    "would run {} {} (status {}){}",
+                    r.ticket,
+                    r.role,
+                    r.from_status,
+                    note(&r.note)
+                );
+                continue;
+            }
+            let mut line = format!("run {} {} #{} {}", r.ticket, r.role, r.attempt, r.outcome);
+            if let Some(code) = &r.reason_code {
+                let _ = write!(line, " {code}");
+            }
+            match &r.to_status {
+                Some(to) if to != &r.from_status => {
+                    let _ = write!(line, ": {} -> {to}", r.from_status);
+                }
+                _ => {
+                    let _ = write!(line, ": stays {}", r.from_status);
+                }
+            }
+            if let Some(wb) = r.writeback.as_deref().filter(|wb| *wb != "done") {
+                let _ = write!(line, " (write-back {wb})");
+            }
+            line.push_str(&note(&r.note));
+            let _ = writeln!(out, "{line}");
+        }
+        for s in &self.skips {
+            let _ = writeln!(
+                out,
+                "skip {} {} (status {}): {}",
+                s.ticket, s.role, s.status, s.reason
+            );
+        }
+        if self.runs.is_empty() && self.replays.is_empty() && self.cancels.is_empty() {
+            if self.tickets_listed == 0 {
+                let _ = writeln!(out, "nothing to do: no tickets on the pipeline's statuses");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "nothing to dispatch: {} ticket(s) on pipeline statuses, none eligible",
+                    self.tickets_listed
+                );
+            }
+        }
+        out
+    }
+}
+
+fn note(note: &Option<String>) -> String {
+    note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+}

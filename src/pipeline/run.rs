@@ -1,0 +1,516 @@
+//! One claimed run: in-progress write, agent with a renewed lease, outcome into the
+//! outbox, write-back, release.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::history::TicketHistory;
+use super::report::RunLine;
+use super::writeback::{self, WritebackResult};
+use super::Inner;
+use crate::agent::{
+    run_agent, AgentOutcome, AgentSpec, CancelReason, FailureVars, PriorVars, PromptContext,
+    RunEnd, RunPlan, StageVars, TicketVars,
+};
+use crate::block::{
+    idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock, SuccessBlock,
+};
+use crate::config::Stage;
+use crate::ledger::{Claim, OutboxEntry, OutboxState, RenewOutcome, RunPhase, RunRecord};
+use crate::tracker::{Ticket, TrackerError};
+
+/// Run the agent for a claim this process holds, and write the result back.
+pub(super) async fn run_claimed(
+    inner: Arc<Inner>,
+    ticket: Ticket,
+    stage_idx: usize,
+    claim: Claim,
+    history: TicketHistory,
+) -> RunLine {
+    let stage = inner.config.stages[stage_idx].clone();
+    let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt);
+    run_stage(inner, ticket, stage, claim, history)
+        .instrument(span)
+        .await
+}
+
+async fn run_stage(
+    inner: Arc<Inner>,
+    ticket: Ticket,
+    stage: Stage,
+    claim: Claim,
+    history: TicketHistory,
+) -> RunLine {
+    let mut line = RunLine {
+        ticket: ticket.id.clone(),
+        role: stage.role.clone(),
+        attempt: claim.stage_attempt,
+        outcome: "not_started".to_string(),
+        reason_code: None,
+        from_status: ticket.status.clone(),
+        to_status: None,
+        writeback: None,
+        note: None,
+        log_path: None,
+    };
+    inner.faults.hit("after_claim");
+
+    if let Some(in_progress) = &stage.in_progress_status {
+        if ticket.status == stage.claim_status {
+            match inner
+                .tracker
+                .transition(&ticket.id, &stage.claim_status, in_progress)
+                .await
+            {
+                Ok(()) => inner.faults.hit("after_in_progress"),
+                Err(err) => {
+                    line.note = Some(match err {
+                        TrackerError::Conflict { current, .. } => {
+                            format!("moved by a person to {current} before the run")
+                        }
+                        other => format!("could not set {in_progress}: {other}"),
+                    });
+                    release(&inner, &claim);
+                    return line;
+                }
+            }
+        }
+    }
+
+    let run_dir = crate::agent::run_dir(&inner.config.state_root, &claim.run_id);
+    let prompt = match inner.templates.render(
+        &stage.role,
+        &prompt_context(&ticket, &stage, claim.stage_attempt, &history),
+    ) {
+        Ok(prompt) => prompt,
+        Err(err) => {
+            let outcome = AgentOutcome::failure(
+                "role.template_error",
+                Category::Permanent,
+                NextAction::Escalate,
+                err.to_string(),
+            );
+            return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+        }
+    };
+    let plan = RunPlan {
+        command: inner.config.agent.command.clone(),
+        env: inner.config.agent.env.clone(),
+        prompt,
+        workspace: crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
+        run_dir,
+        timeout: inner.config.agent.timeout,
+        stall_timeout: inner.config.agent.stall_timeout,
+    };
+    let vars = agent_vars(&ticket, &stage, &claim, &plan);
+    let started_at = inner.clock.now();
+    record_run(
+        &inner,
+        &claim,
+        RunPhase::Running,
+        None,
+        None,
+        Some(&plan.run_dir.join("agent.log")),
+        started_at,
+        None,
+    );
+
+    let cancel = CancellationToken::new();
+    let cancel_reason = Arc::new(Mutex::new(None));
+    let heartbeat = tokio::spawn(heartbeat(
+        inner.clone(),
+        claim.clone(),
+        cancel.clone(),
+        cancel_reason.clone(),
+    ));
+    let ledger = inner.ledger.clone();
+    let (key, claimer) = (claim.key.clone(), claim.claimer_id.clone());
+    let faults = inner.faults.clone();
+    let end = run_agent(AgentSpec { plan: &plan, vars }, cancel, move |pid| {
+        if let Err(err) = ledger.set_agent_pid(&key, &claimer, Some(pid)) {
+            tracing::warn!(%err, "could not record agent pid");
+        }
+        faults.hit("mid_agent");
+    })
+    .await;
+    heartbeat.abort();
+    let _ = inner
+        .ledger
+        .set_agent_pid(&claim.key, &claim.claimer_id, None);
+
+    match end {
+        RunEnd::Cancelled { log_path } => {
+            let reason = cancel_reason
+                .lock()
+                .expect("cancel reason lock")
+                .unwrap_or(CancelReason::TicketLeftStage);
+            line.outcome = "cancelled".to_string();
+            line.log_path = Some(log_path.display().to_string());
+            line.note = Some(match reason {
+                CancelReason::LeaseLost => "lease lost; nothing written".to_string(),
+                CancelReason::TicketLeftStage => {
+                    "ticket left the stage; nothing written".to_string()
+                }
+                CancelReason::Shutdown => "shutting down; nothing written".to_string(),
+            });
+            record_run(
+                &inner,
+                &claim,
+                RunPhase::Cancelled,
+                Some("cancelled"),
+                None,
+                Some(&log_path),
+                started_at,
+                Some(inner.clock.now()),
+            );
+            if reason != CancelReason::LeaseLost {
+                release(&inner, &claim);
+            }
+            line
+        }
+        RunEnd::Finished(report) => {
+            line.log_path = Some(report.log_path.display().to_string());
+            finish(
+                &inner,
+                &ticket,
+                &stage,
+                &claim,
+                report.outcome,
+                Some(report.duration.as_secs_f64()),
+                line,
+            )
+            .await
+        }
+    }
+}
+
+/// Store the outcome in the outbox, write it back, release the claim.
+async fn finish(
+    inner: &Arc<Inner>,
+    ticket: &Ticket,
+    stage: &Stage,
+    claim: &Claim,
+    outcome: AgentOutcome,
+    duration: Option<f64>,
+    mut line: RunLine,
+) -> RunLine {
+    let now = inner.clock.now();
+    // A run that lost its lease never writes back: someone else owns the ticket now.
+    match inner
+        .ledger
+        .renew(&claim.key, &claim.claimer_id, inner.config.claim_ttl, now)
+    {
+        Ok(RenewOutcome::Renewed { .. }) => {}
+        Ok(RenewOutcome::Lost) => {
+            line.outcome = "cancelled".to_string();
+            line.note = Some("lease lost before write-back; nothing written".to_string());
+            return line;
+        }
+        Err(err) => {
+            line.outcome = "cancelled".to_string();
+            line.note = Some(format!("ledger unavailable before write-back: {err}"));
+            return line;
+        }
+    }
+    let (block, prose) = outcome_block(inner, ticket, stage, claim, &outcome, duration);
+    line.outcome = block.kind().to_string();
+    if let OutcomeBlock::Failure(f) = &block {
+        line.reason_code = Some(f.reason_code.clone());
+        if f.next_action == NextAction::Retry && f.to_status == stage.claim_status {
+            let delay = inner.config.retry.backoff(claim.stage_attempt).as_secs();
+            line.note = Some(format!("attempt {} in {delay}s", claim.stage_attempt + 1));
+        }
+    }
+    let entry = OutboxEntry {
+        idempotency_key: block.idempotency_key().to_string(),
+        key: claim.key.clone(),
+        stage: stage.claim_status.clone(),
+        stage_attempt: claim.stage_attempt,
+        run_id: claim.run_id.clone(),
+        outcome: block.kind().to_string(),
+        from_status: stage.claim_status.clone(),
+        to_status: block.to_status().to_string(),
+        comment_body: render_comment(&prose, &block),
+        state: OutboxState::Pending,
+        write_attempts: 0,
+        next_attempt_at: now,
+        last_error: None,
+        created_at: now,
+    };
+    if let Err(err) = inner.ledger.outbox_put(&entry) {
+        // Without a durable outcome nothing may be written; the lease will expire
+        // and the ticket will run again.
+        line.note = Some(format!("could not store the outcome: {err}"));
+        return line;
+    }
+    inner.faults.hit("after_outbox");
+    record_run(
+        inner,
+        claim,
+        RunPhase::Finished,
+        Some(&entry.outcome),
+        line.reason_code.as_deref(),
+        line.log_path.as_deref().map(std::path::Path::new),
+        now,
+        Some(inner.clock.now()),
+    );
+    match writeback::apply(inner, entry).await {
+        Ok(result) => {
+            if let WritebackResult::Done { to_status } = &result {
+                line.to_status = Some(to_status.clone());
+            }
+            line.writeback = Some(result.describe());
+        }
+        Err(err) => line.writeback = Some(format!("deferred: ledger error {err}")),
+    }
+    inner.faults.hit("before_release");
+    release(inner, claim);
+    line
+}
+
+/// The block and prose for an outcome, deciding between retry and final failure.
+fn outcome_block(
+    inner: &Inner,
+    ticket: &Ticket,
+    stage: &Stage,
+    claim: &Claim,
+    outcome: &AgentOutcome,
+    duration: Option<f64>,
+) -> (OutcomeBlock, String) {
+    let attempt = claim.stage_attempt;
+    let key = idempotency_key(
+        inner.tracker.name(),
+        &ticket.id,
+        &stage.role,
+        &stage.claim_status,
+        attempt,
+    );
+    match outcome {
+        AgentOutcome::Success { summary, artifacts } => {
+            let to = stage
+                .success_status
+                .clone()
+                .unwrap_or_else(|| stage.claim_status.clone());
+            let prose = format!("sortie: **{}** succeeded on attempt {attempt}.", stage.role);
+            let block = OutcomeBlock::Success(SuccessBlock {
+                role: stage.role.clone(),
+                stage_attempt: attempt,
+                idempotency_key: key,
+                from_status: stage.claim_status.clone(),
+                to_status: to,
+                summary: summary.clone(),
+                run_id: Some(claim.run_id.clone()),
+                duration_seconds: duration,
+                artifacts: artifacts.clone(),
+                extra: BTreeMap::new(),
+            });
+            (block, prose)
+        }
+        AgentOutcome::Failure {
+            reason_code,
+            category,
+            next_action,
+            detail,
+        } => {
+            let max = inner.config.retry.max_attempts;
+            let wants_retry = *category == Category::Transient && *next_action == NextAction::Retry;
+            let retry = wants_retry && attempt < max;
+            let (to, next_action, detail, prose) = if retry {
+                let delay = inner.config.retry.backoff(attempt).as_secs();
+                let prose = format!(
+                    "sortie: **{}** failed on attempt {attempt} of {max} ({reason_code}); retrying in {delay}s.",
+                    stage.role
+                );
+                (
+                    stage.claim_status.clone(),
+                    NextAction::Retry,
+                    detail.clone(),
+                    prose,
+                )
+            } else {
+                let to = stage
+                    .failure_status
+                    .clone()
+                    .unwrap_or_else(|| stage.claim_status.clone());
+                let mut detail = detail.clone();
+                let mut next = *next_action;
+                if wants_retry {
+                    next = NextAction::Escalate;
+                    detail = format!("{detail}\nretry limit reached: attempt {attempt} of {max}")
+                        .trim_start()
+                        .to_string();
+                }
+                let prose = format!(
+                    "sortie: **{}** failed on attempt {attempt} ({reason_code}); {next}.",
+                    stage.role
+                );
+                (to, next, detail, prose)
+            };
+            let block = OutcomeBlock::Failure(FailureBlock {
+                role: stage.role.clone(),
+                stage_attempt: attempt,
+                idempotency_key: key,
+                from_status: stage.claim_status.clone(),
+                to_status: to,
+                reason_code: reason_code.clone(),
+                category: *category,
+                transient: *category == Category::Transient,
+                next_action,
+                detail,
+                run_id: Some(claim.run_id.clone()),
+                duration_seconds: duration,
+                extra: BTreeMap::new(),
+            });
+            (block, prose)
+        }
+    }
+}
+
+/// Renew the lease every TTL/3; cancel the run when it is lost or a cancel is requested.
+async fn heartbeat(
+    inner: Arc<Inner>,
+    claim: Claim,
+    cancel: CancellationToken,
+    reason: Arc<Mutex<Option<CancelReason>>>,
+) {
+    let every = (inner.config.claim_ttl / 3).max(std::time::Duration::from_millis(100));
+    loop {
+        tokio::time::sleep(every).await;
+        let stop = match inner.ledger.renew(
+            &claim.key,
+            &claim.claimer_id,
+            inner.config.claim_ttl,
+            inner.clock.now(),
+        ) {
+            Ok(RenewOutcome::Renewed {
+                cancel_requested: false,
+                ..
+            }) => None,
+            Ok(RenewOutcome::Renewed {
+                cancel_requested: true,
+                ..
+            }) => Some(CancelReason::TicketLeftStage),
+            Ok(RenewOutcome::Lost) => Some(CancelReason::LeaseLost),
+            Err(err) => {
+                tracing::warn!(%err, "lease renewal failed; will retry");
+                None
+            }
+        };
+        if let Some(why) = stop {
+            tracing::info!(reason = ?why, "stopping the agent");
+            *reason.lock().expect("cancel reason lock") = Some(why);
+            cancel.cancel();
+            return;
+        }
+    }
+}
+
+fn release(inner: &Inner, claim: &Claim) {
+    if let Err(err) = inner.ledger.release(&claim.key, &claim.claimer_id) {
+        tracing::warn!(%err, "could not release claim; it will expire");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_run(
+    inner: &Inner,
+    claim: &Claim,
+    phase: RunPhase,
+    outcome: Option<&str>,
+    reason_code: Option<&str>,
+    log_path: Option<&std::path::Path>,
+    started_at: chrono::DateTime<chrono::Utc>,
+    finished_at: Option<chrono::DateTime<chrono::Utc>>,
+) {
+    let record = RunRecord {
+        run_id: claim.run_id.clone(),
+        key: claim.key.clone(),
+        stage: claim.stage.clone(),
+        stage_attempt: claim.stage_attempt,
+        claimer_id: claim.claimer_id.clone(),
+        phase,
+        outcome: outcome.map(str::to_string),
+        reason_code: reason_code.map(str::to_string),
+        log_path: log_path.map(|p| p.display().to_string()),
+        started_at,
+        finished_at,
+    };
+    if let Err(err) = inner.ledger.record_run(&record) {
+        tracing::warn!(%err, "could not record run history");
+    }
+}
+
+fn prompt_context(
+    ticket: &Ticket,
+    stage: &Stage,
+    attempt: u32,
+    history: &TicketHistory,
+) -> PromptContext {
+    let mut prior = BTreeMap::new();
+    for block in history.blocks() {
+        if let OutcomeBlock::Success(s) = block {
+            if s.role != stage.role {
+                prior.insert(
+                    s.role.clone(),
+                    PriorVars {
+                        summary: s.summary.clone(),
+                        artifacts: s.artifacts.clone(),
+                    },
+                );
+            }
+        }
+    }
+    PromptContext {
+        ticket: TicketVars {
+            id: ticket.id.clone(),
+            title: ticket.title.clone(),
+            body: ticket.body.clone(),
+            url: ticket.url.clone().unwrap_or_default(),
+            status: ticket.status.clone(),
+            labels: ticket.labels.clone(),
+            priority: ticket.priority,
+        },
+        stage: StageVars {
+            role: stage.role.clone(),
+            claim_status: stage.claim_status.clone(),
+            in_progress_status: stage.in_progress_status.clone(),
+            success_status: stage.success_status.clone(),
+            failure_status: stage.failure_status.clone(),
+        },
+        attempt,
+        prior,
+        last_failure: history.last_failure(&stage.role).map(|f| FailureVars {
+            attempt: f.stage_attempt,
+            reason_code: f.reason_code.clone(),
+            detail: f.detail.clone(),
+        }),
+    }
+}
+
+fn agent_vars(
+    ticket: &Ticket,
+    stage: &Stage,
+    claim: &Claim,
+    plan: &RunPlan,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("SORTIE_TICKET_ID".to_string(), ticket.id.clone()),
+        ("SORTIE_TICKET_TITLE".to_string(), ticket.title.clone()),
+        ("SORTIE_TICKET_STATUS".to_string(), ticket.status.clone()),
+        ("SORTIE_TICKET_LABELS".to_string(), ticket.labels.join(",")),
+        ("SORTIE_ROLE".to_string(), stage.role.clone()),
+        ("SORTIE_STAGE".to_string(), stage.claim_status.clone()),
+        (
+            "SORTIE_STAGE_ATTEMPT".to_string(),
+            claim.stage_attempt.to_string(),
+        ),
+        ("SORTIE_RUN_ID".to_string(), claim.run_id.clone()),
+        (
+            "SORTIE_WORKSPACE".to_string(),
+            plan.workspace.display().to_string(),
+        ),
+    ])
+}

@@ -1,0 +1,223 @@
+//! Applying a stored outcome to the tracker: re-read, comment, transition, follow-ups.
+//!
+//! Every write-back goes through the outbox entry stored before it, so a crash at
+//! any point is finished by the next tick from the same entry, without re-running
+//! the agent and without posting the comment twice.
+
+use chrono::Duration as ChronoDuration;
+
+use super::history::TicketHistory;
+use super::Inner;
+use crate::block::{parse_blocks, NextAction, OutcomeBlock};
+use crate::ledger::{Hold, LedgerError, OutboxEntry, OutboxState, RetryEntry};
+use crate::tracker::TrackerError;
+
+/// Continuation delay for a success that leaves the ticket in its claim status
+/// (single-role pipelines without a `handoff_state`).
+const CONTINUATION_DELAY_SECS: i64 = 1;
+
+/// What happened to one write-back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum WritebackResult {
+    /// Comment and transition are on the tracker.
+    Done {
+        /// Status the ticket is now in.
+        to_status: String,
+    },
+    /// Dropped on purpose: a person closed or moved the ticket.
+    Dropped {
+        /// Why.
+        reason: String,
+    },
+    /// The tracker failed; the entry waits in the outbox for a later tick.
+    Deferred {
+        /// What failed.
+        error: String,
+    },
+}
+
+impl WritebackResult {
+    /// Short text for reports.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            WritebackResult::Done { .. } => "done".to_string(),
+            WritebackResult::Dropped { reason } => format!("dropped: {reason}"),
+            WritebackResult::Deferred { error } => format!("deferred: {error}"),
+        }
+    }
+}
+
+/// Apply `entry` to the tracker and record progress in the ledger after each step.
+pub(super) async fn apply(
+    inner: &Inner,
+    mut entry: OutboxEntry,
+) -> Result<WritebackResult, LedgerError> {
+    let id = entry.key.ticket_id.clone();
+    let Some(stage) = inner
+        .config
+        .stages
+        .iter()
+        .find(|s| s.role == entry.key.role)
+    else {
+        let reason = format!("role {} is no longer in the pipeline", entry.key.role);
+        return drop_entry(inner, &mut entry, reason);
+    };
+
+    // Terminal wins: re-read right before writing. A failed re-read is not evidence
+    // of anything; the write waits.
+    let ticket = match inner.tracker.get(&id).await {
+        Ok(ticket) => ticket,
+        Err(TrackerError::NotFound(_)) => {
+            return drop_entry(inner, &mut entry, "ticket no longer exists".to_string())
+        }
+        Err(err) => return defer(inner, &mut entry, err),
+    };
+    if ticket.closed || inner.config.is_terminal(&ticket.status) {
+        return drop_entry(
+            inner,
+            &mut entry,
+            format!("ticket is terminal ({})", ticket.status),
+        );
+    }
+    let owned =
+        stage.owned_statuses().any(|s| s == ticket.status) || ticket.status == entry.to_status;
+    if !owned {
+        return drop_entry(
+            inner,
+            &mut entry,
+            format!("moved by a person to {}", ticket.status),
+        );
+    }
+
+    if entry.state == OutboxState::Pending {
+        let comments = match inner.tracker.comments(&id).await {
+            Ok(comments) => comments,
+            Err(err) => return defer(inner, &mut entry, err),
+        };
+        let history = TicketHistory::from_comments(&comments, &inner.trusted);
+        if !history.contains_key(&entry.idempotency_key) {
+            if let Err(err) = inner
+                .tracker
+                .post_comment(&id, &entry.comment_body, &entry.idempotency_key)
+                .await
+            {
+                return defer(inner, &mut entry, err);
+            }
+        }
+        inner.faults.hit("after_comment");
+        entry.state = OutboxState::CommentPosted;
+        inner.ledger.outbox_update(&entry)?;
+    }
+
+    if ticket.status != entry.to_status {
+        match inner
+            .tracker
+            .transition(&id, &ticket.status, &entry.to_status)
+            .await
+        {
+            Ok(()) => {}
+            Err(TrackerError::Conflict { current, .. }) => {
+                return drop_entry(
+                    inner,
+                    &mut entry,
+                    format!("moved by a person to {current} during write-back"),
+                );
+            }
+            Err(err) => return defer(inner, &mut entry, err),
+        }
+    }
+    inner.faults.hit("after_transition");
+    entry.state = OutboxState::Done;
+    entry.last_error = None;
+    inner.ledger.outbox_update(&entry)?;
+    follow_up(inner, &entry, &stage.claim_status)?;
+    Ok(WritebackResult::Done {
+        to_status: entry.to_status.clone(),
+    })
+}
+
+/// Queue a retry, hold the ticket, or clear both, from what the stored block says.
+fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(), LedgerError> {
+    let now = inner.clock.now();
+    let block = parse_blocks(&entry.comment_body)
+        .into_iter()
+        .find_map(Result::ok)
+        .map(|p| p.block);
+    let stays = entry.to_status == claim_status;
+    match block {
+        Some(OutcomeBlock::Failure(f)) if stays && f.next_action == NextAction::Retry => {
+            let delay = inner.config.retry.backoff(entry.stage_attempt);
+            inner.ledger.clear_hold(&entry.key)?;
+            inner.ledger.schedule_retry(&RetryEntry {
+                key: entry.key.clone(),
+                stage: claim_status.to_string(),
+                failed_attempt: entry.stage_attempt,
+                due_at: now
+                    + ChronoDuration::from_std(delay).unwrap_or(ChronoDuration::seconds(300)),
+                reason_code: f.reason_code.clone(),
+            })?;
+        }
+        Some(OutcomeBlock::Failure(f)) if stays => {
+            inner.ledger.clear_retry(&entry.key)?;
+            inner.ledger.put_hold(&Hold {
+                key: entry.key.clone(),
+                status: claim_status.to_string(),
+                reason_code: f.reason_code.clone(),
+                created_at: now,
+            })?;
+        }
+        Some(OutcomeBlock::Success(_)) if stays => {
+            inner.ledger.clear_hold(&entry.key)?;
+            inner.ledger.schedule_retry(&RetryEntry {
+                key: entry.key.clone(),
+                stage: claim_status.to_string(),
+                failed_attempt: entry.stage_attempt,
+                due_at: now + ChronoDuration::seconds(CONTINUATION_DELAY_SECS),
+                reason_code: "continuation".to_string(),
+            })?;
+        }
+        _ => {
+            inner.ledger.clear_retry(&entry.key)?;
+            inner.ledger.clear_hold(&entry.key)?;
+        }
+    }
+    Ok(())
+}
+
+fn drop_entry(
+    inner: &Inner,
+    entry: &mut OutboxEntry,
+    reason: String,
+) -> Result<WritebackResult, LedgerError> {
+    tracing::info!(ticket = %entry.key.ticket_id, role = %entry.key.role, %reason, "write-back dropped");
+    entry.state = OutboxState::Dropped;
+    entry.last_error = Some(reason.clone());
+    inner.ledger.outbox_update(entry)?;
+    inner.ledger.clear_retry(&entry.key)?;
+    inner.ledger.clear_hold(&entry.key)?;
+    Ok(WritebackResult::Dropped { reason })
+}
+
+fn defer(
+    inner: &Inner,
+    entry: &mut OutboxEntry,
+    err: TrackerError,
+) -> Result<WritebackResult, LedgerError> {
+    let now = inner.clock.now();
+    entry.write_attempts += 1;
+    let mut delay = inner.config.retry.backoff(entry.write_attempts);
+    if let TrackerError::RateLimited {
+        retry_after: Some(after),
+    } = &err
+    {
+        delay = delay.max(*after);
+    }
+    entry.next_attempt_at =
+        now + ChronoDuration::from_std(delay).unwrap_or(ChronoDuration::seconds(300));
+    entry.last_error = Some(err.to_string());
+    inner.ledger.outbox_update(entry)?;
+    tracing::warn!(ticket = %entry.key.ticket_id, role = %entry.key.role, error = %err, "write-back deferred");
+    Ok(WritebackResult::Deferred {
+        error: err.to_string(),
+    })
+}

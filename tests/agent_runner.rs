@@ -1,0 +1,176 @@
+//! The agent runner against real processes: outcomes, timeouts, stalls, cancellation,
+//! and no orphan processes. Time is paused where it can be, so timeouts cost no wall time.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use sortie::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan};
+use tokio_util::sync::CancellationToken;
+
+fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPlan {
+    RunPlan {
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::from([("EXTRA".to_string(), "from-config".to_string())]),
+        prompt: "do the thing\n".to_string(),
+        workspace: dir.join("ws"),
+        run_dir: dir.join("run"),
+        timeout: Duration::from_secs(timeout),
+        stall_timeout: stall.map(Duration::from_secs),
+    }
+}
+
+async fn run(plan: &RunPlan) -> RunEnd {
+    let vars = BTreeMap::from([("SORTIE_TICKET_ID".to_string(), "42".to_string())]);
+    run_agent(AgentSpec { plan, vars }, CancellationToken::new(), |_| {}).await
+}
+
+fn finished(end: RunEnd) -> (AgentOutcome, String) {
+    match end {
+        RunEnd::Finished(r) => {
+            let log = std::fs::read_to_string(&r.log_path).unwrap_or_default();
+            (r.outcome, log)
+        }
+        RunEnd::Cancelled { .. } => panic!("unexpected cancel"),
+    }
+}
+
+fn reason(outcome: &AgentOutcome) -> &str {
+    match outcome {
+        AgentOutcome::Failure { reason_code, .. } => reason_code,
+        AgentOutcome::Success { .. } => "success",
+    }
+}
+
+#[tokio::test]
+async fn prompt_on_stdin_env_and_workspace_reach_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"read line; echo "stdin=$line id=$SORTIE_TICKET_ID extra=$EXTRA"; cat "$SORTIE_PROMPT_FILE"; pwd"#;
+    let p = plan(dir.path(), &["sh", "-c", script], 30, None);
+    let (outcome, log) = finished(run(&p).await);
+    let AgentOutcome::Success { summary, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        summary.contains("stdin=do the thing id=42 extra=from-config"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&dir.path().join("ws").display().to_string()),
+        "runs in the workspace: {summary}"
+    );
+    assert_eq!(
+        log.lines().next(),
+        Some("stdin=do the thing id=42 extra=from-config")
+    );
+}
+
+#[tokio::test]
+async fn the_result_file_decides_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"printf 'outcome: failure\nreason_code: tests.failed\ncategory: permanent\nnext_action: manual\ndetail: red\n' > "$SORTIE_RESULT_FILE""#;
+    let p = plan(dir.path(), &["sh", "-c", script], 30, None);
+    let (outcome, _) = finished(run(&p).await);
+    assert_eq!(reason(&outcome), "tests.failed");
+}
+
+#[tokio::test]
+async fn exit_codes_and_spawn_failures_classify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (outcome, log) = finished(
+        run(&plan(
+            dir.path(),
+            &["sh", "-c", "echo oops >&2; exit 4"],
+            30,
+            None,
+        ))
+        .await,
+    );
+    assert_eq!(reason(&outcome), "agent.exit_nonzero");
+    assert!(log.contains("oops"), "stderr goes to the run log");
+    let (outcome, _) = finished(run(&plan(dir.path(), &["/nonexistent/agent"], 30, None)).await);
+    assert_eq!(reason(&outcome), "agent.spawn_failed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_over_its_timeout_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan(dir.path(), &["sh", "-c", "exec sleep 1000"], 3600, None);
+    let (outcome, _) = finished(run(&p).await);
+    assert_eq!(reason(&outcome), "agent.timeout");
+}
+
+/// Real time here: the output must reach the log before the timeout fires.
+#[tokio::test]
+async fn a_timed_out_run_keeps_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan(
+        dir.path(),
+        &["sh", "-c", "echo started; exec sleep 1000"],
+        1,
+        None,
+    );
+    let (outcome, log) = finished(run(&p).await);
+    assert_eq!(reason(&outcome), "agent.timeout");
+    assert_eq!(log, "started\n");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_silent_for_the_stall_timeout_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan(
+        dir.path(),
+        &["sh", "-c", "echo hello; exec sleep 1000"],
+        3600,
+        Some(300),
+    );
+    let (outcome, _) = finished(run(&p).await);
+    assert_eq!(reason(&outcome), "agent.stalled");
+}
+
+#[tokio::test]
+async fn cancel_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    // The agent starts a grandchild and waits; both must die on cancel.
+    let script = format!("sleep 1000 & echo $! > {}; wait", pidfile.display());
+    let p = plan(dir.path(), &["sh", "-c", &script], 3600, None);
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let watcher = pidfile.clone();
+    tokio::spawn(async move {
+        while !watcher.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        trigger.cancel();
+    });
+    let end = run_agent(
+        AgentSpec {
+            plan: &p,
+            vars: BTreeMap::new(),
+        },
+        cancel,
+        |_| {},
+    )
+    .await;
+    assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Reap-independent liveness check: signal 0 fails once the process is gone
+    // (a zombie of an exited parent is reaped by init almost at once).
+    let mut alive = true;
+    for _ in 0..100 {
+        alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ");
+        if !alive {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!alive, "grandchild {pid} outlived its run");
+}

@@ -1,0 +1,179 @@
+//! Shared helpers for end-to-end tests: a temp directory with a local board, a
+//! pipeline config, the repository's roles and demo agent, and the real binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sortie::block::{parse_blocks, OutcomeBlock};
+use sortie::tracker::local::LocalBoard;
+use sortie::tracker::{Comment, Ticket, Tracker};
+
+/// A temp dir holding `board/`, `state/` and `pipeline.yaml`.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+/// The three-stage demo pipeline, with settings a test can override by text.
+pub const THREE_STAGES: &str = r#"
+tracker:
+  kind: local
+  path: board
+state_root: state
+roles_dir: ROLES
+claim_lock_ttl_seconds: 60
+concurrency:
+  max_in_flight: 8
+  per_role_max_in_flight: PER_ROLE
+terminal_states: [done, cancelled]
+agent:
+  command: ["AGENT"]
+  timeout_seconds: 60
+  stall_timeout_seconds: 30
+retry:
+  max_attempts: 1
+  backoff_base_seconds: 1
+  backoff_max_seconds: 2
+pipeline_stages:
+  - role: architect
+    claim_status: ready-for-design
+    in_progress_status: designing
+    success_status: design-approved
+    failure_status: design-blocked
+  - role: backend
+    claim_status: design-approved
+    success_status: code-review
+    failure_status: blocked
+    requires_prior_role: architect
+  - role: qa
+    claim_status: code-review
+    success_status: done
+    failure_status: qa-failed
+    requires_prior_role: backend
+"#;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Sandbox {
+    /// A sandbox with an empty board and the three-stage config (`per_role` runs per role).
+    pub fn three_stages(per_role: u32) -> Self {
+        let config = THREE_STAGES
+            .replace("ROLES", &repo().join("roles").display().to_string())
+            .replace(
+                "AGENT",
+                &repo().join("scripts/demo-agent").display().to_string(),
+            )
+            .replace("PER_ROLE", &per_role.to_string());
+        Self::with_config(&config)
+    }
+
+    /// A sandbox with an empty board and the given config text.
+    pub fn with_config(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("pipeline.yaml"), config).expect("write config");
+        let sandbox = Sandbox { dir };
+        sandbox.ok(&["board", "init", "board"]);
+        sandbox
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn board_path(&self) -> PathBuf {
+        self.path().join("board")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.path().join("pipeline.yaml")
+    }
+
+    /// Run the real binary in the sandbox.
+    pub fn sortie(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_sortie"))
+            .args(args)
+            .current_dir(self.path())
+            .env_remove("SORTIE_FAULT")
+            .output()
+            .expect("run sortie")
+    }
+
+    /// Run the binary, assert exit 0, return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.sortie(args);
+        assert!(
+            out.status.success(),
+            "sortie {args:?} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Add a ticket through the CLI; returns its id.
+    pub fn add(&self, title: &str, status: &str, extra: &[&str]) -> String {
+        let mut args = vec![
+            "board", "add", "--board", "board", "--title", title, "--status", status,
+        ];
+        args.extend_from_slice(extra);
+        self.ok(&args).trim().to_string()
+    }
+
+    /// One tick; returns stdout.
+    pub fn tick(&self) -> String {
+        self.ok(&["pipeline", "tick", "--config", "pipeline.yaml"])
+    }
+
+    /// One tick with `--json`, parsed.
+    pub fn tick_json(&self, extra: &[&str]) -> serde_json::Value {
+        let mut args = vec!["pipeline", "tick", "--config", "pipeline.yaml", "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&self.ok(&args)).expect("tick --json prints JSON")
+    }
+
+    fn board(&self) -> LocalBoard {
+        LocalBoard::open(&self.board_path()).expect("open board")
+    }
+
+    /// Read a ticket through the library.
+    pub fn ticket(&self, id: &str) -> Ticket {
+        block_on(self.board().get(id)).expect("get ticket")
+    }
+
+    /// Read a ticket's comments through the library.
+    pub fn comments(&self, id: &str) -> Vec<Comment> {
+        block_on(self.board().comments(id)).expect("comments")
+    }
+
+    /// Every valid outcome block on a ticket, oldest first.
+    pub fn blocks(&self, id: &str) -> Vec<OutcomeBlock> {
+        self.comments(id)
+            .iter()
+            .flat_map(|c| parse_blocks(&c.body))
+            .filter_map(Result::ok)
+            .map(|p| p.block)
+            .collect()
+    }
+
+    /// Tick until a tick runs nothing (at most `max` ticks); returns the number of ticks.
+    pub fn drain(&self, max: usize) -> usize {
+        for n in 1..=max {
+            let report = self.tick_json(&[]);
+            if report["runs"].as_array().is_none_or(|r| r.is_empty()) {
+                return n;
+            }
+        }
+        panic!("board not drained after {max} ticks");
+    }
+}
+
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}

@@ -1,0 +1,369 @@
+//! The tick driven as a library: an in-memory tracker, a file ledger and an injected
+//! clock, so retries, backoff, the outbox and terminal-wins are tested without sleeping.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, SubsecRound, Utc};
+
+use sortie::block::{idempotency_key, parse_blocks, OutcomeBlock};
+use sortie::config::Config;
+use sortie::ledger::{ClaimKey, Ledger, OutboxEntry, OutboxState, SqliteLedger};
+use sortie::pipeline::{Clock, Faults, Pipeline, TickOptions};
+use sortie::tracker::memory::MemoryTracker;
+use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
+
+/// A clock the test moves by hand.
+struct StepClock(Mutex<DateTime<Utc>>);
+
+impl StepClock {
+    fn new() -> Arc<Self> {
+        // The ledger stores milliseconds; start on one so times compare exactly.
+        Arc::new(StepClock(Mutex::new(Utc::now().trunc_subsecs(3))))
+    }
+    fn advance(&self, secs: i64) {
+        *self.0.lock().unwrap() += Duration::seconds(secs);
+    }
+}
+
+impl Clock for StepClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A two-stage config whose agent is `command` (argv), with the repo's roles.
+fn config(dir: &Path, command: &[&str], max_attempts: u32, failure_status: Option<&str>) -> Config {
+    let argv: Vec<String> = command.iter().map(|a| format!("{a:?}")).collect();
+    let failure = failure_status
+        .map(|f| format!("    failure_status: {f}\n"))
+        .unwrap_or_default();
+    let text = format!(
+        r#"
+tracker: {{kind: local, path: board}}
+state_root: state
+roles_dir: {roles}
+terminal_states: [done, cancelled]
+agent:
+  command: [{argv}]
+  timeout_seconds: 30
+retry:
+  max_attempts: {max_attempts}
+  backoff_base_seconds: 10
+  backoff_max_seconds: 300
+pipeline_stages:
+  - role: architect
+    claim_status: ready-for-design
+    in_progress_status: designing
+    success_status: design-approved
+{failure}  - role: backend
+    claim_status: design-approved
+    success_status: done
+    requires_prior_role: architect
+"#,
+        roles = repo().join("roles").display(),
+        argv = argv.join(", "),
+    );
+    Config::parse_str(&text, Some(&dir.join("pipeline.yaml"))).expect("valid test config")
+}
+
+async fn pipeline(
+    cfg: Config,
+    tracker: Arc<dyn Tracker>,
+    clock: Arc<StepClock>,
+) -> (Pipeline, Arc<SqliteLedger>) {
+    let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).expect("ledger"));
+    let p = Pipeline::with_clock(cfg, tracker, ledger.clone(), clock, Faults::none())
+        .await
+        .expect("pipeline");
+    (p, ledger)
+}
+
+fn blocks(tracker: &MemoryTracker, id: &str) -> Vec<OutcomeBlock> {
+    tracker
+        .comment_snapshot(id)
+        .iter()
+        .flat_map(|c| parse_blocks(&c.body))
+        .filter_map(Result::ok)
+        .map(|p| p.block)
+        .collect()
+}
+
+#[tokio::test]
+async fn transient_failures_retry_with_backoff_then_fail_finally() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &["sh", "-c", "echo boom; exit 3"],
+        3,
+        Some("design-blocked"),
+    );
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("7", "flaky", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+
+    // Attempt 1 fails: the ticket goes back from `designing` to its claim status, a
+    // failure block says "retry", and a retry is queued 10 s out.
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(r.runs.len(), 1);
+    assert_eq!(r.runs[0].outcome, "failure");
+    assert_eq!(tracker.snapshot("7").unwrap().status, "ready-for-design");
+    let retries = ledger.retries().unwrap();
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0].due_at, clock.now() + Duration::seconds(10));
+
+    // Not due yet: nothing runs, and the tick says why.
+    clock.advance(9);
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert!(r.runs.is_empty());
+    assert!(
+        r.to_text()
+            .contains("retry after agent.exit_nonzero not due"),
+        "{}",
+        r.to_text()
+    );
+
+    // Due: attempt 2 runs and fails; the next backoff is 20 s.
+    clock.advance(1);
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!((r.runs.len(), r.runs[0].attempt), (1, 2));
+    assert_eq!(
+        ledger.retries().unwrap()[0].due_at,
+        clock.now() + Duration::seconds(20)
+    );
+
+    // Attempt 3 is the last: a final failure moves the ticket to failure_status.
+    clock.advance(20);
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(r.runs[0].attempt, 3);
+    assert_eq!(tracker.snapshot("7").unwrap().status, "design-blocked");
+    assert!(ledger.retries().unwrap().is_empty());
+
+    let b = blocks(&tracker, "7");
+    assert_eq!(b.len(), 3);
+    let OutcomeBlock::Failure(last) = &b[2] else {
+        panic!("{b:?}")
+    };
+    assert_eq!(
+        (last.stage_attempt, last.to_status.as_str()),
+        (3, "design-blocked")
+    );
+    assert_eq!(last.next_action.as_str(), "escalate");
+    assert!(
+        last.detail.contains("retry limit reached"),
+        "{}",
+        last.detail
+    );
+    for (n, block) in b.iter().enumerate() {
+        let attempt = n as u32 + 1;
+        assert_eq!(
+            block.idempotency_key(),
+            idempotency_key("memory", "7", "architect", "ready-for-design", attempt)
+        );
+    }
+}
+
+#[tokio::test]
+async fn final_failure_without_failure_status_holds_the_ticket_until_a_person_moves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &["sh", "-c", "exit 1"], 1, None);
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("1", "t", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+
+    p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(tracker.snapshot("1").unwrap().status, "ready-for-design");
+    assert_eq!(ledger.holds().unwrap().len(), 1);
+
+    clock.advance(3600);
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert!(r.runs.is_empty(), "held tickets are not dispatched again");
+    assert!(
+        r.to_text()
+            .contains("held after final failure agent.exit_nonzero"),
+        "{}",
+        r.to_text()
+    );
+
+    // A person moves it away and back: the hold is gone and it runs again.
+    tracker.set_status("1", "triage");
+    p.tick(TickOptions::default()).await.unwrap();
+    tracker.set_status("1", "ready-for-design");
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(r.runs.len(), 1);
+    assert_eq!(r.runs[0].attempt, 2);
+}
+
+#[tokio::test]
+async fn a_stored_outcome_is_finished_from_the_outbox_without_running_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("agent-ran");
+    let script = format!("echo $$SORTIE_ROLE >> {}", marker.display());
+    let cfg = config(dir.path(), &["sh", "-c", &script], 3, None);
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("5", "t", "designing"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+
+    // As if a run crashed after storing its outcome: the outbox holds it, the
+    // ticket is still `designing`, and the claim has expired.
+    let key = idempotency_key("memory", "5", "architect", "ready-for-design", 1);
+    let block = format!(
+        "```yaml sortie:success\nrole: architect\nstage_attempt: 1\nidempotency_key: {key}\nfrom_status: ready-for-design\nto_status: design-approved\nsummary: designed\n```\n"
+    );
+    let entry = OutboxEntry {
+        idempotency_key: key.clone(),
+        key: ClaimKey::new("memory", "5", "architect"),
+        stage: "ready-for-design".into(),
+        stage_attempt: 1,
+        run_id: "r1".into(),
+        outcome: "success".into(),
+        from_status: "ready-for-design".into(),
+        to_status: "design-approved".into(),
+        comment_body: block,
+        state: OutboxState::Pending,
+        write_attempts: 0,
+        next_attempt_at: clock.now(),
+        last_error: None,
+        created_at: clock.now(),
+    };
+    assert!(ledger.outbox_put(&entry).unwrap());
+
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(r.replays.len(), 1, "{}", r.to_text());
+    assert_eq!(r.replays[0].result, "done");
+    let architect_blocks = blocks(&tracker, "5")
+        .iter()
+        .filter(|b| b.role() == "architect")
+        .count();
+    assert_eq!(architect_blocks, 1);
+    // The replayed success let backend run in the same tick; architect never ran again.
+    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert_eq!(
+        ran, "backend\n",
+        "the agent must not run again for a stored outcome"
+    );
+    assert_eq!(tracker.snapshot("5").unwrap().status, "done");
+    assert!(ledger.outbox_pending("memory").unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_comment_already_posted_is_not_posted_again_on_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &["true"], 3, None);
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("5", "t", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+    let key = idempotency_key("memory", "5", "architect", "ready-for-design", 1);
+    let body = format!(
+        "```yaml sortie:success\nrole: architect\nstage_attempt: 1\nidempotency_key: {key}\nfrom_status: ready-for-design\nto_status: design-approved\nsummary: designed\n```\n"
+    );
+    // The crash fell between the comment and the transition.
+    tracker.add_comment("5", "sortie", &body);
+    let entry = OutboxEntry {
+        idempotency_key: key,
+        key: ClaimKey::new("memory", "5", "architect"),
+        stage: "ready-for-design".into(),
+        stage_attempt: 1,
+        run_id: "r1".into(),
+        outcome: "success".into(),
+        from_status: "ready-for-design".into(),
+        to_status: "design-approved".into(),
+        comment_body: body,
+        state: OutboxState::Pending,
+        write_attempts: 0,
+        next_attempt_at: clock.now(),
+        last_error: None,
+        created_at: clock.now(),
+    };
+    ledger.outbox_put(&entry).unwrap();
+    let r = p.tick(TickOptions { dry_run: false }).await.unwrap();
+    assert_eq!(r.replays[0].result, "done");
+    let architect_blocks = blocks(&tracker, "5")
+        .iter()
+        .filter(|b| b.role() == "architect")
+        .count();
+    assert_eq!(architect_blocks, 1, "no duplicate comment");
+    assert_eq!(tracker.snapshot("5").unwrap().status, "done");
+}
+
+/// A tracker where a person closes the ticket right before sortie re-reads it.
+struct ClosesOnReread {
+    inner: MemoryTracker,
+    close: String,
+}
+
+#[async_trait]
+impl Tracker for ClosesOnReread {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn identity(&self) -> Result<String, TrackerError> {
+        self.inner.identity().await
+    }
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.inner.list(statuses).await
+    }
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        self.inner.set_status(id, &self.close);
+        self.inner.get(id).await
+    }
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        self.inner.comments(id).await
+    }
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        self.inner.post_comment(id, body, key).await
+    }
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        self.inner.transition(id, from, to).await
+    }
+}
+
+#[tokio::test]
+async fn terminal_wins_a_ticket_closed_during_the_run_gets_no_write_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &["true"], 3, None);
+    let tracker = Arc::new(ClosesOnReread {
+        inner: MemoryTracker::new(),
+        close: "cancelled".into(),
+    });
+    tracker
+        .inner
+        .insert(MemoryTracker::ticket("9", "t", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(r.runs.len(), 1);
+    assert!(
+        r.runs[0]
+            .writeback
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("dropped: ticket is terminal"),
+        "{:?}",
+        r.runs[0]
+    );
+    assert_eq!(
+        tracker.inner.snapshot("9").unwrap().status,
+        "cancelled",
+        "the person's decision stands"
+    );
+    assert!(
+        tracker.inner.comment_snapshot("9").is_empty(),
+        "nothing written on a closed ticket"
+    );
+    assert!(ledger.claims().unwrap().is_empty(), "claim released");
+    assert!(ledger.outbox_pending("memory").unwrap().is_empty());
+}
