@@ -7,6 +7,7 @@ pub mod block;
 pub mod board;
 pub mod claims;
 pub mod pipeline;
+pub mod tracker;
 pub mod validate;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +46,9 @@ pub enum Command {
     /// Work with the embedded local board.
     #[command(subcommand)]
     Board(board::BoardCommand),
+    /// Check the configured tracker.
+    #[command(subcommand)]
+    Tracker(tracker::TrackerCommand),
 }
 
 /// An error that is the user's to fix (bad flags, invalid config): exit code 2.
@@ -59,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Block(cmd) => block::run(cmd),
         Command::Claims(cmd) => claims::run(cmd),
         Command::Board(cmd) => board::run(cmd),
+        Command::Tracker(cmd) => tracker::run(cmd),
     }
 }
 

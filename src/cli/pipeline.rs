@@ -9,11 +9,9 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use super::UsageError;
-use crate::config::{Config, TrackerConfig};
+use crate::config::Config;
 use crate::ledger::{Claim, Hold, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger};
 use crate::pipeline::{Pipeline, PipelineError, TickOptions};
-use crate::tracker::local::LocalBoard;
-use crate::tracker::Tracker;
 
 /// Pipeline commands.
 #[derive(Debug, Subcommand)]
@@ -60,23 +58,11 @@ pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
     }
 }
 
-/// Open the tracker a config names.
-pub fn open_tracker(config: &Config) -> anyhow::Result<Arc<dyn Tracker>> {
-    match &config.tracker {
-        TrackerConfig::Local { path } => Ok(Arc::new(LocalBoard::open(path)?)),
-        TrackerConfig::Github { .. } | TrackerConfig::Redmine { .. } => Err(UsageError(format!(
-            "tracker {} is not supported by this build yet",
-            config.tracker.name()
-        ))
-        .into()),
-    }
-}
-
 fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
     let config = Config::load(config_path)?;
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(async {
-        let tracker = open_tracker(&config)?;
+        let tracker = crate::tracker::open(&config)?;
         let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
         let pipeline = Pipeline::new(config, tracker, ledger)
             .await

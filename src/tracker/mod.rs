@@ -70,6 +70,42 @@ pub struct Capabilities {
     pub idempotency_header: bool,
 }
 
+/// What `sortie tracker check` found: one line per check, and the rate limit left.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckReport {
+    /// Each check with its result, in the order they ran.
+    pub checks: Vec<CheckLine>,
+    /// Requests left in the tracker's rate-limit window, when it has one.
+    pub rate_limit_remaining: Option<u64>,
+}
+
+/// One check of `sortie tracker check`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckLine {
+    /// What was checked (`token`, `repository access`, `status ready-for-design`, ...).
+    pub what: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was found, or what to do about it.
+    pub detail: String,
+}
+
+impl CheckReport {
+    /// Record one check.
+    pub fn push(&mut self, what: impl Into<String>, ok: bool, detail: impl Into<String>) {
+        self.checks.push(CheckLine {
+            what: what.into(),
+            ok,
+            detail: detail.into(),
+        });
+    }
+
+    /// Whether every check passed.
+    pub fn all_ok(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+}
+
 /// Errors every adapter maps its failures onto; the pipeline branches on these.
 #[derive(Debug, thiserror::Error)]
 pub enum TrackerError {
@@ -151,4 +187,45 @@ pub trait Tracker: Send + Sync {
     /// Move a ticket from `from` to `to`. A ticket already in `to` is a no-op;
     /// a ticket in neither is [`TrackerError::Conflict`] and nothing is written.
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError>;
+
+    /// Check that sortie can work with this tracker: credentials, access, and that every
+    /// status in `statuses` exists (creating missing ones when `create_missing` and the
+    /// tracker allows it). The default lists the board once.
+    async fn check(
+        &self,
+        statuses: &[String],
+        create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        let _ = create_missing;
+        let mut report = CheckReport::default();
+        let listing = self.list(statuses).await?;
+        report.push(
+            "board",
+            true,
+            format!(
+                "{} ticket(s) on the pipeline's statuses, {} unreadable entries",
+                listing.tickets.len(),
+                listing.warnings.len()
+            ),
+        );
+        for warning in listing.warnings {
+            report.push("board entry", false, warning);
+        }
+        Ok(report)
+    }
+}
+
+/// Open the tracker a config names. Secrets are read from the environment variables
+/// the config names, here and nowhere else.
+pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker>, TrackerError> {
+    use crate::config::TrackerConfig;
+    match &config.tracker {
+        TrackerConfig::Local { path } => Ok(std::sync::Arc::new(local::LocalBoard::open(path)?)),
+        TrackerConfig::Github { .. } | TrackerConfig::Redmine { .. } => {
+            Err(TrackerError::Invalid(format!(
+                "tracker {} is not supported by this build yet",
+                config.tracker.name()
+            )))
+        }
+    }
 }

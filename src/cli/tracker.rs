@@ -1,0 +1,82 @@
+//! `sortie tracker check`: can sortie work with the configured tracker?
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+
+use crate::config::Config;
+
+/// Tracker commands.
+#[derive(Debug, Subcommand)]
+pub enum TrackerCommand {
+    /// Check credentials, access and that every pipeline status exists; print the rate limit left.
+    ///
+    /// Exit 0 when every check passed, 1 otherwise.
+    Check {
+        /// Pipeline config file.
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+        /// Create status labels that do not exist yet (trackers that model statuses as labels).
+        #[arg(long)]
+        create_missing_labels: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Run a tracker command.
+pub fn run(cmd: TrackerCommand) -> anyhow::Result<u8> {
+    match cmd {
+        TrackerCommand::Check {
+            config,
+            create_missing_labels,
+            json,
+        } => check(&config, create_missing_labels, json),
+    }
+}
+
+fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result<u8> {
+    let config = Config::load(config_path)?;
+    let mut statuses = config.pipeline_statuses();
+    for stage in &config.stages {
+        for s in [&stage.success_status, &stage.failure_status]
+            .into_iter()
+            .flatten()
+        {
+            if !statuses.contains(s) {
+                statuses.push(s.clone());
+            }
+        }
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    let report = runtime.block_on(async {
+        let tracker = crate::tracker::open(&config)?;
+        tracker.check(&statuses, create_missing).await
+    })?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "tracker {}", config.tracker.name())?;
+        for c in &report.checks {
+            writeln!(
+                out,
+                "{} {}: {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.what,
+                c.detail
+            )?;
+        }
+        if let Some(left) = report.rate_limit_remaining {
+            writeln!(out, "rate limit: {left} requests left")?;
+        }
+    }
+    Ok(if report.all_ok() {
+        super::EXIT_OK
+    } else {
+        super::EXIT_FAILURE
+    })
+}
