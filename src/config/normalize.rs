@@ -31,13 +31,24 @@ pub(crate) const DEFAULT_BACKOFF_BASE: u64 = 10;
 /// Default backoff ceiling, seconds.
 pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
 
-/// `base` joined with `rel` unless `rel` is absolute, without `.` components.
+/// `base` joined with `rel` unless `rel` is absolute, without `.` components, and with
+/// `..` folded into the component before it (`pipelines/../state` is shown and used as
+/// `state`). Folding is lexical, like a person reads the path; a `..` that would climb
+/// above the start of a relative path is kept.
 fn resolve(base: &Path, rel: &str) -> PathBuf {
+    let mut out: Vec<Component<'_>> = Vec::new();
     let joined = base.join(rel);
-    joined
-        .components()
-        .filter(|c| !matches!(c, Component::CurDir))
-        .collect()
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            Component::ParentDir if matches!(out.last(), Some(Component::RootDir)) => {}
+            other => out.push(other),
+        }
+    }
+    out.iter().collect()
 }
 
 /// A number that must be at least `min`; returns it (or `default` when absent).
