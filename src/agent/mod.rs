@@ -4,6 +4,7 @@
 //! rendered prompt on stdin and in `SORTIE_PROMPT_FILE`, runs in the ticket's
 //! workspace, and reports through `SORTIE_RESULT_FILE` or its exit status.
 
+mod orphans;
 mod outcome;
 mod process;
 mod prompt;
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use orphans::reap_run;
 pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError};
 pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
 pub use prompt::{

@@ -34,13 +34,32 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
 }
 
-/// The system clock.
+/// The system clock, optionally shifted.
+///
+/// The shift exists for crash tests that drive the real binary: a test sets
+/// `SORTIE_CLOCK_OFFSET_SECONDS` to make the leases of killed processes expire without
+/// waiting for them. Nobody should set it in production.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub struct SystemClock {
+    offset: chrono::Duration,
+}
+
+impl SystemClock {
+    /// The system clock shifted by `SORTIE_CLOCK_OFFSET_SECONDS` (default 0).
+    pub fn from_env() -> Self {
+        let secs = std::env::var("SORTIE_CLOCK_OFFSET_SECONDS")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        SystemClock {
+            offset: chrono::Duration::seconds(secs),
+        }
+    }
+}
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
-        Utc::now()
+        Utc::now() + self.offset
     }
 }
 
@@ -93,7 +112,7 @@ impl Pipeline {
             config,
             tracker,
             ledger,
-            Arc::new(SystemClock),
+            Arc::new(SystemClock::from_env()),
             Faults::from_env(),
         )
         .await
@@ -164,13 +183,16 @@ impl Pipeline {
         let tickets = listing.tickets;
 
         let now = inner.clock.now();
-        let claims: Vec<Claim> = inner
+        let (claims, expired): (Vec<Claim>, Vec<Claim>) = inner
             .ledger
             .claims()?
             .into_iter()
-            .filter(|c| c.key.tracker == tracker_name && c.lease_expires_at > now)
-            .collect();
-        self.reconcile(&tickets, &claims, opts, &mut report)?;
+            .filter(|c| c.key.tracker == tracker_name)
+            .partition(|c| c.lease_expires_at > now);
+        if !opts.dry_run {
+            self.reap_orphans(&expired);
+        }
+        self.reconcile(&tickets, &claims, opts, &mut report).await?;
 
         let retries: Vec<_> = inner
             .ledger
@@ -355,7 +377,7 @@ impl Pipeline {
 
     /// Ask the holders of claims whose ticket left its stage (or became terminal) to stop.
     /// Drop queued retries and holds of tickets that left their stage.
-    fn reconcile(
+    async fn reconcile(
         &self,
         tickets: &[Ticket],
         claims: &[Claim],
@@ -364,21 +386,43 @@ impl Pipeline {
     ) -> Result<(), PipelineError> {
         let inner = &self.inner;
         let config = &inner.config;
-        let by_id: HashMap<&str, &Ticket> = tickets.iter().map(|t| (t.id.as_str(), t)).collect();
-        let status_of = |id: &str| by_id.get(id).copied();
+        let tracker_name = inner.tracker.name().to_string();
+        let retries: Vec<_> = inner
+            .ledger
+            .retries()?
+            .into_iter()
+            .filter(|r| r.key.tracker == tracker_name)
+            .collect();
+        let holds: Vec<_> = inner
+            .ledger
+            .holds()?
+            .into_iter()
+            .filter(|h| h.key.tracker == tracker_name)
+            .collect();
+        let ids = claims
+            .iter()
+            .map(|c| &c.key.ticket_id)
+            .chain(retries.iter().map(|r| &r.key.ticket_id))
+            .chain(holds.iter().map(|h| &h.key.ticket_id));
+        let seen = self.where_are(tickets, ids).await;
+        let at = |id: &str| seen.get(id).cloned().unwrap_or(Whereabouts::Unknown);
+
         for claim in claims {
             let Some(stage) = config.stages.iter().find(|s| s.role == claim.key.role) else {
                 continue;
             };
-            let reason = match status_of(&claim.key.ticket_id) {
-                None => Some("ticket left the pipeline's statuses".to_string()),
-                Some(t) if t.closed || config.is_terminal(&t.status) => {
-                    Some(format!("ticket is terminal ({})", t.status))
+            let reason = match at(&claim.key.ticket_id) {
+                Whereabouts::Unknown => None,
+                Whereabouts::Gone => Some("ticket no longer exists".to_string()),
+                Whereabouts::Status { status, closed } if closed || config.is_terminal(&status) => {
+                    Some(format!("ticket is terminal ({status})"))
                 }
-                Some(t) if !stage.owned_statuses().any(|s| s == t.status) => {
-                    Some(format!("ticket moved to {}", t.status))
+                Whereabouts::Status { status, .. }
+                    if !stage.owned_statuses().any(|s| s == status) =>
+                {
+                    Some(format!("ticket moved to {status}"))
                 }
-                Some(_) => None,
+                Whereabouts::Status { .. } => None,
             };
             let Some(reason) = reason else { continue };
             if claim.cancel_requested {
@@ -397,28 +441,98 @@ impl Pipeline {
         if opts.dry_run {
             return Ok(());
         }
-        // A retry belongs to its stage: a ticket that left the stage's statuses drops it.
-        let in_stage = |id: &str, claim_status: &str| {
-            status_of(id).is_some_and(|t| {
-                stage_for_status(config, &t.status) == stage_for_status(config, claim_status)
-            })
-        };
-        for retry in inner.ledger.retries()? {
-            if retry.key.tracker == inner.tracker.name()
-                && !in_stage(&retry.key.ticket_id, &retry.stage)
-            {
+        // A retry belongs to its stage, a hold to its status: a ticket that left them
+        // drops them. A ticket whose whereabouts are unknown keeps both.
+        for retry in retries {
+            let left = match at(&retry.key.ticket_id) {
+                Whereabouts::Unknown => false,
+                Whereabouts::Gone => true,
+                Whereabouts::Status { status, .. } => {
+                    stage_for_status(config, &status) != stage_for_status(config, &retry.stage)
+                }
+            };
+            if left {
                 inner.ledger.clear_retry(&retry.key)?;
             }
         }
-        for hold in inner.ledger.holds()? {
-            if hold.key.tracker == inner.tracker.name()
-                && status_of(&hold.key.ticket_id).is_none_or(|t| t.status != hold.status)
-            {
+        for hold in holds {
+            let left = match at(&hold.key.ticket_id) {
+                Whereabouts::Unknown => false,
+                Whereabouts::Gone => true,
+                Whereabouts::Status { status, .. } => status != hold.status,
+            };
+            if left {
                 inner.ledger.clear_hold(&hold.key)?;
             }
         }
         Ok(())
     }
+
+    /// Clear away claims whose holder stopped renewing (a crashed tick): kill the agent
+    /// it left running on this host, so a ticket never has two agents at once, then
+    /// delete the row. The delete names the dead holder, so a claim someone has taken
+    /// over meanwhile is left alone.
+    fn reap_orphans(&self, expired: &[Claim]) {
+        let host = claimer_host(&self.inner.claimer_id);
+        for claim in expired {
+            if claim.agent_pid.is_some() && claimer_host(&claim.claimer_id) == host {
+                let killed = crate::agent::reap_run(&claim.run_id);
+                if killed > 0 {
+                    tracing::warn!(ticket = %claim.key.ticket_id, role = %claim.key.role, killed, "reaped the agent of a crashed run");
+                }
+            }
+            if let Err(err) = self.inner.ledger.release(&claim.key, &claim.claimer_id) {
+                tracing::warn!(%err, "could not delete an expired claim");
+            }
+        }
+    }
+
+    /// Where each of `ids` is: from the listing, or, for ids the listing lacks, from a
+    /// re-read of the ticket. A listing can come back short (a dropped page, a ticket
+    /// mid-edit), and absence from it alone must never cancel a run or clear a hold.
+    async fn where_are<'a>(
+        &self,
+        tickets: &[Ticket],
+        ids: impl Iterator<Item = &'a String>,
+    ) -> HashMap<String, Whereabouts> {
+        let by_id: HashMap<&str, &Ticket> = tickets.iter().map(|t| (t.id.as_str(), t)).collect();
+        let mut seen = HashMap::new();
+        for id in ids {
+            if seen.contains_key(id.as_str()) {
+                continue;
+            }
+            let place = match by_id.get(id.as_str()) {
+                Some(t) => Whereabouts::Status {
+                    status: t.status.clone(),
+                    closed: t.closed,
+                },
+                None => match self.inner.tracker.get(id).await {
+                    Ok(t) => Whereabouts::Status {
+                        status: t.status,
+                        closed: t.closed,
+                    },
+                    Err(TrackerError::NotFound(_)) => Whereabouts::Gone,
+                    Err(err) => {
+                        tracing::warn!(ticket = %id, error = %err, "cannot tell where the ticket is; leaving its claim, retry and hold alone");
+                        Whereabouts::Unknown
+                    }
+                },
+            };
+            seen.insert(id.clone(), place);
+        }
+        seen
+    }
+}
+
+/// Where a ticket is, as far as this tick can tell.
+#[derive(Debug, Clone)]
+enum Whereabouts {
+    /// In this status (and closed or not).
+    Status { status: String, closed: bool },
+    /// The tracker says it does not exist.
+    Gone,
+    /// The tracker could not be asked.
+    Unknown,
 }
 
 fn skip_line(config: &Config, ticket: &Ticket, stage: usize, reason: SkipReason) -> SkipLine {
@@ -428,6 +542,11 @@ fn skip_line(config: &Config, ticket: &Ticket, stage: usize, reason: SkipReason)
         status: ticket.status.clone(),
         reason,
     }
+}
+
+/// The host part of a claimer id (`host:pid:nonce`).
+fn claimer_host(claimer_id: &str) -> &str {
+    claimer_id.rsplitn(3, ':').nth(2).unwrap_or("")
 }
 
 fn new_claimer_id() -> String {
