@@ -1,0 +1,21 @@
+//! Fuzz the config loader: any bytes must give a `Config` or a `ConfigError`, never a
+//! panic or a hang, and every diagnostic must point inside the input.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sortie::config::{Config, ConfigError};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let env = |name: &str| (name == "SET").then(|| "value".to_string());
+    match Config::parse_str_with_env(text, None, &env) {
+        Ok(_) => {}
+        Err(ConfigError::Invalid { diagnostics }) => {
+            let lines = text.lines().count().max(1) + 1;
+            for d in diagnostics {
+                assert!(d.line >= 1 && d.line <= lines, "diagnostic line {} outside the input ({lines} lines)", d.line);
+            }
+        }
+        Err(ConfigError::Read { .. }) => unreachable!("no file is read"),
+    }
+});
