@@ -12,6 +12,7 @@ fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPl
     RunPlan {
         command: command.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::from([("EXTRA".to_string(), "from-config".to_string())]),
+        env_remove: vec!["SORTIE_TEST_SECRET".to_string()],
         prompt: "do the thing\n".to_string(),
         workspace: dir.join("ws"),
         run_dir: dir.join("run"),

@@ -59,9 +59,35 @@ claim lease: 600s
 }
 
 #[test]
+fn a_role_template_with_an_unknown_variable_fails_validation_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("roles")).unwrap();
+    std::fs::write(
+        dir.path().join("roles/agent.md"),
+        "---\ndescription: x\n---\nWork on {{ ticket.id }}\n{{ ticket.assignee }}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("p.yaml"),
+        "tracker: {kind: local, path: board}\nagent: {command: [x]}\nactive_states: [todo]\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = validate(dir.path(), "p.yaml");
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let file = dir.path().join("roles/agent.md");
+    assert!(
+        stderr.starts_with(&format!("{}:5: ", file.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("undefined"), "{stderr}");
+}
+
+#[test]
 fn stages_off_the_main_chain_get_their_own_line() {
     let (code, stdout, _) = validate(&fixture_dir(), "two-chains.yaml");
-    let want = "todo -[backend]-> review -[qa]-> done
+    let roles = fixture_dir().join("roles");
+    let want = format!(
+        "todo -[backend]-> review -[qa]-> done
 needs-docs -[docs]-> done
 
 backend: claims todo, runs in coding, success -> review, failure -> blocked, max 1 in flight
@@ -70,14 +96,16 @@ qa: claims review, success -> done, failure -> todo, max 1 in flight
 
 tracker: local board at /srv/board
 state root: /srv/state (ledger /srv/state/ledger.db)
-roles: /srv/roles
+roles: {}
 terminal states: done, cancelled
 in flight: at most 2 in total, 1 per role by default
 agent: agent --verbose (timeout 3600s, stall 120s)
 retry: 3 attempts, backoff 10s doubling up to 300s
 claim lease: 600s
-";
-    assert_text(&stdout, want);
+",
+        roles.display()
+    );
+    assert_text(&stdout, &want);
     assert_eq!(code, 0);
 }
 

@@ -18,7 +18,8 @@ pub use orphans::reap_run;
 pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError};
 pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
 pub use prompt::{
-    FailureVars, PriorVars, PromptContext, PromptError, RoleTemplates, StageVars, TicketVars,
+    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, RoleSettings, RoleTemplates,
+    StageVars, TicketVars,
 };
 pub use workspace::{run_dir, workspace_dir, workspace_name};
 
@@ -44,6 +45,9 @@ pub struct RunPlan {
     pub command: Vec<String>,
     /// Extra environment.
     pub env: BTreeMap<String, String>,
+    /// Inherited variables to remove (secrets such as the tracker token); a name that
+    /// is also in `env` is passed on, because the config asked for it explicitly.
+    pub env_remove: Vec<String>,
     /// Rendered prompt.
     pub prompt: String,
     /// Working directory (the ticket's workspace).

@@ -126,6 +126,13 @@ pub async fn run_agent(
         return finished(spawn_failed("", "agent.command is empty"), None);
     };
     let mut command = Command::new(program);
+    for name in plan
+        .env_remove
+        .iter()
+        .filter(|n| !plan.env.contains_key(*n))
+    {
+        command.env_remove(name);
+    }
     command
         .args(args)
         .current_dir(&plan.workspace)

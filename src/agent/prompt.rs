@@ -43,6 +43,38 @@ pub struct PromptContext {
     pub prior: BTreeMap<String, PriorVars>,
     /// This role's previous failure on the ticket, for retries.
     pub last_failure: Option<FailureVars>,
+    /// Recent comments by people (not sortie's own), oldest first, bounded.
+    pub comments: Vec<CommentVars>,
+}
+
+/// A person's comment visible to templates.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommentVars {
+    /// Who wrote it.
+    pub author: String,
+    /// When (RFC 3339).
+    pub created_at: String,
+    /// Markdown body (cut at 4,000 characters).
+    pub body: String,
+}
+
+/// Per-role overrides from a role file's front matter. Every field is optional;
+/// unknown keys are errors.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleSettings {
+    /// A note for people reading the file; not used.
+    pub description: Option<String>,
+    /// argv replacing `agent.command` for this role. A relative program path with a
+    /// `/` resolves against the role file's directory.
+    pub command: Option<Vec<String>>,
+    /// Replaces `agent.timeout_seconds`.
+    pub timeout_seconds: Option<u64>,
+    /// Replaces `agent.stall_timeout_seconds` (0 disables).
+    pub stall_timeout_seconds: Option<u64>,
+    /// Added to (and overriding) `agent.env`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 /// Ticket fields visible to templates.
@@ -104,6 +136,7 @@ pub struct FailureVars {
 pub struct RoleTemplates {
     env: Environment<'static>,
     paths: BTreeMap<String, (PathBuf, usize)>,
+    settings: BTreeMap<String, RoleSettings>,
 }
 
 impl RoleTemplates {
@@ -117,6 +150,7 @@ impl RoleTemplates {
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
         let mut paths = BTreeMap::new();
+        let mut settings = BTreeMap::new();
         for role in roles {
             let path = roles_dir.join(format!("{role}.md"));
             let text = std::fs::read_to_string(&path).map_err(|source| PromptError::Read {
@@ -124,13 +158,23 @@ impl RoleTemplates {
                 source,
             })?;
             let (offset, template) = strip_front_matter(&text);
+            settings.insert(role.to_string(), parse_settings(&path, &text, offset)?);
             env.add_template_owned(role.to_string(), template.to_string())
                 .map_err(|e| template_error(&path, offset, &e))?;
             paths.insert(role.to_string(), (path, offset));
         }
-        let templates = RoleTemplates { env, paths };
+        let templates = RoleTemplates {
+            env,
+            paths,
+            settings,
+        };
         templates.check_variables()?;
         Ok(templates)
+    }
+
+    /// The front-matter overrides of `role` (defaults when it has none).
+    pub fn settings(&self, role: &str) -> RoleSettings {
+        self.settings.get(role).cloned().unwrap_or_default()
     }
 
     /// Render `role`'s prompt for `ctx`.
@@ -179,6 +223,7 @@ impl PromptContext {
             attempt: 1,
             prior: BTreeMap::new(),
             last_failure: None,
+            comments: Vec::new(),
         }
     }
 }
@@ -202,6 +247,42 @@ fn strip_front_matter(text: &str) -> (usize, &str) {
         }
     }
     (0, text)
+}
+
+/// Parse the front matter (lines 2 .. `offset - 1` of the file) into role settings.
+fn parse_settings(path: &Path, text: &str, offset: usize) -> Result<RoleSettings, PromptError> {
+    if offset == 0 {
+        return Ok(RoleSettings::default());
+    }
+    let yaml: String = text
+        .split_inclusive('\n')
+        .skip(1)
+        .take(offset - 2)
+        .collect();
+    if yaml.trim().is_empty() {
+        return Ok(RoleSettings::default());
+    }
+    let mut settings: RoleSettings =
+        serde_yaml::from_str(&yaml).map_err(|e| PromptError::Template {
+            path: path.to_path_buf(),
+            line: 1 + e.location().map_or(1, |l| l.line()),
+            message: format!("front matter: {e}"),
+        })?;
+    if let Some(command) = &mut settings.command {
+        if command.is_empty() {
+            return Err(PromptError::Template {
+                path: path.to_path_buf(),
+                line: 2,
+                message: "front matter: command must name a program".to_string(),
+            });
+        }
+        let program = Path::new(&command[0]);
+        if program.is_relative() && command[0].contains('/') {
+            let base = path.parent().unwrap_or(Path::new("."));
+            command[0] = base.join(program).display().to_string();
+        }
+    }
+    Ok(settings)
 }
 
 fn template_error(path: &Path, offset: usize, err: &minijinja::Error) -> PromptError {
@@ -251,6 +332,38 @@ mod tests {
         };
         assert_eq!(*line, 5, "{err}");
         assert!(path.ends_with("qa.md"));
+    }
+
+    #[test]
+    fn front_matter_settings_are_read_and_unknown_keys_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_role(
+            dir.path(),
+            "qa",
+            "---\ncommand: [./bin/qa-agent, --fast]\ntimeout_seconds: 60\nenv: {A: b}\n---\nhi\n",
+        );
+        let t = RoleTemplates::load(dir.path(), ["qa"]).unwrap();
+        let s = t.settings("qa");
+        assert_eq!(s.timeout_seconds, Some(60));
+        assert_eq!(s.env["A"], "b");
+        let cmd = s.command.unwrap();
+        assert_eq!(
+            cmd[0],
+            dir.path().join("./bin/qa-agent").display().to_string()
+        );
+        assert_eq!(cmd[1], "--fast");
+
+        write_role(
+            dir.path(),
+            "qa",
+            "---\ndescription: x\ntimeout_secs: 60\n---\nhi\n",
+        );
+        let err = RoleTemplates::load(dir.path(), ["qa"]).unwrap_err();
+        let PromptError::Template { line, message, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(*line, 3, "{err}");
+        assert!(message.contains("timeout_secs"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
+use crate::agent::RoleTemplates;
 use crate::config::{Config, ConfigError};
 
 use super::{EXIT_OK, EXIT_USAGE};
@@ -12,6 +13,13 @@ use super::{EXIT_OK, EXIT_USAGE};
 pub fn run(config: &Path) -> anyhow::Result<u8> {
     match Config::load(config) {
         Ok(cfg) => {
+            // Role templates are part of the pipeline: an unknown variable or a bad
+            // front matter is reported here, before anything runs.
+            let roles = cfg.stages.iter().map(|s| s.role.as_str());
+            if let Err(err) = RoleTemplates::load(&cfg.roles_dir, roles) {
+                writeln!(std::io::stderr().lock(), "{err}")?;
+                return Ok(EXIT_USAGE);
+            }
             let mut out = std::io::stdout().lock();
             out.write_all(describe(&cfg).as_bytes())?;
             out.flush()?;

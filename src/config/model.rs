@@ -173,6 +173,17 @@ impl Config {
         self.terminal_states.iter().any(|t| t == status)
     }
 
+    /// Names of the environment variables holding secrets this config uses (tracker
+    /// tokens). They are removed from agents' environments unless `agent.env` passes
+    /// them on explicitly.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        match &self.tracker {
+            TrackerConfig::Local { .. } => Vec::new(),
+            TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
+            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
+        }
+    }
+
     /// Path of the ledger database.
     pub fn ledger_path(&self) -> PathBuf {
         self.state_root.join("ledger.db")

@@ -9,7 +9,13 @@ use crate::tracker::Comment;
 #[derive(Debug, Clone, Default)]
 pub struct TicketHistory {
     blocks: Vec<OutcomeBlock>,
+    human_comments: Vec<Comment>,
 }
+
+/// How many recent human comments a prompt sees.
+const HUMAN_COMMENTS: usize = 10;
+/// How much of each human comment a prompt sees.
+const HUMAN_COMMENT_CHARS: usize = 4000;
 
 impl TicketHistory {
     /// Collect the blocks of comments whose author is in `trusted`. Blocks from anyone
@@ -27,7 +33,21 @@ impl TicketHistory {
                 }
             })
             .collect();
-        TicketHistory { blocks }
+        let humans: Vec<&Comment> = comments
+            .iter()
+            .filter(|c| !trusted.contains(&c.author))
+            .collect();
+        let human_comments = humans[humans.len().saturating_sub(HUMAN_COMMENTS)..]
+            .iter()
+            .map(|c| Comment {
+                body: c.body.chars().take(HUMAN_COMMENT_CHARS).collect(),
+                ..(*c).clone()
+            })
+            .collect();
+        TicketHistory {
+            blocks,
+            human_comments,
+        }
     }
 
     /// Whether `role` has a success block.
@@ -66,6 +86,12 @@ impl TicketHistory {
         self.blocks
             .iter()
             .any(|b| b.idempotency_key() == idempotency_key)
+    }
+
+    /// The most recent comments by people (authors not trusted as sortie), oldest
+    /// first, at most 10, each cut at 4,000 characters.
+    pub fn human_comments(&self) -> &[Comment] {
+        &self.human_comments
     }
 
     /// Every block, oldest first.

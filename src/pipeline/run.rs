@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -12,8 +13,8 @@ use super::report::RunLine;
 use super::writeback::{self, WritebackResult};
 use super::Inner;
 use crate::agent::{
-    run_agent, AgentOutcome, AgentSpec, CancelReason, FailureVars, PriorVars, PromptContext,
-    RunEnd, RunPlan, StageVars, TicketVars,
+    run_agent, AgentOutcome, AgentSpec, CancelReason, CommentVars, FailureVars, PriorVars,
+    PromptContext, RunEnd, RunPlan, StageVars, TicketVars,
 };
 use crate::block::{
     idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock, SuccessBlock,
@@ -96,14 +97,29 @@ async fn run_stage(
             return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
         }
     };
+    // The role file's front matter overrides the config's agent settings.
+    let role = inner.templates.settings(&stage.role);
+    let mut env = inner.config.agent.env.clone();
+    env.extend(role.env.clone());
     let plan = RunPlan {
-        command: inner.config.agent.command.clone(),
-        env: inner.config.agent.env.clone(),
+        command: role
+            .command
+            .clone()
+            .unwrap_or_else(|| inner.config.agent.command.clone()),
+        env,
+        env_remove: inner.config.secret_env_names(),
         prompt,
         workspace: crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
         run_dir,
-        timeout: inner.config.agent.timeout,
-        stall_timeout: inner.config.agent.stall_timeout,
+        timeout: role
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(inner.config.agent.timeout),
+        stall_timeout: match role.stall_timeout_seconds {
+            Some(0) => None,
+            Some(secs) => Some(Duration::from_secs(secs)),
+            None => inner.config.agent.stall_timeout,
+        },
     };
     let vars = agent_vars(&ticket, &stage, &claim, &plan);
     let started_at = inner.clock.now();
@@ -487,6 +503,15 @@ fn prompt_context(
             reason_code: f.reason_code.clone(),
             detail: f.detail.clone(),
         }),
+        comments: history
+            .human_comments()
+            .iter()
+            .map(|c| CommentVars {
+                author: c.author.clone(),
+                created_at: c.created_at.to_rfc3339(),
+                body: c.body.clone(),
+            })
+            .collect(),
     }
 }
 
