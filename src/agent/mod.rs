@@ -21,7 +21,10 @@ pub use prompt::{
     CommentVars, FailureVars, PriorVars, PromptContext, PromptError, RoleSettings, RoleTemplates,
     StageVars, TicketVars,
 };
-pub use workspace::{run_dir, workspace_dir, workspace_name};
+pub use workspace::{
+    ensure_workspace, list_workspaces, remove_workspace, run_dir, run_hook, workspace_dir,
+    workspace_name, workspace_owner_file,
+};
 
 /// Environment variables handed to every agent, besides the inherited ones and `agent.env`.
 pub const ENV_VARS: &[&str] = &[

@@ -9,6 +9,7 @@ pub mod claims;
 pub mod pipeline;
 pub mod tracker;
 pub mod validate;
+pub mod workspaces;
 
 use clap::{Parser, Subcommand};
 
@@ -49,6 +50,9 @@ pub enum Command {
     /// Check the configured tracker.
     #[command(subcommand)]
     Tracker(tracker::TrackerCommand),
+    /// Manage per-ticket workspaces.
+    #[command(subcommand)]
+    Workspaces(workspaces::WorkspacesCommand),
 }
 
 /// An error that is the user's to fix (bad flags, invalid config): exit code 2.
@@ -64,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Claims(cmd) => claims::run(cmd),
         Command::Board(cmd) => board::run(cmd),
         Command::Tracker(cmd) => tracker::run(cmd),
+        Command::Workspaces(cmd) => workspaces::run(cmd),
     }
 }
 

@@ -36,6 +36,32 @@ pub struct Config {
     pub stages: Vec<Stage>,
     /// Authors whose outcome blocks count besides sortie's own identity. Default empty.
     pub trusted_authors: Vec<String>,
+    /// Per-ticket workspace hooks and pruning.
+    pub workspace: WorkspaceConfig,
+}
+
+/// `workspace:`: hooks around a ticket's workspace, and pruning of finished ones.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkspaceConfig {
+    /// Commands run at points of a workspace's life.
+    pub hooks: WorkspaceHooks,
+    /// Kill a hook after this long. Default 60 s.
+    pub hook_timeout: Duration,
+    /// Prune workspaces of terminal tickets every this many ticks; 0 never. Default 10.
+    pub prune_every_ticks: u32,
+}
+
+/// Workspace hooks: each an argv run in the workspace, none by default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkspaceHooks {
+    /// After the workspace directory is first created; a failure fails the run.
+    pub after_create: Option<Vec<String>>,
+    /// Before each run; a failure fails the run as `workspace.hook_failed`.
+    pub before_run: Option<Vec<String>>,
+    /// After each run; a failure is logged.
+    pub after_run: Option<Vec<String>>,
+    /// Before a workspace is removed by pruning; a failure is logged.
+    pub before_remove: Option<Vec<String>>,
 }
 
 /// Which tracker adapter to use and how to reach it.

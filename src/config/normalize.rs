@@ -8,7 +8,9 @@ use serde_yaml::Value;
 
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::{AgentConfig, Concurrency, Config, RetryConfig, TrackerConfig};
+use super::model::{
+    AgentConfig, Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
+};
 use super::raw::{kind_of, RawAgent, RawConfig, RawTracker};
 use super::stages::{build_stages, check_status};
 
@@ -22,6 +24,10 @@ pub(crate) const DEFAULT_PER_ROLE: u32 = 1;
 pub(crate) const DEFAULT_TERMINAL: &[&str] = &["done", "cancelled"];
 /// Default agent timeout, seconds.
 pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 3600;
+/// Default workspace hook timeout, seconds.
+pub(crate) const DEFAULT_HOOK_TIMEOUT: u64 = 60;
+/// Default number of ticks between automatic workspace prunes.
+pub(crate) const DEFAULT_PRUNE_EVERY_TICKS: u32 = 10;
 /// Default stall timeout, seconds.
 pub(crate) const DEFAULT_STALL_SECONDS: u64 = 300;
 /// Default attempts per stage.
@@ -285,6 +291,7 @@ pub(crate) fn normalize(
     }
 
     let agent = normalize_agent(raw.agent.take(), base, problems);
+    let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
 
     let retry_path = root.key("retry");
     let r = std::mem::take(&mut raw.retry);
@@ -338,7 +345,48 @@ pub(crate) fn normalize(
         },
         stages,
         trusted_authors,
+        workspace,
     })
+}
+
+/// `workspace:`: hook argvs (program resolved like `agent.command`), limits.
+fn normalize_workspace(
+    raw: super::raw::RawWorkspace,
+    base: &Path,
+    problems: &mut Problems,
+) -> WorkspaceConfig {
+    let path = FieldPath::root().key("workspace");
+    let hooks = raw.hooks.unwrap_or_default();
+    let mut argv = |name: &str, value: Option<Vec<String>>| {
+        let mut argv = value?;
+        let p = path.key("hooks").key(name);
+        if argv.first().is_none_or(|program| program.is_empty()) {
+            problems.at_value(&p, "expected an argv with at least the program to run");
+            return None;
+        }
+        if argv[0].contains('/') && Path::new(&argv[0]).is_relative() {
+            argv[0] = resolve(base, &argv[0]).to_string_lossy().into_owned();
+        }
+        Some(argv)
+    };
+    let hooks = WorkspaceHooks {
+        after_create: argv("after_create", hooks.after_create),
+        before_run: argv("before_run", hooks.before_run),
+        after_run: argv("after_run", hooks.after_run),
+        before_remove: argv("before_remove", hooks.before_remove),
+    };
+    let timeout = at_least(
+        problems,
+        &path.key("hook_timeout_seconds"),
+        raw.hook_timeout_seconds,
+        DEFAULT_HOOK_TIMEOUT,
+        1,
+    );
+    WorkspaceConfig {
+        hooks,
+        hook_timeout: Duration::from_secs(timeout),
+        prune_every_ticks: raw.prune_every_ticks.unwrap_or(DEFAULT_PRUNE_EVERY_TICKS),
+    }
 }
 
 /// A scalar as the string an argv element or environment value would hold.

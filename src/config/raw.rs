@@ -62,6 +62,25 @@ pub(crate) struct RawAgent {
     pub(crate) env: Option<BTreeMap<String, Value>>,
 }
 
+/// `workspace:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWorkspace {
+    pub(crate) hooks: Option<RawWorkspaceHooks>,
+    pub(crate) hook_timeout_seconds: Option<u64>,
+    pub(crate) prune_every_ticks: Option<u32>,
+}
+
+/// `workspace.hooks:`: each an argv.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWorkspaceHooks {
+    pub(crate) after_create: Option<Vec<String>>,
+    pub(crate) before_run: Option<Vec<String>>,
+    pub(crate) after_run: Option<Vec<String>>,
+    pub(crate) before_remove: Option<Vec<String>>,
+}
+
 /// `retry:`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -94,6 +113,7 @@ pub(crate) struct RawConfig {
     pub(crate) concurrency: RawConcurrency,
     pub(crate) terminal_states: Option<Vec<String>>,
     pub(crate) trusted_authors: Option<Vec<String>>,
+    pub(crate) workspace: RawWorkspace,
     pub(crate) agent: Option<RawAgent>,
     pub(crate) retry: RawRetry,
     /// `None` when absent; one entry per stage, `None` for a stage that failed to parse.
@@ -113,6 +133,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "concurrency",
     "terminal_states",
     "trusted_authors",
+    "workspace",
     "agent",
     "retry",
     "pipeline_stages",
@@ -169,6 +190,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "concurrency" => raw.concurrency = section(value, &path, p).unwrap_or_default(),
             "terminal_states" => raw.terminal_states = section(value, &path, p),
             "trusted_authors" => raw.trusted_authors = section(value, &path, p),
+            "workspace" => raw.workspace = section(value, &path, p).unwrap_or_default(),
             "agent" => raw.agent = Some(section(value, &path, p).unwrap_or_default()),
             "retry" => raw.retry = section(value, &path, p).unwrap_or_default(),
             "pipeline_stages" => raw.pipeline_stages = Some(read_stages(value, &path, p)),

@@ -8,6 +8,7 @@
 pub mod eligibility;
 mod faults;
 pub mod history;
+mod prune;
 pub mod report;
 mod run;
 mod writeback;
@@ -19,6 +20,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinSet;
 
 pub use faults::Faults;
+pub use prune::PruneLine;
 
 use self::eligibility::{candidates, stage_for_status, InFlight, LedgerSnapshot, SkipReason};
 use self::history::TicketHistory;
@@ -75,6 +77,9 @@ pub enum PipelineError {
     /// A role template is missing or invalid.
     #[error("role template: {0}")]
     Prompt(#[from] PromptError),
+    /// A file under the state root could not be read or written.
+    #[error("{0}")]
+    Io(String),
 }
 
 /// Options of one tick.
@@ -344,6 +349,9 @@ impl Pipeline {
                 Ok(line) => report.runs.push(line),
                 Err(err) => tracing::error!(%err, "a run task panicked"),
             }
+        }
+        if !opts.dry_run {
+            self.maybe_prune().await;
         }
         report.runs.sort_by(|a, b| {
             eligibility::natural_cmp(&a.ticket, &b.ticket).then(a.role.cmp(&b.role))

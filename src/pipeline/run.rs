@@ -81,6 +81,30 @@ async fn run_stage(
         }
     }
 
+    let hook_env = vec![
+        ("SORTIE_TICKET_ID".to_string(), env_value(&ticket.id)),
+        ("SORTIE_ROLE".to_string(), stage.role.clone()),
+        (
+            "SORTIE_STAGE_ATTEMPT".to_string(),
+            claim.stage_attempt.to_string(),
+        ),
+        (
+            "SORTIE_WORKSPACE".to_string(),
+            crate::agent::workspace_dir(&inner.config.state_root, &ticket.id)
+                .display()
+                .to_string(),
+        ),
+    ];
+    if let Err(detail) = prepare_workspace(&inner, &ticket, &hook_env).await {
+        let outcome = AgentOutcome::failure(
+            "workspace.hook_failed",
+            Category::Transient,
+            NextAction::Retry,
+            detail,
+        );
+        return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+    }
+
     let run_dir = crate::agent::run_dir(&inner.config.state_root, &claim.run_id);
     let prompt = match inner.templates.render(
         &stage.role,
@@ -156,6 +180,18 @@ async fn run_stage(
     let _ = inner
         .ledger
         .set_agent_pid(&claim.key, &claim.claimer_id, None);
+    if let Some(hook) = &inner.config.workspace.hooks.after_run {
+        if let Err(err) = crate::agent::run_hook(
+            hook,
+            &plan.workspace,
+            &hook_env,
+            inner.config.workspace.hook_timeout,
+        )
+        .await
+        {
+            tracing::warn!(%err, "after_run workspace hook failed");
+        }
+    }
 
     match end {
         RunEnd::Cancelled { log_path } => {
@@ -201,6 +237,36 @@ async fn run_stage(
             .await
         }
     }
+}
+
+/// Create the ticket's workspace if needed and run the `after_create` and
+/// `before_run` hooks. A failed `after_create` removes the half-made workspace so the
+/// next attempt starts clean.
+async fn prepare_workspace(
+    inner: &Inner,
+    ticket: &Ticket,
+    env: &[(String, String)],
+) -> Result<(), String> {
+    let state_root = &inner.config.state_root;
+    let dir = crate::agent::workspace_dir(state_root, &ticket.id);
+    let hooks = &inner.config.workspace.hooks;
+    let timeout = inner.config.workspace.hook_timeout;
+    let created = crate::agent::ensure_workspace(state_root, &ticket.id)
+        .map_err(|e| format!("cannot create workspace {}: {e}", dir.display()))?;
+    if created {
+        if let Some(hook) = &hooks.after_create {
+            if let Err(err) = crate::agent::run_hook(hook, &dir, env, timeout).await {
+                let _ = crate::agent::remove_workspace(state_root, &dir);
+                return Err(format!("after_create hook failed: {err}"));
+            }
+        }
+    }
+    if let Some(hook) = &hooks.before_run {
+        crate::agent::run_hook(hook, &dir, env, timeout)
+            .await
+            .map_err(|err| format!("before_run hook failed: {err}"))?;
+    }
+    Ok(())
 }
 
 /// Store the outcome in the outbox, write it back, release the claim.
@@ -515,6 +581,23 @@ fn prompt_context(
     }
 }
 
+/// Longest ticket-derived value put in the agent's environment: the kernel refuses a
+/// single variable over 128 KiB, and the full text is in the prompt anyway.
+const MAX_ENV_VALUE: usize = 4096;
+
+/// Ticket text as an environment value: no NUL (which cannot be passed), bounded.
+fn env_value(text: &str) -> String {
+    let mut value: String = text.chars().filter(|c| *c != '\0').collect();
+    if value.len() > MAX_ENV_VALUE {
+        let mut end = MAX_ENV_VALUE;
+        while !value.is_char_boundary(end) {
+            end -= 1;
+        }
+        value.truncate(end);
+    }
+    value
+}
+
 fn agent_vars(
     ticket: &Ticket,
     stage: &Stage,
@@ -522,10 +605,16 @@ fn agent_vars(
     plan: &RunPlan,
 ) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("SORTIE_TICKET_ID".to_string(), ticket.id.clone()),
-        ("SORTIE_TICKET_TITLE".to_string(), ticket.title.clone()),
-        ("SORTIE_TICKET_STATUS".to_string(), ticket.status.clone()),
-        ("SORTIE_TICKET_LABELS".to_string(), ticket.labels.join(",")),
+        ("SORTIE_TICKET_ID".to_string(), env_value(&ticket.id)),
+        ("SORTIE_TICKET_TITLE".to_string(), env_value(&ticket.title)),
+        (
+            "SORTIE_TICKET_STATUS".to_string(),
+            env_value(&ticket.status),
+        ),
+        (
+            "SORTIE_TICKET_LABELS".to_string(),
+            env_value(&ticket.labels.join(",")),
+        ),
         ("SORTIE_ROLE".to_string(), stage.role.clone()),
         ("SORTIE_STAGE".to_string(), stage.claim_status.clone()),
         (
