@@ -48,36 +48,6 @@ pub fn run_dir(state_root: &Path, run_id: &str) -> PathBuf {
     state_root.join("runs").join(workspace_name(run_id))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_ids_are_kept() {
-        assert_eq!(workspace_name("42"), "42");
-        assert_eq!(workspace_name("PROJ-7"), "PROJ-7");
-    }
-
-    #[test]
-    fn hostile_ids_stay_inside_the_root() {
-        for id in ["..", "../../etc", "a/b", "", ".hidden", "x\ny", "/abs"] {
-            let name = workspace_name(id);
-            assert!(
-                !name.contains('/') && !name.starts_with('.') && !name.is_empty(),
-                "{id:?} -> {name:?}"
-            );
-            let dir = workspace_dir(Path::new("/state"), id);
-            assert_eq!(dir.parent(), Some(Path::new("/state/workspaces")), "{id:?}");
-        }
-    }
-
-    #[test]
-    fn similar_hostile_ids_do_not_collide() {
-        assert_ne!(workspace_name("a/b"), workspace_name("a\\b"));
-        assert_ne!(workspace_name("a/b"), workspace_name("ab"));
-    }
-}
-
 /// The file recording which ticket a workspace belongs to (names of hostile ids are
 /// hashed and cannot be read back). Kept beside the workspaces, not inside them, so
 /// the agent's directory holds only its own files.
@@ -194,5 +164,35 @@ pub async fn run_hook(
                 tail.trim()
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_ids_are_kept() {
+        assert_eq!(workspace_name("42"), "42");
+        assert_eq!(workspace_name("PROJ-7"), "PROJ-7");
+    }
+
+    #[test]
+    fn hostile_ids_stay_inside_the_root() {
+        for id in ["..", "../../etc", "a/b", "", ".hidden", "x\ny", "/abs"] {
+            let name = workspace_name(id);
+            assert!(
+                !name.contains('/') && !name.starts_with('.') && !name.is_empty(),
+                "{id:?} -> {name:?}"
+            );
+            let dir = workspace_dir(Path::new("/state"), id);
+            assert_eq!(dir.parent(), Some(Path::new("/state/workspaces")), "{id:?}");
+        }
+    }
+
+    #[test]
+    fn similar_hostile_ids_do_not_collide() {
+        assert_ne!(workspace_name("a/b"), workspace_name("a\\b"));
+        assert_ne!(workspace_name("a/b"), workspace_name("ab"));
     }
 }
