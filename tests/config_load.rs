@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sortie::config::{
     AgentConfig, Concurrency, Config, ConfigError, RetryConfig, Stage, TrackerConfig,
-    MAX_CONFIG_BYTES,
+    WorkspaceConfig, WorkspaceHooks, MAX_CONFIG_BYTES,
 };
 
 fn fixture_dir() -> PathBuf {
@@ -104,6 +104,11 @@ fn three_stage_fixture_loads_with_every_field() {
             stage("qa", "code-review", None, "done", None, Some("backend"), 1),
         ],
         trusted_authors: vec!["ada".into()],
+        workspace: WorkspaceConfig {
+            hooks: WorkspaceHooks::default(),
+            hook_timeout: Duration::from_secs(60),
+            prune_every_ticks: 10,
+        },
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));
