@@ -308,7 +308,7 @@ mod tests {
     #[test]
     fn renders_ticket_fields() {
         let dir = tempfile::tempdir().unwrap();
-        write_role(dir.path(), "qa", "---\nmodel: x\n---\nTest {{ ticket.id }}: {{ ticket.title }} (attempt {{ attempt }})\n");
+        write_role(dir.path(), "qa", "---\ndescription: x\n---\nTest {{ ticket.id }}: {{ ticket.title }} (attempt {{ attempt }})\n");
         let t = RoleTemplates::load(dir.path(), ["qa"]).unwrap();
         let mut ctx = PromptContext::sample("qa");
         ctx.ticket.title = "Login {{ not a template }}".into();
@@ -324,7 +324,7 @@ mod tests {
         write_role(
             dir.path(),
             "qa",
-            "---\nmodel: x\n---\nline one\n{{ ticket.nope }}\n",
+            "---\ndescription: x\n---\nline one\n{{ ticket.nope }}\n",
         );
         let err = RoleTemplates::load(dir.path(), ["qa"]).unwrap_err();
         let PromptError::Template { line, path, .. } = &err else {
