@@ -6,6 +6,7 @@
 
 pub mod local;
 pub mod memory;
+pub mod redmine;
 
 use std::time::Duration;
 
@@ -138,6 +139,25 @@ pub enum TrackerError {
         /// The status the ticket actually has.
         current: String,
     },
+    /// The tracker accepted the write but its workflow kept the ticket where it was
+    /// (Redmine answers 204 and silently ignores a forbidden status change). Retrying
+    /// will not help: a person must allow the transition or move the ticket.
+    #[error(
+        "transition refused by the {workflow} workflow: ticket {id} stays in {current:?}; \
+         {from:?} -> {to:?} is not allowed for this user, role and tracker"
+    )]
+    TransitionRefused {
+        /// Whose workflow refused it (`Redmine`).
+        workflow: String,
+        /// The ticket.
+        id: String,
+        /// The status the transition started from.
+        from: String,
+        /// The status that was asked for.
+        to: String,
+        /// The status the ticket has after the refused write.
+        current: String,
+    },
 }
 
 impl TrackerError {
@@ -221,11 +241,18 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
     use crate::config::TrackerConfig;
     match &config.tracker {
         TrackerConfig::Local { path } => Ok(std::sync::Arc::new(local::LocalBoard::open(path)?)),
-        TrackerConfig::Github { .. } | TrackerConfig::Redmine { .. } => {
-            Err(TrackerError::Invalid(format!(
-                "tracker {} is not supported by this build yet",
-                config.tracker.name()
-            )))
-        }
+        TrackerConfig::Redmine {
+            url,
+            project,
+            api_key_env,
+        } => Ok(std::sync::Arc::new(redmine::RedmineTracker::from_env(
+            url,
+            project,
+            api_key_env,
+        )?)),
+        TrackerConfig::Github { .. } => Err(TrackerError::Invalid(format!(
+            "tracker {} is not supported by this build yet",
+            config.tracker.name()
+        ))),
     }
 }
