@@ -96,15 +96,12 @@ async fn run_stage(
             return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
         }
     };
-    let plan = RunPlan {
-        command: inner.config.agent.command.clone(),
-        env: inner.config.agent.env.clone(),
+    let plan = RunPlan::for_agent(
+        &inner.config.agent,
         prompt,
-        workspace: crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
+        crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
         run_dir,
-        timeout: inner.config.agent.timeout,
-        stall_timeout: inner.config.agent.stall_timeout,
-    };
+    );
     let vars = agent_vars(&ticket, &stage, &claim, &plan);
     let started_at = inner.clock.now();
     record_run(
