@@ -6,11 +6,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use sortie::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan};
+use sortie::config::AgentPreset;
 use tokio_util::sync::CancellationToken;
 
 fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPlan {
     RunPlan {
         command: command.iter().map(|s| s.to_string()).collect(),
+        preset: AgentPreset::Command,
         env: BTreeMap::from([("EXTRA".to_string(), "from-config".to_string())]),
         env_remove: vec!["SORTIE_TEST_SECRET".to_string()],
         prompt: "do the thing\n".to_string(),

@@ -17,6 +17,7 @@ async fn agent_sees(dir: &std::path::Path, env: BTreeMap<String, String>) -> Str
         ],
         env,
         env_remove: vec!["SORTIE_TEST_TOKEN".into()],
+        preset: sortie::config::AgentPreset::Command,
         prompt: String::new(),
         workspace: dir.join("ws"),
         run_dir: dir.join(format!("run-{}", uuid::Uuid::new_v4())),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sortie::config::{
-    AgentConfig, Concurrency, Config, ConfigError, RetryConfig, Stage, TrackerConfig,
+    AgentConfig, AgentPreset, Concurrency, Config, ConfigError, RetryConfig, Stage, TrackerConfig,
     WorkspaceConfig, WorkspaceHooks, MAX_CONFIG_BYTES,
 };
 
@@ -69,10 +69,17 @@ fn three_stage_fixture_loads_with_every_field() {
         },
         terminal_states: vec!["done".into(), "cancelled".into()],
         agent: AgentConfig {
+            preset: AgentPreset::Command,
             command: vec![
                 dir.join("scripts/demo-agent").display().to_string(),
                 "--role-file".into(),
             ],
+            model: None,
+            permission_mode: None,
+            max_turns: None,
+            allowed_tools: Vec::new(),
+            sandbox: None,
+            extra_args: Vec::new(),
             timeout: Duration::from_secs(3600),
             stall_timeout: None,
             env: BTreeMap::from([("AGENT_MODE".to_string(), "careful".to_string())]),

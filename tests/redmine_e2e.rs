@@ -266,9 +266,15 @@ pipeline_stages:
         let tracker = sortie::tracker::open(&cfg).expect("open the Redmine tracker");
         assert_eq!(tracker.name(), self.tracker_name());
         let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).expect("ledger"));
-        Pipeline::with_clock(cfg, tracker, ledger, Arc::new(SystemClock), Faults::none())
-            .await
-            .expect("pipeline")
+        Pipeline::with_clock(
+            cfg,
+            tracker,
+            ledger,
+            Arc::new(SystemClock::default()),
+            Faults::none(),
+        )
+        .await
+        .expect("pipeline")
     }
 
     /// Every valid outcome block in the journal, oldest first.

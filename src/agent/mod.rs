@@ -2,10 +2,13 @@
 //!
 //! The agent is an argv (never a shell string built from ticket text). It gets the
 //! rendered prompt on stdin and in `SORTIE_PROMPT_FILE`, runs in the ticket's
-//! workspace, and reports through `SORTIE_RESULT_FILE` or its exit status.
+//! workspace, and reports through `SORTIE_RESULT_FILE` or its exit status; with a CLI
+//! preset (`claude-code`, `codex`) sortie also reads the CLI's JSON event stream on stdout
+//! for the outcome, summary and usage (`presets`).
 
 mod orphans;
 mod outcome;
+mod presets;
 mod process;
 mod prompt;
 mod workspace;
@@ -14,8 +17,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::{AgentConfig, AgentPreset};
+
 pub use orphans::reap_run;
-pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError};
+pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage};
+pub use presets::{preset_argv, EventStream, MAX_EVENT_LINE_BYTES, MAX_STREAM_TEXT_BYTES};
 pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
 pub use prompt::{
     CommentVars, FailureVars, PriorVars, PromptContext, PromptError, RoleSettings, RoleTemplates,
@@ -44,8 +50,10 @@ pub const ENV_VARS: &[&str] = &[
 /// Everything a run needs that the pipeline decides.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
-    /// argv of the agent.
+    /// argv of the agent (for a CLI preset, as `preset_argv` builds it).
     pub command: Vec<String>,
+    /// Which CLI runs, and so how its stdout is read (`command`: free text).
+    pub preset: AgentPreset,
     /// Extra environment.
     pub env: BTreeMap<String, String>,
     /// Inherited variables to remove (secrets such as the tracker token); a name that
@@ -61,4 +69,26 @@ pub struct RunPlan {
     pub timeout: Duration,
     /// Kill after this long without output (`None` disables).
     pub stall_timeout: Option<Duration>,
+}
+
+impl RunPlan {
+    /// The plan for running `agent` on `prompt`: argv from its preset, its environment and limits.
+    pub fn for_agent(
+        agent: &AgentConfig,
+        prompt: String,
+        workspace: PathBuf,
+        run_dir: PathBuf,
+    ) -> RunPlan {
+        RunPlan {
+            command: preset_argv(agent),
+            preset: agent.preset,
+            env: agent.env.clone(),
+            env_remove: Vec::new(),
+            prompt,
+            workspace,
+            run_dir,
+            timeout: agent.timeout,
+            stall_timeout: agent.stall_timeout,
+        }
+    }
 }

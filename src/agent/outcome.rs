@@ -51,6 +51,17 @@ impl AgentOutcome {
     }
 }
 
+/// Tokens and money one run consumed, as the agent CLI reported them.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens the model read, cached and cache-creating reads included.
+    pub input_tokens: u64,
+    /// Output tokens the model wrote.
+    pub output_tokens: u64,
+    /// Cost in US dollars, when the CLI reports one (Claude Code does, Codex does not).
+    pub cost_usd: Option<f64>,
+}
+
 /// A result file that could not be understood.
 #[derive(Debug, thiserror::Error)]
 #[error("result file: {0}")]

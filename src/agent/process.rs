@@ -14,7 +14,8 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::outcome::{classify_exit, parse_result_file, AgentOutcome};
+use super::outcome::{classify_exit, parse_result_file, AgentOutcome, Usage};
+use super::presets::EventStream;
 use super::RunPlan;
 use crate::block::{Category, NextAction};
 
@@ -57,6 +58,8 @@ pub struct RunReport {
     pub exit_code: Option<i32>,
     /// Wall time.
     pub duration: Duration,
+    /// Tokens and cost, when the agent's CLI preset reports them on its event stream.
+    pub usage: Option<Usage>,
 }
 
 /// How a run ended.
@@ -83,12 +86,13 @@ pub async fn run_agent(
     let log_path = plan.run_dir.join("agent.log");
     let result_path = plan.run_dir.join("result.yaml");
     let prompt_path = plan.run_dir.join("prompt.md");
-    let finished = |outcome: AgentOutcome, exit_code: Option<i32>| {
+    let finished = |outcome: AgentOutcome, exit_code: Option<i32>, usage: Option<Usage>| {
         RunEnd::Finished(RunReport {
             outcome,
             log_path: log_path.clone(),
             exit_code,
             duration: started.elapsed(),
+            usage,
         })
     };
 
@@ -100,6 +104,7 @@ pub async fn run_agent(
                 NextAction::Retry,
                 err.to_string(),
             ),
+            None,
             None,
         );
     }
@@ -118,12 +123,13 @@ pub async fn run_agent(
                     format!("cannot open {}: {err}", log_path.display()),
                 ),
                 None,
+                None,
             )
         }
     };
 
     let Some((program, args)) = plan.command.split_first() else {
-        return finished(spawn_failed("", "agent.command is empty"), None);
+        return finished(spawn_failed("", "agent.command is empty"), None, None);
     };
     let mut command = Command::new(program);
     for name in plan
@@ -147,7 +153,7 @@ pub async fn run_agent(
         .process_group(0);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(err) => return finished(spawn_failed(program, &err.to_string()), None),
+        Err(err) => return finished(spawn_failed(program, &err.to_string()), None, None),
     };
     let pid = child.id().unwrap_or(0);
     on_spawn(pid);
@@ -162,15 +168,21 @@ pub async fn run_agent(
     }
     let last_output = Arc::new(Mutex::new(Instant::now()));
     let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
+    let err_tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
     let readers = [
-        child
-            .stdout
-            .take()
-            .map(|out| spawn_reader(out, log.clone(), last_output.clone(), Some(tail.clone()))),
-        child
-            .stderr
-            .take()
-            .map(|err| spawn_reader(err, log.clone(), last_output.clone(), None)),
+        child.stdout.take().map(|out| {
+            let stream = EventStream::new(plan.preset);
+            spawn_reader(out, log.clone(), last_output.clone(), tail.clone(), stream)
+        }),
+        child.stderr.take().map(|err| {
+            spawn_reader(
+                err,
+                log.clone(),
+                last_output.clone(),
+                err_tail.clone(),
+                None,
+            )
+        }),
     ];
 
     let deadline = started + plan.timeout;
@@ -198,9 +210,15 @@ pub async fn run_agent(
         }
         _ => terminate(&mut child, pid).await,
     };
+    let mut stream = None;
     for reader in readers.into_iter().flatten() {
-        let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+        if let Ok(Ok(Some(parsed))) = tokio::time::timeout(Duration::from_secs(2), reader).await {
+            stream = Some(parsed);
+        }
     }
+    // A reader that did not finish leaves its preset's stream unread, hence incomplete.
+    let stream = stream.or_else(|| EventStream::new(plan.preset));
+    let usage = stream.as_ref().and_then(EventStream::usage);
     let output_tail = summary_from_tail(&tail.lock().expect("tail lock"));
     let outcome = match end {
         Watch::Cancelled => return RunEnd::Cancelled { log_path },
@@ -233,9 +251,13 @@ pub async fn run_agent(
                     err.to_string(),
                 )
             }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                classify_exit(code, &output_tail)
-            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => match &stream {
+                Some(stream) => stream.outcome(
+                    code,
+                    &summary_from_tail(&err_tail.lock().expect("tail lock")),
+                ),
+                None => classify_exit(code, &output_tail),
+            },
             Err(err) => AgentOutcome::failure(
                 "agent.bad_result",
                 Category::Permanent,
@@ -244,7 +266,7 @@ pub async fn run_agent(
             ),
         },
     };
-    finished(outcome, exit_code)
+    finished(outcome, exit_code, usage)
 }
 
 enum Watch {
@@ -276,12 +298,15 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
+/// Copy `stream` to the log, keep its tail, and feed `events` (a CLI preset's stdout parser),
+/// which the task hands back when the stream closes.
 fn spawn_reader(
     mut stream: impl AsyncRead + Unpin + Send + 'static,
     log: Arc<Mutex<std::fs::File>>,
     last_output: Arc<Mutex<Instant>>,
-    tail: Option<Arc<Mutex<VecDeque<u8>>>>,
-) -> tokio::task::JoinHandle<()> {
+    tail: Arc<Mutex<VecDeque<u8>>>,
+    mut events: Option<EventStream>,
+) -> tokio::task::JoinHandle<Option<EventStream>> {
     tokio::spawn(async move {
         let mut buf = vec![0u8; 8192];
         loop {
@@ -295,13 +320,20 @@ fn spawn_reader(
                 let mut file = log.lock().expect("log lock");
                 let _ = file.write_all(&buf[..n]);
             }
-            if let Some(tail) = &tail {
+            {
                 let mut tail = tail.lock().expect("tail lock");
                 tail.extend(&buf[..n]);
                 let excess = tail.len().saturating_sub(TAIL_BYTES);
                 tail.drain(..excess);
             }
+            if let Some(events) = &mut events {
+                events.feed(&buf[..n]);
+            }
         }
+        if let Some(events) = &mut events {
+            events.end();
+        }
+        events
     })
 }
 

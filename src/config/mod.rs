@@ -6,6 +6,7 @@
 //! apply defaults, resolve paths and check the state contract (`normalize`, `stages`).
 //! Every problem found becomes a `Diagnostic` naming file, line, column and field.
 
+mod agent;
 mod diagnostic;
 mod expand;
 mod locate;

@@ -120,12 +120,64 @@ pub struct Concurrency {
     pub per_status_max_in_flight: BTreeMap<String, u32>,
 }
 
+/// Which agent CLI `agent` runs: how its command line is built and how its output is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentPreset {
+    /// `command` is the whole argv; the outcome comes from the result file or the exit status.
+    #[default]
+    Command,
+    /// Claude Code in print mode (`claude -p --output-format stream-json --verbose`).
+    ClaudeCode,
+    /// OpenAI Codex non-interactive mode (`codex exec --json`).
+    Codex,
+}
+
+impl AgentPreset {
+    /// Every preset, in documentation order.
+    pub const ALL: [AgentPreset; 3] = [Self::Command, Self::ClaudeCode, Self::Codex];
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Command => "command",
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+        }
+    }
+
+    /// The program a CLI preset runs when `agent.command` does not name one.
+    pub fn default_program(self) -> Option<&'static str> {
+        match self {
+            Self::Command => None,
+            Self::ClaudeCode => Some("claude"),
+            Self::Codex => Some("codex"),
+        }
+    }
+}
+
 /// How agents are run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentConfig {
-    /// argv; the first element is the program. Relative program paths containing a `/`
-    /// are resolved against the config file's directory.
+    /// Which CLI runs and how its output is read. Default `command`.
+    pub preset: AgentPreset,
+    /// With preset `command`: the whole argv. With a CLI preset: the program (and any leading
+    /// arguments, e.g. a wrapper) put before the preset's own arguments; default `["claude"]`
+    /// or `["codex"]`. Never empty. Relative program paths containing a `/` are resolved
+    /// against the config file's directory.
     pub command: Vec<String>,
+    /// Model name passed as `--model` (CLI presets only). Default none (the CLI's own default).
+    pub model: Option<String>,
+    /// Claude Code `--permission-mode` value. Default none.
+    pub permission_mode: Option<String>,
+    /// Claude Code `--max-turns` value. Default none (no limit).
+    pub max_turns: Option<u32>,
+    /// Claude Code `--allowedTools` entries, joined with commas. Default empty (flag omitted).
+    pub allowed_tools: Vec<String>,
+    /// Codex `--sandbox` value (`read-only`, `workspace-write`, `danger-full-access`). Default none.
+    pub sandbox: Option<String>,
+    /// Further arguments appended after the preset's flags (CLI presets only). Default empty.
+    pub extra_args: Vec<String>,
     /// Kill the agent after this long. Default 3600 s.
     pub timeout: Duration,
     /// Kill the agent after this long without output; `None` disables. Default 300 s.

@@ -1,17 +1,17 @@
 //! Turns the raw sections into the validated `Config`: defaults, ranges, path resolution.
 
-use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use serde_yaml::Value;
 
+use super::agent::normalize_agent;
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::{
-    AgentConfig, Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
+    Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
 };
-use super::raw::{kind_of, RawAgent, RawConfig, RawTracker};
+use super::raw::{RawConfig, RawTracker};
 use super::stages::{build_stages, check_status};
 
 /// Default claim lease, seconds.
@@ -41,7 +41,7 @@ pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
 /// `..` folded into the component before it (`pipelines/../state` is shown and used as
 /// `state`). Folding is lexical, like a person reads the path; a `..` that would climb
 /// above the start of a relative path is kept.
-fn resolve(base: &Path, rel: &str) -> PathBuf {
+pub(super) fn resolve(base: &Path, rel: &str) -> PathBuf {
     let mut out: Vec<Component<'_>> = Vec::new();
     let joined = base.join(rel);
     for c in joined.components() {
@@ -58,7 +58,7 @@ fn resolve(base: &Path, rel: &str) -> PathBuf {
 }
 
 /// A number that must be at least `min`; returns it (or `default` when absent).
-fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
+pub(super) fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
     problems: &mut Problems,
     path: &FieldPath,
     value: Option<T>,
@@ -390,92 +390,11 @@ fn normalize_workspace(
 }
 
 /// A scalar as the string an argv element or environment value would hold.
-fn scalar_text(value: &Value) -> Option<String> {
+pub(super) fn scalar_text(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
-}
-
-fn normalize_agent(
-    agent: Option<RawAgent>,
-    base: &Path,
-    problems: &mut Problems,
-) -> Option<AgentConfig> {
-    let path = FieldPath::root().key("agent");
-    let Some(agent) = agent else {
-        problems.at(
-            super::locate::Position::START,
-            &path,
-            "missing required key `agent`; expected e.g. `agent: {command: [\"my-agent\", \"--flag\"]}`",
-        );
-        return None;
-    };
-    let cmd_path = path.key("command");
-    let mut command = Vec::new();
-    match agent.command {
-        None => problems.at_key(&path, "missing required key `command`; expected the agent's argv, e.g. [\"my-agent\", \"--flag\"]"),
-        Some(Value::String(s)) => problems.at_value(
-            &cmd_path,
-            format!(
-                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
-                 write e.g. [\"my-agent\", \"--flag\"]"
-            ),
-        ),
-        Some(Value::Sequence(items)) => {
-            if items.is_empty() {
-                problems.at_value(&cmd_path, "expected at least the program to run, found an empty list");
-            }
-            for (i, item) in items.iter().enumerate() {
-                match scalar_text(item) {
-                    Some(text) => command.push(text),
-                    None => problems.at_value(&cmd_path.index(i), format!("expected a string argument, found {}", kind_of(item))),
-                }
-            }
-            if command.first().is_some_and(|p| p.is_empty()) {
-                problems.at_value(&cmd_path.index(0), "the program must not be an empty string");
-            }
-        }
-        Some(other) => problems.at_value(&cmd_path, format!("expected a list of arguments (argv), found {}", kind_of(&other))),
-    }
-    if let Some(program) = command.first_mut() {
-        if program.contains('/') && Path::new(program.as_str()).is_relative() {
-            *program = resolve(base, program).to_string_lossy().into_owned();
-        }
-    }
-    let timeout = at_least(
-        problems,
-        &path.key("timeout_seconds"),
-        agent.timeout_seconds,
-        DEFAULT_TIMEOUT_SECONDS,
-        1,
-    );
-    let stall = agent.stall_timeout_seconds.unwrap_or(DEFAULT_STALL_SECONDS);
-    let mut env = BTreeMap::new();
-    for (name, value) in agent.env.unwrap_or_default() {
-        let p = path.key("env").key(&name);
-        if name.is_empty() || name.contains('=') || name.contains('\0') {
-            problems.at_key(
-                &p,
-                format!("{name:?} is not a valid environment variable name"),
-            );
-        }
-        match scalar_text(&value) {
-            Some(text) => {
-                env.insert(name, text);
-            }
-            None => problems.at_value(
-                &p,
-                format!("expected a string value, found {}", kind_of(&value)),
-            ),
-        }
-    }
-    Some(AgentConfig {
-        command,
-        timeout: Duration::from_secs(timeout),
-        stall_timeout: (stall > 0).then(|| Duration::from_secs(stall)),
-        env,
-    })
 }

@@ -52,14 +52,26 @@ pub(crate) struct RawConcurrency {
     pub(crate) per_status_max_in_flight: Option<BTreeMap<String, u32>>,
 }
 
-/// `agent:`. `command` and `env` values are checked by hand for clearer messages.
+/// `agent:`. `preset`, `command`, `extra_args` and `env` values are checked by hand for
+/// clearer messages.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAgent {
+    pub(crate) preset: Option<Value>,
     pub(crate) command: Option<Value>,
+    pub(crate) model: Option<String>,
+    pub(crate) permission_mode: Option<String>,
+    pub(crate) max_turns: Option<u32>,
+    pub(crate) allowed_tools: Option<Vec<String>>,
+    pub(crate) sandbox: Option<String>,
+    pub(crate) extra_args: Option<Value>,
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) stall_timeout_seconds: Option<u64>,
     pub(crate) env: Option<BTreeMap<String, Value>>,
+    /// The section failed to parse and its problem is already reported: required keys are
+    /// not asked for again.
+    #[serde(skip)]
+    pub(crate) unreadable: bool,
 }
 
 /// `workspace:`.
@@ -191,7 +203,12 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "terminal_states" => raw.terminal_states = section(value, &path, p),
             "trusted_authors" => raw.trusted_authors = section(value, &path, p),
             "workspace" => raw.workspace = section(value, &path, p).unwrap_or_default(),
-            "agent" => raw.agent = Some(section(value, &path, p).unwrap_or_default()),
+            "agent" => {
+                raw.agent = Some(section(value, &path, p).unwrap_or_else(|| RawAgent {
+                    unreadable: true,
+                    ..RawAgent::default()
+                }))
+            }
             "retry" => raw.retry = section(value, &path, p).unwrap_or_default(),
             "pipeline_stages" => raw.pipeline_stages = Some(read_stages(value, &path, p)),
             "active_states" => raw.active_states = section(value, &path, p),

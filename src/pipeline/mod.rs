@@ -363,8 +363,20 @@ impl Pipeline {
     async fn replay_outbox(&self, report: &mut TickReport) -> Result<(), PipelineError> {
         let inner = &self.inner;
         let now = inner.clock.now();
+        // An entry whose (ticket, role) is still claimed by a live lease is being written
+        // by that run right now: replaying it too would race it past the "already
+        // commented?" check. Its holder finishes it, or its lease expires first.
+        let live: HashSet<(String, String)> = inner
+            .ledger
+            .claims()?
+            .into_iter()
+            .filter(|c| c.key.tracker == inner.tracker.name() && c.lease_expires_at > now)
+            .map(|c| (c.key.ticket_id, c.key.role))
+            .collect();
         for entry in inner.ledger.outbox_pending(inner.tracker.name())? {
-            if entry.next_attempt_at > now {
+            if entry.next_attempt_at > now
+                || live.contains(&(entry.key.ticket_id.clone(), entry.key.role.clone()))
+            {
                 continue;
             }
             let (ticket, role, attempt) = (

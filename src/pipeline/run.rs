@@ -123,28 +123,26 @@ async fn run_stage(
     };
     // The role file's front matter overrides the config's agent settings.
     let role = inner.templates.settings(&stage.role);
-    let mut env = inner.config.agent.env.clone();
-    env.extend(role.env.clone());
-    let plan = RunPlan {
-        command: role
-            .command
-            .clone()
-            .unwrap_or_else(|| inner.config.agent.command.clone()),
-        env,
-        env_remove: inner.config.secret_env_names(),
+    let mut agent = inner.config.agent.clone();
+    if let Some(command) = role.command.clone() {
+        agent.command = command;
+    }
+    agent.env.extend(role.env.clone());
+    if let Some(secs) = role.timeout_seconds {
+        agent.timeout = Duration::from_secs(secs);
+    }
+    match role.stall_timeout_seconds {
+        Some(0) => agent.stall_timeout = None,
+        Some(secs) => agent.stall_timeout = Some(Duration::from_secs(secs)),
+        None => {}
+    }
+    let mut plan = RunPlan::for_agent(
+        &agent,
         prompt,
-        workspace: crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
+        crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
         run_dir,
-        timeout: role
-            .timeout_seconds
-            .map(Duration::from_secs)
-            .unwrap_or(inner.config.agent.timeout),
-        stall_timeout: match role.stall_timeout_seconds {
-            Some(0) => None,
-            Some(secs) => Some(Duration::from_secs(secs)),
-            None => inner.config.agent.stall_timeout,
-        },
-    };
+    );
+    plan.env_remove = inner.config.secret_env_names();
     let vars = agent_vars(&ticket, &stage, &claim, &plan);
     let started_at = inner.clock.now();
     record_run(

@@ -1,0 +1,244 @@
+//! Presets for real agent CLIs: the argv each preset builds from the `agent:` options, and the
+//! incremental parsers that turn the CLI's JSON event stream on stdout into an outcome and usage.
+//!
+//! Parsing is pure: `EventStream` is fed bytes as they arrive and asked for a verdict once the
+//! process has ended; the runner in `process.rs` does the I/O.
+
+mod claude;
+mod codex;
+mod lines;
+
+use crate::block::{Category, NextAction};
+use crate::config::{AgentConfig, AgentPreset};
+
+use super::outcome::{AgentOutcome, Usage};
+use lines::{LineSplitter, Piece};
+
+pub use lines::MAX_EVENT_LINE_BYTES;
+
+/// Longest summary or detail taken from an event stream (16 KiB); longer text is cut, with a
+/// note pointing at the run log, which keeps the whole stream.
+pub const MAX_STREAM_TEXT_BYTES: usize = 16 * 1024;
+
+/// The argv that runs `agent`, built without a shell and without the prompt (which goes on
+/// stdin for every preset).
+///
+/// - `command`: `agent.command` as is.
+/// - `claude-code`: `agent.command` (default `claude`), then `-p --output-format stream-json
+///   --verbose`, `--model M`, `--permission-mode P`, `--max-turns N`, `--allowedTools a,b`,
+///   then `extra_args`.
+/// - `codex`: `agent.command` (default `codex`), then `exec --json`, `--model M`,
+///   `--sandbox S`, then `extra_args`, then `-` (read the prompt from stdin).
+pub fn preset_argv(agent: &AgentConfig) -> Vec<String> {
+    let mut argv = agent.command.clone();
+    if argv.is_empty() {
+        argv.extend(agent.preset.default_program().map(String::from));
+    }
+    match agent.preset {
+        AgentPreset::Command => {}
+        AgentPreset::ClaudeCode => {
+            argv.extend(["-p", "--output-format", "stream-json", "--verbose"].map(String::from));
+            push_flag(&mut argv, "--model", agent.model.clone());
+            push_flag(
+                &mut argv,
+                "--permission-mode",
+                agent.permission_mode.clone(),
+            );
+            push_flag(
+                &mut argv,
+                "--max-turns",
+                agent.max_turns.map(|n| n.to_string()),
+            );
+            let tools = (!agent.allowed_tools.is_empty()).then(|| agent.allowed_tools.join(","));
+            push_flag(&mut argv, "--allowedTools", tools);
+            argv.extend(agent.extra_args.iter().cloned());
+        }
+        AgentPreset::Codex => {
+            argv.extend(["exec", "--json"].map(String::from));
+            push_flag(&mut argv, "--model", agent.model.clone());
+            push_flag(&mut argv, "--sandbox", agent.sandbox.clone());
+            argv.extend(agent.extra_args.iter().cloned());
+            argv.push("-".to_string());
+        }
+    }
+    argv
+}
+
+fn push_flag(argv: &mut Vec<String>, name: &str, value: Option<String>) {
+    if let Some(value) = value {
+        argv.push(name.to_string());
+        argv.push(value);
+    }
+}
+
+/// Counts of what a stream held, for failure details.
+#[derive(Debug, Default, Clone, Copy)]
+struct LineCounts {
+    /// JSON event lines understood.
+    events: u64,
+    /// Lines that were not JSON events (progress text, warnings, garbage).
+    noise: u64,
+    /// Lines over `MAX_EVENT_LINE_BYTES`, skipped unread.
+    overlong: u64,
+}
+
+/// How one line of a stream was taken by a parser.
+#[derive(Debug, PartialEq, Eq)]
+enum Taken {
+    /// A JSON event of this CLI (known or not).
+    Event,
+    /// Not an event: not JSON, or JSON of the wrong shape.
+    Noise,
+}
+
+/// A parser for one CLI's events.
+#[derive(Debug)]
+enum Parser {
+    Claude(claude::ClaudeStream),
+    Codex(codex::CodexStream),
+}
+
+/// Reads an agent's stdout as its preset's event stream, one line at a time, in bounded memory.
+#[derive(Debug)]
+pub struct EventStream {
+    lines: LineSplitter,
+    parser: Parser,
+    counts: LineCounts,
+}
+
+impl EventStream {
+    /// A reader for `preset`'s stream; `None` for `command`, whose stdout is free text.
+    pub fn new(preset: AgentPreset) -> Option<Self> {
+        let parser = match preset {
+            AgentPreset::Command => return None,
+            AgentPreset::ClaudeCode => Parser::Claude(claude::ClaudeStream::default()),
+            AgentPreset::Codex => Parser::Codex(codex::CodexStream::default()),
+        };
+        Some(EventStream {
+            lines: LineSplitter::new(MAX_EVENT_LINE_BYTES),
+            parser,
+            counts: LineCounts::default(),
+        })
+    }
+
+    /// Parse a stream held whole in memory (recorded streams, tests).
+    pub fn parse(preset: AgentPreset, text: &[u8]) -> Option<Self> {
+        let mut stream = Self::new(preset)?;
+        stream.feed(text);
+        stream.end();
+        Some(stream)
+    }
+
+    /// Feed the next chunk of stdout, as read.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let (parser, counts) = (&mut self.parser, &mut self.counts);
+        self.lines
+            .push(chunk, &mut |piece| take_piece(parser, counts, piece));
+    }
+
+    /// stdout closed: parse a last line that had no newline.
+    pub fn end(&mut self) {
+        let (parser, counts) = (&mut self.parser, &mut self.counts);
+        self.lines
+            .finish(&mut |piece| take_piece(parser, counts, piece));
+    }
+
+    /// Tokens and cost reported so far (`None` when the stream reported none).
+    pub fn usage(&self) -> Option<Usage> {
+        match &self.parser {
+            Parser::Claude(p) => p.usage(),
+            Parser::Codex(p) => p.usage(),
+        }
+    }
+
+    /// The outcome of a run whose process exited with `exit_code` after this stream.
+    /// A final event decides whatever the exit status; without one the run is
+    /// `agent.stream_incomplete`. `stderr_tail` goes into that failure's detail.
+    pub fn outcome(&self, exit_code: Option<i32>, stderr_tail: &str) -> AgentOutcome {
+        let ended = match &self.parser {
+            Parser::Claude(p) => p.outcome(),
+            Parser::Codex(p) => p.outcome(),
+        };
+        if let Some(outcome) = ended {
+            return outcome;
+        }
+        let (cli, final_event, last_words) = match &self.parser {
+            Parser::Claude(p) => ("Claude Code", "`result`", p.last_words()),
+            Parser::Codex(p) => ("Codex", "`turn.completed` or `turn.failed`", p.last_words()),
+        };
+        let status = match exit_code {
+            Some(code) => format!("exit status {code}"),
+            None => "killed by a signal".to_string(),
+        };
+        let LineCounts {
+            events,
+            noise,
+            overlong,
+        } = self.counts;
+        let mut detail = format!(
+            "{cli}'s event stream ended without a {final_event} event ({status}; \
+             {events} events, {noise} other lines, {overlong} lines over {} MiB skipped)",
+            MAX_EVENT_LINE_BYTES / (1024 * 1024)
+        );
+        for (label, text) in [("last words", last_words), ("stderr", Some(stderr_tail))] {
+            if let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) {
+                detail.push_str(&format!("\n{label}:\n{text}"));
+            }
+        }
+        AgentOutcome::failure(
+            "agent.stream_incomplete",
+            Category::Transient,
+            NextAction::Retry,
+            clip(&detail),
+        )
+    }
+}
+
+fn take_piece(parser: &mut Parser, counts: &mut LineCounts, piece: Piece<'_>) {
+    let line = match piece {
+        Piece::Overlong => {
+            counts.overlong += 1;
+            return;
+        }
+        Piece::Line(bytes) => bytes,
+    };
+    let Ok(line) = std::str::from_utf8(line) else {
+        counts.noise += 1;
+        return;
+    };
+    let line = line.trim();
+    if line.is_empty() {
+        return;
+    }
+    let taken = if line.starts_with('{') {
+        match parser {
+            Parser::Claude(p) => p.line(line),
+            Parser::Codex(p) => p.line(line),
+        }
+    } else {
+        Taken::Noise
+    };
+    match taken {
+        Taken::Event => counts.events += 1,
+        Taken::Noise => counts.noise += 1,
+    }
+}
+
+/// `text` cut to `MAX_STREAM_TEXT_BYTES` at a character boundary, with a note when cut.
+fn clip(text: &str) -> String {
+    if text.len() <= MAX_STREAM_TEXT_BYTES {
+        return text.to_string();
+    }
+    let mut end = MAX_STREAM_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... cut at {} KiB; the run log has the whole stream]",
+        &text[..end],
+        MAX_STREAM_TEXT_BYTES / 1024
+    )
+}
+
+#[cfg(test)]
+mod tests;
