@@ -4,6 +4,7 @@
 //! writes only two things back: comments (carrying outcome blocks) and status
 //! transitions. Keep it small: every adapter implements all of it.
 
+pub mod github;
 pub mod local;
 pub mod memory;
 
@@ -221,11 +222,12 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
     use crate::config::TrackerConfig;
     match &config.tracker {
         TrackerConfig::Local { path } => Ok(std::sync::Arc::new(local::LocalBoard::open(path)?)),
-        TrackerConfig::Github { .. } | TrackerConfig::Redmine { .. } => {
-            Err(TrackerError::Invalid(format!(
-                "tracker {} is not supported by this build yet",
-                config.tracker.name()
-            )))
+        TrackerConfig::Github { .. } => {
+            Ok(std::sync::Arc::new(github::GithubTracker::open(config)?))
         }
+        TrackerConfig::Redmine { .. } => Err(TrackerError::Invalid(format!(
+            "tracker {} is not supported by this build yet",
+            config.tracker.name()
+        ))),
     }
 }
