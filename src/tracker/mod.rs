@@ -4,6 +4,7 @@
 //! writes only two things back: comments (carrying outcome blocks) and status
 //! transitions. Keep it small: every adapter implements all of it.
 
+pub mod github;
 pub mod local;
 pub mod memory;
 pub mod redmine;
@@ -250,9 +251,8 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
             project,
             api_key_env,
         )?)),
-        TrackerConfig::Github { .. } => Err(TrackerError::Invalid(format!(
-            "tracker {} is not supported by this build yet",
-            config.tracker.name()
-        ))),
+        TrackerConfig::Github { .. } => {
+            Ok(std::sync::Arc::new(github::GithubTracker::open(config)?))
+        }
     }
 }

@@ -1,0 +1,307 @@
+//! The GitHub REST endpoints sortie uses, one method each: URLs built from
+//! `api_url`, `Link` pagination, and conditional `GET`s through the ETag cache.
+//!
+//! [`GithubApi`] is public so contract tests (and people debugging a setup) can make
+//! every request the adapter makes, exactly as it makes them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use reqwest::{Method, Url};
+use serde_json::{json, Value};
+
+use super::etag::{CachedPage, ResponseCache};
+use super::issue::next_link;
+use super::transport::{Reply, Retry, Transport};
+use crate::tracker::TrackerError;
+
+/// Items per page GitHub allows at most.
+const PER_PAGE: &str = "100";
+/// Pages followed at most for one listing (100 000 items); guards against a loop.
+const MAX_PAGES: usize = 1000;
+
+/// The GitHub REST calls sortie makes, for one repository.
+pub struct GithubApi {
+    base: Url,
+    owner: String,
+    repo: String,
+    transport: Transport,
+    cache: Arc<ResponseCache>,
+}
+
+/// Items of a paginated listing, and why pagination stopped early (if it did).
+#[derive(Debug, Clone, Default)]
+pub struct Items {
+    /// Every item of every page followed.
+    pub items: Vec<Value>,
+    /// Pagination links not followed, and why.
+    pub warnings: Vec<String>,
+}
+
+impl GithubApi {
+    pub(crate) fn new(
+        api_url: &str,
+        repo: &str,
+        transport: Transport,
+        cache: Arc<ResponseCache>,
+    ) -> Result<Self, TrackerError> {
+        let mut base = Url::parse(api_url.trim_end_matches('/'))
+            .map_err(|e| TrackerError::Invalid(format!("api_url {api_url:?}: {e}")))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(TrackerError::Invalid(format!(
+                "api_url {api_url:?} must be an http(s) URL"
+            )));
+        }
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let (owner, name) = repo
+            .split_once('/')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+            .ok_or_else(|| TrackerError::Invalid(format!("repo {repo:?} is not owner/name")))?;
+        Ok(GithubApi {
+            base,
+            owner: owner.to_string(),
+            repo: name.to_string(),
+            transport,
+            cache,
+        })
+    }
+
+    /// `base/<segments...>`, each segment percent-encoded.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .expect("checked in new: api_url can be a base")
+            .pop_if_empty()
+            .extend(segments);
+        url
+    }
+
+    /// `base/repos/<owner>/<repo>/<segments...>`.
+    fn repo_url(&self, segments: &[&str]) -> Url {
+        let mut all = vec!["repos", self.owner.as_str(), self.repo.as_str()];
+        all.extend_from_slice(segments);
+        self.url(&all)
+    }
+
+    /// Requests left in the rate-limit window, from the last response.
+    pub fn rate_limit_remaining(&self) -> Option<u64> {
+        self.transport.rate_limit_remaining()
+    }
+
+    /// Write the persisted part of the ETag cache (board listings, the user).
+    pub fn save_cache(&self) {
+        self.cache.save();
+    }
+
+    /// `GET /user`: the token's own login.
+    pub async fn user(&self) -> Result<String, TrackerError> {
+        let page = self
+            .get_conditional(self.url(&["user"]).as_str(), true)
+            .await?;
+        let value = parse_json(&page.body, "GET /user")?;
+        value
+            .get("login")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| TrackerError::Invalid("GET /user: the answer has no login".into()))
+    }
+
+    /// `GET /repos/{o}/{r}/issues?labels=<label>&state=open&per_page=100`, every page.
+    pub async fn open_issues_with_label(&self, label: &str) -> Result<Items, TrackerError> {
+        let mut url = self.repo_url(&["issues"]);
+        url.query_pairs_mut()
+            .append_pair("labels", label)
+            .append_pair("state", "open")
+            .append_pair("per_page", PER_PAGE);
+        self.all_pages(url, true).await
+    }
+
+    /// `GET /repos/{o}/{r}/issues/{n}`.
+    pub async fn issue(&self, number: u64) -> Result<Value, TrackerError> {
+        let url = self.repo_url(&["issues", &number.to_string()]);
+        let page = self.get_conditional(url.as_str(), false).await?;
+        parse_json(&page.body, "GET issue")
+    }
+
+    /// `GET /repos/{o}/{r}/issues/{n}/comments?per_page=100`, every page, oldest first.
+    pub async fn comments(&self, number: u64) -> Result<Items, TrackerError> {
+        let mut url = self.repo_url(&["issues", &number.to_string(), "comments"]);
+        url.query_pairs_mut().append_pair("per_page", PER_PAGE);
+        self.all_pages(url, false).await
+    }
+
+    /// `POST /repos/{o}/{r}/issues/{n}/comments` with `body`; the created comment.
+    pub async fn post_comment(&self, number: u64, body: &str) -> Result<Value, TrackerError> {
+        let url = self.repo_url(&["issues", &number.to_string(), "comments"]);
+        // Posting is not idempotent and GitHub has no idempotency header: never
+        // retried after the request may have arrived (the pipeline's outbox re-checks
+        // the comments before posting again).
+        let reply = self
+            .send(
+                Method::POST,
+                &url,
+                Some(json!({ "body": body })),
+                Retry::ConnectOnly,
+            )
+            .await?;
+        parse_json(&reply.body, "POST comment")
+    }
+
+    /// `POST /repos/{o}/{r}/issues/{n}/labels`: add labels (others are kept).
+    pub async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), TrackerError> {
+        let url = self.repo_url(&["issues", &number.to_string(), "labels"]);
+        self.send(
+            Method::POST,
+            &url,
+            Some(json!({ "labels": labels })),
+            Retry::Safe,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `DELETE /repos/{o}/{r}/issues/{n}/labels/{name}`; `false` when it was already gone.
+    pub async fn remove_label(&self, number: u64, label: &str) -> Result<bool, TrackerError> {
+        let url = self.repo_url(&["issues", &number.to_string(), "labels", label]);
+        match self.send(Method::DELETE, &url, None, Retry::Safe).await {
+            Ok(_) => Ok(true),
+            Err(TrackerError::NotFound(_)) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `GET /repos/{o}/{r}/labels?per_page=100`: every label name of the repository.
+    pub async fn labels(&self) -> Result<Items, TrackerError> {
+        let mut url = self.repo_url(&["labels"]);
+        url.query_pairs_mut().append_pair("per_page", PER_PAGE);
+        self.all_pages(url, false).await
+    }
+
+    /// `POST /repos/{o}/{r}/labels`: create a label.
+    pub async fn create_label(
+        &self,
+        name: &str,
+        color: &str,
+        description: &str,
+    ) -> Result<(), TrackerError> {
+        let url = self.repo_url(&["labels"]);
+        let body = json!({ "name": name, "color": color, "description": description });
+        self.send(Method::POST, &url, Some(body), Retry::Safe)
+            .await
+            .map(drop)
+    }
+
+    /// `GET /rate_limit`: requests left in the core window (this call is free).
+    pub async fn rate_limit(&self) -> Result<Option<u64>, TrackerError> {
+        let url = self.url(&["rate_limit"]);
+        let reply = self.send(Method::GET, &url, None, Retry::Safe).await?;
+        let value = parse_json(&reply.body, "GET /rate_limit")?;
+        Ok(value
+            .pointer("/resources/core/remaining")
+            .or_else(|| value.pointer("/rate/remaining"))
+            .and_then(Value::as_u64))
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        url: &Url,
+        body: Option<Value>,
+        retry: Retry,
+    ) -> Result<Reply, TrackerError> {
+        self.transport
+            .send(method, url.as_str(), body.as_ref(), None, retry)
+            .await
+    }
+
+    /// `GET url`, sending the cached ETag; a 304 answers from the cache.
+    async fn get_conditional(&self, url: &str, persist: bool) -> Result<CachedPage, TrackerError> {
+        let cached = self.cache.lookup(url);
+        let reply = self
+            .transport
+            .send(
+                Method::GET,
+                url,
+                None,
+                cached.as_ref().map(|c| c.etag.as_str()),
+                Retry::Safe,
+            )
+            .await?;
+        if reply.status == 304 {
+            return cached.ok_or_else(|| {
+                TrackerError::Unavailable(format!("{url}: 304 Not Modified without a cached page"))
+            });
+        }
+        let header = |name: &str| {
+            reply
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let page = CachedPage {
+            etag: header("etag").unwrap_or_default(),
+            body: reply.body,
+            next: header("link").as_deref().and_then(next_link),
+        };
+        if !page.etag.is_empty() {
+            self.cache.store(url, page.clone(), persist);
+        }
+        Ok(page)
+    }
+
+    /// Every item of a paginated listing, following `rel="next"` links under `api_url`.
+    async fn all_pages(&self, first: Url, persist: bool) -> Result<Items, TrackerError> {
+        let mut out = Items::default();
+        let mut seen = HashSet::new();
+        let mut url = first.to_string();
+        for _ in 0..MAX_PAGES {
+            seen.insert(url.clone());
+            let page = self.get_conditional(&url, persist).await?;
+            match parse_json(&page.body, "listing")? {
+                Value::Array(items) => out.items.extend(items),
+                _ => {
+                    return Err(TrackerError::Invalid(format!(
+                        "{}: expected a JSON list",
+                        strip_query(&url)
+                    )))
+                }
+            }
+            let Some(next) = page.next else {
+                return Ok(out);
+            };
+            if !next.starts_with(self.base.as_str()) {
+                // Never send the token to another host.
+                out.warnings.push(format!(
+                    "pagination link {next} is not under api_url {}; not followed",
+                    self.base
+                ));
+                return Ok(out);
+            }
+            if seen.contains(&next) {
+                return Ok(out);
+            }
+            url = next;
+        }
+        out.warnings.push(format!(
+            "stopped after {MAX_PAGES} pages of {}",
+            strip_query(first.as_str())
+        ));
+        Ok(out)
+    }
+}
+
+fn parse_json(body: &str, what: &str) -> Result<Value, TrackerError> {
+    serde_json::from_str(body).map_err(|e| {
+        // A 2xx that is not JSON comes from something between us and GitHub (a proxy
+        // page): try again later rather than read it as an empty board.
+        TrackerError::Unavailable(format!("{what}: the answer is not JSON ({e})"))
+    })
+}
+
+fn strip_query(url: &str) -> &str {
+    url.split('?').next().unwrap_or(url)
+}

@@ -1,0 +1,302 @@
+//! Pure translation of GitHub's JSON into sortie's tickets and comments: status and
+//! priority from labels, pull requests told apart from issues, `Link` pagination.
+//!
+//! Nothing here does I/O, so every rule is unit-tested on literal JSON.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+use crate::tracker::{Comment, Ticket};
+
+/// The label prefixes that model a ticket's status and priority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelScheme {
+    /// Prefix of status labels (`status:`).
+    pub status_prefix: String,
+    /// Prefix of priority labels (`priority:`).
+    pub priority_prefix: String,
+}
+
+impl LabelScheme {
+    /// The label that puts a ticket in `status`.
+    pub fn status_label(&self, status: &str) -> String {
+        format!("{}{status}", self.status_prefix)
+    }
+}
+
+/// An issue as the REST API returns it, reduced to what sortie reads.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireIssue {
+    pub number: u64,
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    pub state: String,
+    #[serde(default)]
+    pub labels: Vec<WireLabel>,
+    #[serde(default)]
+    pub html_url: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Present (an object) only on pull requests.
+    #[serde(default)]
+    pub pull_request: Option<serde_json::Value>,
+}
+
+/// A label on an issue: the API documents both a bare name and an object.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum WireLabel {
+    Named { name: String },
+    Bare(String),
+}
+
+impl WireLabel {
+    fn name(&self) -> &str {
+        match self {
+            WireLabel::Named { name } | WireLabel::Bare(name) => name,
+        }
+    }
+}
+
+/// The status labels an issue carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StatusLabels {
+    /// No status label.
+    None,
+    /// Exactly one: the status (label suffix).
+    One(String),
+    /// Several: the statuses, in label order. Never guessed between.
+    Many(Vec<String>),
+}
+
+/// What one issue of a listing is to sortie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Classified {
+    /// A ticket (its status may be empty when it has no status label).
+    Ticket(Ticket),
+    /// A pull request: the issues API returns them too, but they are not tickets.
+    PullRequest,
+    /// Two or more status labels: skipped with a warning naming them.
+    Ambiguous {
+        /// Issue number.
+        number: u64,
+        /// The full status labels.
+        labels: Vec<String>,
+    },
+}
+
+impl WireIssue {
+    /// The status labels on this issue.
+    pub fn status_labels(&self, scheme: &LabelScheme) -> StatusLabels {
+        let mut statuses: Vec<String> = self
+            .labels
+            .iter()
+            .filter_map(|l| l.name().strip_prefix(scheme.status_prefix.as_str()))
+            .map(str::to_string)
+            .collect();
+        match statuses.len() {
+            0 => StatusLabels::None,
+            1 => StatusLabels::One(statuses.remove(0)),
+            _ => StatusLabels::Many(statuses),
+        }
+    }
+
+    /// Classify the issue; a ticket without a status label gets the empty status.
+    pub fn classify(&self, scheme: &LabelScheme) -> Classified {
+        if self.pull_request.is_some() {
+            return Classified::PullRequest;
+        }
+        let status = match self.status_labels(scheme) {
+            StatusLabels::None => String::new(),
+            StatusLabels::One(status) => status,
+            StatusLabels::Many(statuses) => {
+                return Classified::Ambiguous {
+                    number: self.number,
+                    labels: statuses.iter().map(|s| scheme.status_label(s)).collect(),
+                }
+            }
+        };
+        let mut priority: Option<i64> = None;
+        let mut labels = Vec::new();
+        for label in &self.labels {
+            let name = label.name();
+            if name.starts_with(scheme.status_prefix.as_str()) {
+                continue;
+            }
+            let parsed = name
+                .strip_prefix(scheme.priority_prefix.as_str())
+                .and_then(|n| n.trim().parse::<i64>().ok());
+            match parsed {
+                // Several priority labels: the most urgent (lowest) wins.
+                Some(n) => priority = Some(priority.map_or(n, |p| p.min(n))),
+                None => labels.push(name.to_string()),
+            }
+        }
+        Classified::Ticket(Ticket {
+            id: self.number.to_string(),
+            title: self.title.clone(),
+            body: self.body.clone().unwrap_or_default(),
+            status,
+            labels,
+            priority,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            url: self.html_url.clone(),
+            closed: self.state == "closed",
+        })
+    }
+}
+
+/// A comment as the REST API returns it.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireComment {
+    pub id: u64,
+    /// `null` for comments of deleted accounts.
+    #[serde(default)]
+    pub user: Option<WireUser>,
+    #[serde(default)]
+    pub body: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The author of a comment, or the token's own user.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireUser {
+    pub login: String,
+}
+
+impl From<WireComment> for Comment {
+    fn from(c: WireComment) -> Self {
+        Comment {
+            id: c.id.to_string(),
+            // GitHub shows comments of deleted accounts as by "ghost".
+            author: c.user.map_or_else(|| "ghost".to_string(), |u| u.login),
+            created_at: c.created_at,
+            body: c.body.unwrap_or_default(),
+        }
+    }
+}
+
+/// The `rel="next"` target of a `Link` header, if any.
+pub(crate) fn next_link(header: &str) -> Option<String> {
+    let mut rest = header;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let close = after.find('>')?;
+        let target = &after[..close];
+        let params_and_rest = &after[close + 1..];
+        // The parameters run up to the next link (`, <`), or the end.
+        let params_end = params_and_rest.find('<').unwrap_or(params_and_rest.len());
+        let params = &params_and_rest[..params_end];
+        let is_next = params.split(';').any(|p| {
+            let p = p.trim().trim_end_matches(',').trim();
+            p.strip_prefix("rel=").is_some_and(|v| {
+                v.trim_matches('"')
+                    .split_ascii_whitespace()
+                    .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+        });
+        if is_next {
+            return Some(target.to_string());
+        }
+        rest = &params_and_rest[params_end..];
+    }
+    None
+}
+
+/// The issue number an id names, when it is one.
+pub(crate) fn issue_number(id: &str) -> Option<u64> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    id.parse().ok().filter(|n| *n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn scheme() -> LabelScheme {
+        LabelScheme {
+            status_prefix: "status:".into(),
+            priority_prefix: "priority:".into(),
+        }
+    }
+
+    fn issue(labels: serde_json::Value) -> WireIssue {
+        serde_json::from_value(json!({
+            "number": 12, "title": "Login page", "body": null, "state": "open",
+            "labels": labels, "html_url": "https://github.com/o/r/issues/12",
+            "created_at": "2026-01-02T03:04:05Z", "updated_at": "2026-01-03T03:04:05Z"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn status_is_the_suffix_of_the_one_status_label_and_priority_the_lowest_number() {
+        let i = issue(json!([
+            {"name": "bug"}, {"name": "status:ready-for-design"},
+            {"name": "priority:3"}, "priority:1", {"name": "priority:high"}
+        ]));
+        let Classified::Ticket(t) = i.classify(&scheme()) else {
+            panic!()
+        };
+        assert_eq!(t.id, "12");
+        assert_eq!(t.status, "ready-for-design");
+        assert_eq!(t.priority, Some(1));
+        assert_eq!(t.labels, vec!["bug", "priority:high"]);
+        assert_eq!(t.url.as_deref(), Some("https://github.com/o/r/issues/12"));
+        assert_eq!(t.body, "");
+        assert!(!t.closed);
+    }
+
+    #[test]
+    fn two_status_labels_are_ambiguous_and_name_both() {
+        let i = issue(json!([{"name": "status:a"}, {"name": "status:b"}]));
+        assert_eq!(
+            i.classify(&scheme()),
+            Classified::Ambiguous {
+                number: 12,
+                labels: vec!["status:a".into(), "status:b".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn pull_requests_are_not_tickets_and_closed_issues_are_closed() {
+        let mut i = issue(json!([{"name": "status:a"}]));
+        i.pull_request = Some(json!({"url": "x"}));
+        assert_eq!(i.classify(&scheme()), Classified::PullRequest);
+        let mut i = issue(json!([{"name": "status:a"}]));
+        i.state = "closed".into();
+        let Classified::Ticket(t) = i.classify(&scheme()) else {
+            panic!()
+        };
+        assert!(t.closed);
+    }
+
+    #[test]
+    fn next_link_finds_rel_next_anywhere_in_the_header() {
+        let h = r#"<https://api.github.com/repositories/1/issues?labels=a%2Cb&page=1>; rel="prev", <https://api.github.com/repositories/1/issues?page=3>; rel="next", <https://api.github.com/repositories/1/issues?page=9>; rel="last""#;
+        assert_eq!(
+            next_link(h).as_deref(),
+            Some("https://api.github.com/repositories/1/issues?page=3")
+        );
+        assert_eq!(next_link(r#"<https://x/?page=9>; rel="last""#), None);
+        assert_eq!(next_link(""), None);
+        assert_eq!(
+            next_link("<https://x/?a,b>; rel=next").as_deref(),
+            Some("https://x/?a,b")
+        );
+    }
+
+    #[test]
+    fn only_positive_decimal_ids_are_issue_numbers() {
+        assert_eq!(issue_number("42"), Some(42));
+        for bad in ["", "0", "-1", "+4", "4a", "PROJ-7", " 4"] {
+            assert_eq!(issue_number(bad), None, "{bad:?}");
+        }
+    }
+}

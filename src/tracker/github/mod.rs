@@ -1,0 +1,363 @@
+//! The GitHub Issues adapter: statuses are labels (`status:ready-for-design`), a closed
+//! issue is terminal, and the board is read with conditional requests so an idle
+//! tick costs no rate limit. See `docs/trackers/github.md`.
+
+mod api;
+mod check;
+mod etag;
+mod issue;
+mod transport;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use tokio::sync::OnceCell;
+
+pub use self::api::{GithubApi, Items};
+pub use self::issue::LabelScheme;
+pub use self::transport::{Clock, Exchange, ExchangeObserver};
+
+use self::etag::ResponseCache;
+use self::issue::{issue_number, Classified, StatusLabels, WireComment, WireIssue};
+use self::transport::Transport;
+use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+use crate::config::{Config, TrackerConfig};
+
+/// The file under the state root holding the persisted ETag cache.
+pub const ETAG_FILE: &str = "github-etags.json";
+
+/// Which repository, where, and how statuses and priorities are labelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubSettings {
+    /// `owner/name`.
+    pub repo: String,
+    /// REST API base URL (`https://api.github.com`, or `https://HOST/api/v3` for
+    /// GitHub Enterprise Server).
+    pub api_url: String,
+    /// Status and priority label prefixes.
+    pub labels: LabelScheme,
+}
+
+impl GithubSettings {
+    /// The settings of a `kind: github` tracker config, `None` for other kinds.
+    pub fn from_config(tracker: &TrackerConfig) -> Option<Self> {
+        match tracker {
+            TrackerConfig::Github {
+                repo,
+                api_url,
+                status_label_prefix,
+                priority_label_prefix,
+                ..
+            } => Some(GithubSettings {
+                repo: repo.clone(),
+                api_url: api_url.clone(),
+                labels: LabelScheme {
+                    status_prefix: status_label_prefix.clone(),
+                    priority_prefix: priority_label_prefix.clone(),
+                },
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// How the adapter talks to GitHub; the defaults suit production.
+#[derive(Clone)]
+pub struct GithubOptions {
+    /// Per-request timeout. Default 30 s.
+    pub timeout: Duration,
+    /// Wait before the one retry after a server or connection error. Default 1 s.
+    pub retry_backoff: Duration,
+    /// Where the ETag cache is persisted; `None` keeps it in memory. Default none
+    /// ([`GithubTracker::open`] uses `state_root/github-etags.json`).
+    pub etag_file: Option<PathBuf>,
+    /// Where "now" comes from (rate-limit waits). Default the system clock.
+    pub clock: Clock,
+    /// Sees every response (tests, diagnostics). Default none.
+    pub observer: Option<ExchangeObserver>,
+}
+
+impl Default for GithubOptions {
+    fn default() -> Self {
+        GithubOptions {
+            timeout: Duration::from_secs(30),
+            retry_backoff: Duration::from_secs(1),
+            etag_file: None,
+            clock: Arc::new(Utc::now),
+            observer: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for GithubOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubOptions")
+            .field("timeout", &self.timeout)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("etag_file", &self.etag_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A GitHub repository's issues as a sortie board.
+pub struct GithubTracker {
+    name: String,
+    labels: LabelScheme,
+    api: GithubApi,
+    identity: OnceCell<String>,
+}
+
+impl GithubTracker {
+    /// The tracker a `kind: github` config names, with the token read from the
+    /// environment variable `token_env` and the ETag cache under the state root.
+    pub fn open(config: &Config) -> Result<Self, TrackerError> {
+        let TrackerConfig::Github { token_env, .. } = &config.tracker else {
+            return Err(TrackerError::Invalid(format!(
+                "tracker {} is not a GitHub tracker",
+                config.tracker.name()
+            )));
+        };
+        let token = std::env::var(token_env)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| {
+                TrackerError::Unauthorized(format!(
+                    "environment variable {token_env} is not set; put a GitHub token in it \
+                     (see docs/trackers/github.md)"
+                ))
+            })?;
+        let options = GithubOptions {
+            etag_file: Some(config.state_root.join(ETAG_FILE)),
+            ..GithubOptions::default()
+        };
+        Self::from_config(config, token.trim().to_string(), options)
+    }
+
+    /// The tracker a `kind: github` config names, with an explicit token and options.
+    pub fn from_config(
+        config: &Config,
+        token: String,
+        options: GithubOptions,
+    ) -> Result<Self, TrackerError> {
+        let settings = GithubSettings::from_config(&config.tracker).ok_or_else(|| {
+            TrackerError::Invalid(format!(
+                "tracker {} is not a GitHub tracker",
+                config.tracker.name()
+            ))
+        })?;
+        Self::new(settings, token, options)
+    }
+
+    /// A tracker for `settings`, authenticating with `token`.
+    pub fn new(
+        settings: GithubSettings,
+        token: String,
+        options: GithubOptions,
+    ) -> Result<Self, TrackerError> {
+        let cache = Arc::new(ResponseCache::open(options.etag_file.clone()));
+        let transport = Transport::new(
+            token,
+            options.timeout,
+            options.retry_backoff,
+            options.clock.clone(),
+            cache.clone(),
+            options.observer.clone(),
+        )?;
+        let api = GithubApi::new(&settings.api_url, &settings.repo, transport, cache)?;
+        Ok(GithubTracker {
+            name: format!("github:{}", settings.repo),
+            labels: settings.labels,
+            api,
+            identity: OnceCell::new(),
+        })
+    }
+
+    /// The REST calls underneath, one method per endpoint.
+    pub fn api(&self) -> &GithubApi {
+        &self.api
+    }
+
+    async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
+        let number = number(id)?;
+        let value = self.api.issue(number).await?;
+        serde_json::from_value(value)
+            .map_err(|e| TrackerError::Invalid(format!("issue #{number} is unreadable: {e}")))
+    }
+}
+
+fn number(id: &str) -> Result<u64, TrackerError> {
+    issue_number(id)
+        .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a GitHub issue number")))
+}
+
+#[async_trait]
+impl Tracker for GithubTracker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_statuses: false,
+            idempotency_header: false,
+        }
+    }
+
+    async fn identity(&self) -> Result<String, TrackerError> {
+        let login = self
+            .identity
+            .get_or_try_init(|| async {
+                let login = self.api.user().await;
+                self.api.save_cache();
+                login
+            })
+            .await?;
+        Ok(login.clone())
+    }
+
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        let mut listing = Listing::default();
+        // An issue with two status labels shows up in two listings: collect by number.
+        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
+        let mut result = Ok(());
+        for status in statuses {
+            if status.contains(',') {
+                // The `labels` filter is comma-separated: such a label cannot be queried.
+                listing.warnings.push(format!(
+                    "status {status:?} contains a comma and cannot be listed on GitHub"
+                ));
+                continue;
+            }
+            let label = self.labels.status_label(status);
+            let page = match self.api.open_issues_with_label(&label).await {
+                Ok(page) => page,
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            };
+            listing.warnings.extend(page.warnings);
+            for value in page.items {
+                let number = value.get("number").and_then(|n| n.as_u64());
+                match serde_json::from_value::<WireIssue>(value) {
+                    Ok(issue) => {
+                        issues.insert(issue.number, issue);
+                    }
+                    Err(err) => listing.warnings.push(format!(
+                        "issue #{} is unreadable, skipped: {err}",
+                        number.map_or_else(|| "?".to_string(), |n| n.to_string())
+                    )),
+                }
+            }
+        }
+        // Keep the ETags of the pages that did answer, even when a later one failed.
+        self.api.save_cache();
+        result?;
+        for issue in issues.values() {
+            match issue.classify(&self.labels) {
+                Classified::Ticket(ticket) if statuses.contains(&ticket.status) => {
+                    listing.tickets.push(ticket)
+                }
+                Classified::Ticket(_) | Classified::PullRequest => {}
+                Classified::Ambiguous { number, labels } => listing.warnings.push(format!(
+                    "issue #{number} has {} status labels ({}); skipped until a person removes all but one",
+                    labels.len(),
+                    labels.join(", ")
+                )),
+            }
+        }
+        Ok(listing)
+    }
+
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        let issue = self.wire_issue(id).await?;
+        match issue.classify(&self.labels) {
+            Classified::Ticket(ticket) => Ok(ticket),
+            Classified::PullRequest => Err(TrackerError::NotFound(format!(
+                "#{id} is a pull request, not an issue"
+            ))),
+            Classified::Ambiguous { number, labels } => Err(TrackerError::Invalid(format!(
+                "issue #{number} has {} status labels ({}); remove all but one",
+                labels.len(),
+                labels.join(", ")
+            ))),
+        }
+    }
+
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        let number = number(id)?;
+        let page = self.api.comments(number).await?;
+        for warning in &page.warnings {
+            tracing::warn!(issue = number, %warning, "comments may be incomplete");
+        }
+        let mut comments = Vec::with_capacity(page.items.len());
+        for value in page.items {
+            match serde_json::from_value::<WireComment>(value) {
+                Ok(c) => comments.push(Comment::from(c)),
+                Err(err) => {
+                    tracing::warn!(issue = number, %err, "skipping an unreadable comment")
+                }
+            }
+        }
+        comments.sort_by(|a, b| {
+            (a.created_at, a.id.parse::<u64>().ok()).cmp(&(b.created_at, b.id.parse::<u64>().ok()))
+        });
+        Ok(comments)
+    }
+
+    async fn post_comment(
+        &self,
+        id: &str,
+        body: &str,
+        _idempotency_key: &str,
+    ) -> Result<Comment, TrackerError> {
+        let number = number(id)?;
+        let value = self.api.post_comment(number, body).await?;
+        serde_json::from_value::<WireComment>(value)
+            .map(Comment::from)
+            .map_err(|e| {
+                TrackerError::Invalid(format!(
+                    "issue #{number}: the created comment is unreadable: {e}"
+                ))
+            })
+    }
+
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        // Re-read first: a label a person changed meanwhile must not be clobbered.
+        let issue = self.wire_issue(id).await?;
+        let from_label = self.labels.status_label(from);
+        let to_label = self.labels.status_label(to);
+        let conflict = |current: String| TrackerError::Conflict {
+            id: id.to_string(),
+            expected: from.to_string(),
+            current,
+        };
+        match issue.status_labels(&self.labels) {
+            StatusLabels::One(current) if current == to => return Ok(()),
+            StatusLabels::One(current) if current == from => {
+                self.api.add_labels(issue.number, &[to_label]).await?;
+            }
+            // Our own transition interrupted between adding and removing: finish it.
+            StatusLabels::Many(current)
+                if current.len() == 2 && current.iter().all(|s| s == from || s == to) => {}
+            StatusLabels::One(current) => return Err(conflict(current)),
+            StatusLabels::None => return Err(conflict(String::new())),
+            StatusLabels::Many(current) => return Err(conflict(current.join(" + "))),
+        }
+        // A 404 here means the old label is already gone: the goal is reached.
+        self.api.remove_label(issue.number, &from_label).await?;
+        Ok(())
+    }
+
+    async fn check(
+        &self,
+        statuses: &[String],
+        create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        check::run(self, statuses, create_missing).await
+    }
+}

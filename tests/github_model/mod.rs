@@ -1,0 +1,455 @@
+//! An in-memory model of GitHub Issues behind a local HTTP server (wiremock on
+//! 127.0.0.1): issues with labels and comments, repository labels, ETags computed
+//! from each answer (so they change when anything in it changes), `Link`
+//! pagination, rate-limit headers that count down (304s are free), injected
+//! failures, and a log of every request. State, not canned replies: the real
+//! adapter is driven against it.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+mod routes;
+use routes::route;
+
+/// The token the model accepts.
+pub const TOKEN: &str = "test-token";
+/// The login that token belongs to.
+pub const LOGIN: &str = "sortie-bot";
+/// The repository the model serves.
+pub const REPO: &str = "acme/widgets";
+
+/// One issue (or pull request).
+#[derive(Debug, Clone)]
+pub struct Issue {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub labels: Vec<String>,
+    pub open: bool,
+    pub pull_request: bool,
+    pub created: i64,
+    pub updated: i64,
+    pub comments: Vec<ModelComment>,
+}
+
+/// One comment.
+#[derive(Debug, Clone)]
+pub struct ModelComment {
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+    pub created: i64,
+}
+
+/// A request as the model saw it.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub method: String,
+    /// Path (without the API prefix) and query, as sent.
+    pub path: String,
+    pub status: u16,
+    pub if_none_match: bool,
+}
+
+impl std::fmt::Display for Logged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} -> {}", self.method, self.path, self.status)
+    }
+}
+
+struct Fault {
+    method: String,
+    path_contains: String,
+    status: u16,
+    retry_after: Option<u64>,
+    hits_left: usize,
+}
+
+type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
+
+struct State {
+    /// `http://127.0.0.1:PORT` (wiremock's request URLs name `localhost`).
+    origin: String,
+    prefix: String,
+    issues: BTreeMap<u64, Issue>,
+    repo_labels: BTreeSet<String>,
+    clock: i64,
+    next_comment_id: u64,
+    max_per_page: usize,
+    log: Vec<Logged>,
+    limit: u64,
+    remaining: u64,
+    reset: i64,
+    faults: Vec<Fault>,
+    get_hooks: Vec<(u64, usize, Hook)>,
+}
+
+/// The model and the server answering for it.
+pub struct GithubModel {
+    state: Arc<Mutex<State>>,
+    server: MockServer,
+}
+
+impl GithubModel {
+    /// A model at the server root (`api_url` = the server's URI).
+    pub async fn start() -> Self {
+        Self::start_with_prefix("").await
+    }
+
+    /// A model under a path prefix, as GitHub Enterprise Server's `/api/v3`.
+    pub async fn start_with_prefix(prefix: &str) -> Self {
+        let server = MockServer::start().await;
+        let state = Arc::new(Mutex::new(State {
+            origin: server.uri(),
+            prefix: prefix.to_string(),
+            issues: BTreeMap::new(),
+            repo_labels: BTreeSet::new(),
+            clock: 0,
+            next_comment_id: 1000,
+            max_per_page: 100,
+            log: Vec::new(),
+            limit: 5000,
+            remaining: 5000,
+            reset: chrono::Utc::now().timestamp() + 3600,
+            faults: Vec::new(),
+            get_hooks: Vec::new(),
+        }));
+        Mock::given(any())
+            .respond_with(Responder(state.clone()))
+            .mount(&server)
+            .await;
+        GithubModel { state, server }
+    }
+
+    /// The `api_url` to configure.
+    pub fn api_url(&self) -> String {
+        format!("{}{}", self.server.uri(), self.state().prefix)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// A person opens an issue with these labels; returns its number.
+    pub fn add_issue(&self, title: &str, labels: &[&str]) -> u64 {
+        self.add(title, labels, false)
+    }
+
+    /// Someone opens a pull request with these labels; returns its number.
+    pub fn add_pull_request(&self, title: &str, labels: &[&str]) -> u64 {
+        self.add(title, labels, true)
+    }
+
+    fn add(&self, title: &str, labels: &[&str], pull_request: bool) -> u64 {
+        let mut s = self.state();
+        s.clock += 1;
+        let number = s.issues.len() as u64 + 1;
+        let now = s.clock;
+        for l in labels {
+            s.repo_labels.insert(l.to_string());
+        }
+        s.issues.insert(
+            number,
+            Issue {
+                number,
+                title: title.to_string(),
+                body: format!("Body of {title}"),
+                labels: labels.iter().map(|l| l.to_string()).collect(),
+                open: true,
+                pull_request,
+                created: now,
+                updated: now,
+                comments: Vec::new(),
+            },
+        );
+        number
+    }
+
+    /// A person edits an issue.
+    pub fn edit(&self, number: u64, f: impl FnOnce(&mut Issue)) {
+        let mut s = self.state();
+        s.clock += 1;
+        let now = s.clock;
+        let issue = s.issues.get_mut(&number).expect("issue exists");
+        f(issue);
+        issue.updated = now;
+    }
+
+    /// A person comments.
+    pub fn add_comment(&self, number: u64, author: &str, body: &str) {
+        let mut s = self.state();
+        add_comment(&mut s, number, author, body);
+    }
+
+    /// Run `f` on the issue when the adapter reads `GET /issues/{number}` for the
+    /// `skip + 1`-th time from now (a person acting right before sortie re-reads).
+    pub fn on_get(&self, number: u64, skip: usize, f: impl FnOnce(&mut Issue) + Send + 'static) {
+        self.state().get_hooks.push((number, skip, Box::new(f)));
+    }
+
+    /// Answer the next `times` requests matching method and path fragment with `status`.
+    pub fn fail(
+        &self,
+        method: &str,
+        path_contains: &str,
+        status: u16,
+        retry_after: Option<u64>,
+        times: usize,
+    ) {
+        self.state().faults.push(Fault {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            status,
+            retry_after,
+            hits_left: times,
+        });
+    }
+
+    /// Stop answering with injected failures.
+    pub fn clear_faults(&self) {
+        self.state().faults.clear();
+    }
+
+    /// Serve at most this many items per page (to exercise pagination).
+    pub fn set_max_per_page(&self, n: usize) {
+        self.state().max_per_page = n;
+    }
+
+    /// Set the requests left in the rate-limit window.
+    pub fn set_remaining(&self, n: u64) {
+        self.state().remaining = n;
+    }
+
+    /// A snapshot of an issue.
+    pub fn issue(&self, number: u64) -> Issue {
+        self.state().issues[&number].clone()
+    }
+
+    /// Labels of the repository.
+    pub fn repo_labels(&self) -> BTreeSet<String> {
+        self.state().repo_labels.clone()
+    }
+
+    /// Add a repository label.
+    pub fn add_repo_label(&self, name: &str) {
+        self.state().repo_labels.insert(name.to_string());
+    }
+
+    /// Every request so far, as `METHOD /path?query -> status`.
+    pub fn log(&self) -> Vec<String> {
+        self.state().log.iter().map(|l| l.to_string()).collect()
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Logged> {
+        self.state().log.clone()
+    }
+
+    /// Forget the request log.
+    pub fn clear_log(&self) {
+        self.state().log.clear();
+    }
+
+    /// Rate-limit units spent so far (every answer but a 304 and `/rate_limit`).
+    pub fn units_used(&self) -> u64 {
+        let s = self.state();
+        s.limit - s.remaining
+    }
+}
+
+fn add_comment(s: &mut State, number: u64, author: &str, body: &str) -> Value {
+    s.clock += 1;
+    s.next_comment_id += 1;
+    let (id, now) = (s.next_comment_id, s.clock);
+    let issue = s.issues.get_mut(&number).expect("issue exists");
+    let comment = ModelComment {
+        id,
+        author: author.to_string(),
+        body: body.to_string(),
+        created: now,
+    };
+    issue.updated = now;
+    let json = comment_json(&comment);
+    issue.comments.push(comment);
+    json
+}
+
+fn time(t: i64) -> String {
+    (chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap()
+        + chrono::Duration::seconds(t))
+    .to_utc()
+    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn issue_json(i: &Issue) -> Value {
+    let mut v = json!({
+        "id": 90000 + i.number,
+        "number": i.number,
+        "title": i.title,
+        "body": i.body,
+        "state": if i.open { "open" } else { "closed" },
+        "labels": i.labels.iter().map(|l| json!({"name": l, "color": "ededed"})).collect::<Vec<_>>(),
+        "user": {"login": "alice"},
+        "comments": i.comments.len(),
+        "html_url": format!("https://github.com/{REPO}/issues/{}", i.number),
+        "created_at": time(i.created),
+        "updated_at": time(i.updated),
+    });
+    if i.pull_request {
+        v["pull_request"] =
+            json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/{}", i.number)});
+    }
+    v
+}
+
+fn comment_json(c: &ModelComment) -> Value {
+    json!({"id": c.id, "user": {"login": c.author}, "body": c.body, "created_at": time(c.created), "updated_at": time(c.created)})
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+struct Responder(Arc<Mutex<State>>);
+
+/// An answer before headers: status and optional JSON body.
+struct Answer {
+    status: u16,
+    body: Option<Value>,
+    link: Option<String>,
+    free: bool,
+}
+
+fn answer(status: u16, body: Value) -> Answer {
+    Answer {
+        status,
+        body: Some(body),
+        link: None,
+        free: false,
+    }
+}
+
+fn message(status: u16, text: &str) -> Answer {
+    answer(
+        status,
+        json!({"message": text, "documentation_url": "https://docs.github.com/rest"}),
+    )
+}
+
+impl Respond for Responder {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut s = self.0.lock().unwrap();
+        let method = req.method.to_string();
+        let full_path = req.url.path().to_string();
+        let path = full_path
+            .strip_prefix(s.prefix.as_str())
+            .unwrap_or(&full_path)
+            .to_string();
+        let shown = match req.url.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path.clone(),
+        };
+        let if_none_match = req
+            .headers
+            .get("if-none-match")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let auth_ok = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            == Some(&format!("Bearer {TOKEN}"));
+
+        let mut extra: Vec<(String, String)> = Vec::new();
+        let fault = s
+            .faults
+            .iter_mut()
+            .find(|f| f.hits_left > 0 && f.method == method && shown.contains(&f.path_contains));
+        let ans = if !auth_ok {
+            message(401, "Bad credentials")
+        } else if let Some(fault) = fault {
+            fault.hits_left -= 1;
+            if let Some(secs) = fault.retry_after {
+                extra.push(("retry-after".into(), secs.to_string()));
+            }
+            message(fault.status, "You have exceeded a secondary rate limit.")
+        } else if s.remaining == 0 && path != "/rate_limit" {
+            message(403, "API rate limit exceeded for user.")
+        } else {
+            route(&mut s, &method, &path, req)
+        };
+
+        let mut status = ans.status;
+        let mut body = ans.body.map(|b| b.to_string());
+        let mut etag = None;
+        if method == "GET" && status == 200 {
+            let text = body.clone().unwrap_or_default();
+            let tag = format!(
+                "W/\"{}\"",
+                &hex::encode(Sha256::digest(format!(
+                    "{}{text}",
+                    ans.link.clone().unwrap_or_default()
+                )))[..16]
+            );
+            if if_none_match.as_deref() == Some(tag.as_str()) {
+                status = 304;
+                body = None;
+            }
+            etag = Some(tag);
+        }
+        if status != 304 && !ans.free && s.remaining > 0 {
+            s.remaining -= 1;
+        }
+        s.log.push(Logged {
+            method,
+            path: shown,
+            status,
+            if_none_match: if_none_match.is_some(),
+        });
+
+        let mut t = ResponseTemplate::new(status)
+            .insert_header("x-ratelimit-limit", s.limit.to_string().as_str())
+            .insert_header("x-ratelimit-remaining", s.remaining.to_string().as_str())
+            .insert_header("x-ratelimit-reset", s.reset.to_string().as_str())
+            .insert_header(
+                "x-ratelimit-used",
+                (s.limit - s.remaining).to_string().as_str(),
+            )
+            .insert_header("x-ratelimit-resource", "core");
+        for (k, v) in extra {
+            t = t.insert_header(k.as_str(), v.as_str());
+        }
+        if let Some(tag) = etag {
+            t = t.insert_header("etag", tag.as_str());
+        }
+        if status != 304 {
+            if let Some(link) = ans.link {
+                t = t.insert_header("link", link.as_str());
+            }
+        }
+        if let Some(body) = body {
+            t = t.set_body_raw(body.into_bytes(), "application/json; charset=utf-8");
+        }
+        t
+    }
+}
