@@ -104,6 +104,7 @@ fn three_stage_fixture_loads_with_every_field() {
             stage("qa", "code-review", None, "done", None, Some("backend"), 1),
         ],
         trusted_authors: vec!["ada".into()],
+        hooks: vec![],
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));

@@ -8,6 +8,7 @@
 
 mod diagnostic;
 mod expand;
+mod hooks;
 mod locate;
 mod model;
 mod normalize;

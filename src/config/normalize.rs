@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::diagnostic::Problems;
+use super::hooks::build_hooks;
 use super::locate::FieldPath;
 use super::model::{AgentConfig, Concurrency, Config, RetryConfig, TrackerConfig};
 use super::raw::{kind_of, RawAgent, RawConfig, RawTracker};
@@ -32,7 +33,7 @@ pub(crate) const DEFAULT_BACKOFF_BASE: u64 = 10;
 pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
 
 /// `base` joined with `rel` unless `rel` is absolute, without `.` components.
-fn resolve(base: &Path, rel: &str) -> PathBuf {
+pub(super) fn resolve(base: &Path, rel: &str) -> PathBuf {
     let joined = base.join(rel);
     joined
         .components()
@@ -41,7 +42,7 @@ fn resolve(base: &Path, rel: &str) -> PathBuf {
 }
 
 /// A number that must be at least `min`; returns it (or `default` when absent).
-fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
+pub(super) fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
     problems: &mut Problems,
     path: &FieldPath,
     value: Option<T>,
@@ -71,7 +72,7 @@ fn path_value(
 }
 
 /// An `http://` or `https://` URL with a host.
-fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
+pub(super) fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
@@ -85,7 +86,7 @@ fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
 
 /// The name of an environment variable holding a secret (the secret itself never
 /// goes in the config file).
-fn env_name(
+pub(super) fn env_name(
     problems: &mut Problems,
     path: &FieldPath,
     name: Option<String>,
@@ -274,6 +275,7 @@ pub(crate) fn normalize(
     }
 
     let agent = normalize_agent(raw.agent.take(), base, problems);
+    let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);
 
     let retry_path = root.key("retry");
     let r = std::mem::take(&mut raw.retry);
@@ -327,6 +329,7 @@ pub(crate) fn normalize(
         },
         stages,
         trusted_authors,
+        hooks,
     })
 }
 
@@ -338,6 +341,47 @@ fn scalar_text(value: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
+}
+
+/// A command given as argv (never a shell string); a relative program path containing a
+/// `/` is resolved against `base`.
+pub(super) fn argv_value(
+    problems: &mut Problems,
+    path: &FieldPath,
+    value: Value,
+    base: &Path,
+) -> Vec<String> {
+    let mut command = Vec::new();
+    match value {
+        Value::String(s) => problems.at_value(
+            path,
+            format!(
+                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
+                 write e.g. [\"my-program\", \"--flag\"]"
+            ),
+        ),
+        Value::Sequence(items) => {
+            if items.is_empty() {
+                problems.at_value(path, "expected at least the program to run, found an empty list");
+            }
+            for (i, item) in items.iter().enumerate() {
+                match scalar_text(item) {
+                    Some(text) => command.push(text),
+                    None => problems.at_value(&path.index(i), format!("expected a string argument, found {}", kind_of(item))),
+                }
+            }
+            if command.first().is_some_and(|p| p.is_empty()) {
+                problems.at_value(&path.index(0), "the program must not be an empty string");
+            }
+        }
+        other => problems.at_value(path, format!("expected a list of arguments (argv), found {}", kind_of(&other))),
+    }
+    if let Some(program) = command.first_mut() {
+        if program.contains('/') && Path::new(program.as_str()).is_relative() {
+            *program = resolve(base, program).to_string_lossy().into_owned();
+        }
+    }
+    command
 }
 
 fn normalize_agent(
@@ -354,38 +398,13 @@ fn normalize_agent(
         );
         return None;
     };
-    let cmd_path = path.key("command");
-    let mut command = Vec::new();
-    match agent.command {
-        None => problems.at_key(&path, "missing required key `command`; expected the agent's argv, e.g. [\"my-agent\", \"--flag\"]"),
-        Some(Value::String(s)) => problems.at_value(
-            &cmd_path,
-            format!(
-                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
-                 write e.g. [\"my-agent\", \"--flag\"]"
-            ),
-        ),
-        Some(Value::Sequence(items)) => {
-            if items.is_empty() {
-                problems.at_value(&cmd_path, "expected at least the program to run, found an empty list");
-            }
-            for (i, item) in items.iter().enumerate() {
-                match scalar_text(item) {
-                    Some(text) => command.push(text),
-                    None => problems.at_value(&cmd_path.index(i), format!("expected a string argument, found {}", kind_of(item))),
-                }
-            }
-            if command.first().is_some_and(|p| p.is_empty()) {
-                problems.at_value(&cmd_path.index(0), "the program must not be an empty string");
-            }
+    let command = match agent.command {
+        None => {
+            problems.at_key(&path, "missing required key `command`; expected the agent's argv, e.g. [\"my-agent\", \"--flag\"]");
+            Vec::new()
         }
-        Some(other) => problems.at_value(&cmd_path, format!("expected a list of arguments (argv), found {}", kind_of(&other))),
-    }
-    if let Some(program) = command.first_mut() {
-        if program.contains('/') && Path::new(program.as_str()).is_relative() {
-            *program = resolve(base, program).to_string_lossy().into_owned();
-        }
-    }
+        Some(value) => argv_value(problems, &path.key("command"), value, base),
+    };
     let timeout = at_least(
         problems,
         &path.key("timeout_seconds"),
