@@ -116,6 +116,7 @@ fn three_stage_fixture_loads_with_every_field() {
             hook_timeout: Duration::from_secs(60),
             prune_every_ticks: 10,
         },
+        hooks: vec![],
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));

@@ -9,6 +9,7 @@
 mod agent;
 mod diagnostic;
 mod expand;
+mod hooks;
 mod locate;
 mod model;
 mod normalize;

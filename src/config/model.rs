@@ -38,6 +38,8 @@ pub struct Config {
     pub trusted_authors: Vec<String>,
     /// Per-ticket workspace hooks and pruning.
     pub workspace: WorkspaceConfig,
+    /// Shell and webhook hooks fired on pipeline events (`docs/hooks.md`). Default empty.
+    pub hooks: Vec<HookConfig>,
 }
 
 /// `workspace:`: hooks around a ticket's workspace, and pruning of finished ones.
@@ -204,6 +206,83 @@ impl RetryConfig {
         let delay = self.backoff_base.saturating_mul(1u32 << exp);
         delay.min(self.backoff_max)
     }
+}
+
+/// One entry of `hooks:`: which events go where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HookConfig {
+    /// The events it receives.
+    pub events: HookEvents,
+    /// Only events whose `role` is one of these; empty means every role. Default empty.
+    pub roles: Vec<String>,
+    /// Only events whose `outcome` is one of these; empty means every event. Default empty.
+    pub outcomes: Vec<HookOutcome>,
+    /// Where events are delivered.
+    pub target: HookTarget,
+    /// Bound on one delivery. Default 30 s for commands, 10 s for webhooks.
+    pub timeout: Duration,
+    /// Deliveries tried per event, the first included; failed ones are retried on later ticks.
+    /// Default 1 for commands, 5 for webhooks.
+    pub max_attempts: u32,
+}
+
+/// The `event:` of a hook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvents {
+    /// `"*"`: every event.
+    All,
+    /// These event names.
+    Named(Vec<String>),
+}
+
+impl HookEvents {
+    /// Whether an event called `name` is selected.
+    pub fn includes(&self, name: &str) -> bool {
+        match self {
+            HookEvents::All => true,
+            HookEvents::Named(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// An outcome a hook can filter on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookOutcome {
+    /// `success`.
+    Success,
+    /// `failure`.
+    Failure,
+}
+
+impl HookOutcome {
+    /// The word used in payloads and the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookOutcome::Success => "success",
+            HookOutcome::Failure => "failure",
+        }
+    }
+}
+
+/// Where a hook delivers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HookTarget {
+    /// Run a command (argv; a relative program path with a `/` is resolved against the
+    /// config file's directory), in the config file's directory.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
+    /// POST to a URL.
+    Webhook {
+        /// `http://` or `https://` URL.
+        url: String,
+        /// Environment variable holding the HMAC secret; `None` sends unsigned requests.
+        secret_env: Option<String>,
+    },
 }
 
 /// One stage: tickets in `claim_status` want `role`.

@@ -7,11 +7,12 @@ use serde_yaml::Value;
 
 use super::agent::normalize_agent;
 use super::diagnostic::Problems;
+use super::hooks::build_hooks;
 use super::locate::FieldPath;
 use super::model::{
     Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
 };
-use super::raw::{RawConfig, RawTracker};
+use super::raw::{kind_of, RawConfig, RawTracker};
 use super::stages::{build_stages, check_status};
 
 /// Default claim lease, seconds.
@@ -88,7 +89,7 @@ fn path_value(
 }
 
 /// An `http://` or `https://` URL with a host.
-fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
+pub(super) fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
@@ -102,7 +103,7 @@ fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
 
 /// The name of an environment variable holding a secret (the secret itself never
 /// goes in the config file).
-fn env_name(
+pub(super) fn env_name(
     problems: &mut Problems,
     path: &FieldPath,
     name: Option<String>,
@@ -292,6 +293,7 @@ pub(crate) fn normalize(
 
     let agent = normalize_agent(raw.agent.take(), base, problems);
     let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
+    let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);
 
     let retry_path = root.key("retry");
     let r = std::mem::take(&mut raw.retry);
@@ -346,6 +348,7 @@ pub(crate) fn normalize(
         stages,
         trusted_authors,
         workspace,
+        hooks,
     })
 }
 
@@ -397,4 +400,45 @@ pub(super) fn scalar_text(value: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
+}
+
+/// A command given as argv (never a shell string); a relative program path containing a
+/// `/` is resolved against `base`.
+pub(super) fn argv_value(
+    problems: &mut Problems,
+    path: &FieldPath,
+    value: Value,
+    base: &Path,
+) -> Vec<String> {
+    let mut command = Vec::new();
+    match value {
+        Value::String(s) => problems.at_value(
+            path,
+            format!(
+                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
+                 write e.g. [\"my-program\", \"--flag\"]"
+            ),
+        ),
+        Value::Sequence(items) => {
+            if items.is_empty() {
+                problems.at_value(path, "expected at least the program to run, found an empty list");
+            }
+            for (i, item) in items.iter().enumerate() {
+                match scalar_text(item) {
+                    Some(text) => command.push(text),
+                    None => problems.at_value(&path.index(i), format!("expected a string argument, found {}", kind_of(item))),
+                }
+            }
+            if command.first().is_some_and(|p| p.is_empty()) {
+                problems.at_value(&path.index(0), "the program must not be an empty string");
+            }
+        }
+        other => problems.at_value(path, format!("expected a list of arguments (argv), found {}", kind_of(&other))),
+    }
+    if let Some(program) = command.first_mut() {
+        if program.contains('/') && Path::new(program.as_str()).is_relative() {
+            *program = resolve(base, program).to_string_lossy().into_owned();
+        }
+    }
+    command
 }

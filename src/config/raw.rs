@@ -115,6 +115,28 @@ pub(crate) struct RawStage {
     pub(crate) max_in_flight: Option<u32>,
 }
 
+/// An outcome in a hook's `outcomes:` filter.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawOutcome {
+    Success,
+    Failure,
+}
+
+/// One entry of `hooks:`. `event` and `command` are checked by hand for clearer messages.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHook {
+    pub(crate) event: Value,
+    pub(crate) command: Option<Value>,
+    pub(crate) webhook: Option<String>,
+    pub(crate) secret_env: Option<String>,
+    pub(crate) timeout_seconds: Option<u64>,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) roles: Option<Vec<String>>,
+    pub(crate) outcomes: Option<Vec<RawOutcome>>,
+}
+
 /// The whole file; every section optional here, required ones are checked in normalization.
 #[derive(Debug, Default)]
 pub(crate) struct RawConfig {
@@ -134,6 +156,8 @@ pub(crate) struct RawConfig {
     pub(crate) in_progress_state: Option<String>,
     pub(crate) handoff_state: Option<String>,
     pub(crate) role: Option<String>,
+    /// `None` when absent; one entry per hook, `None` for a hook that failed to parse.
+    pub(crate) hooks: Option<Vec<Option<RawHook>>>,
 }
 
 /// The top-level keys, in the order the documentation lists them.
@@ -153,6 +177,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "in_progress_state",
     "handoff_state",
     "role",
+    "hooks",
 ];
 
 /// The single-role form's keys, which cannot be combined with `pipeline_stages`.
@@ -210,7 +235,8 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
                 }))
             }
             "retry" => raw.retry = section(value, &path, p).unwrap_or_default(),
-            "pipeline_stages" => raw.pipeline_stages = Some(read_stages(value, &path, p)),
+            "pipeline_stages" => raw.pipeline_stages = Some(read_list(value, &path, "stages", p)),
+            "hooks" => raw.hooks = Some(read_list(value, &path, "hooks", p)),
             "active_states" => raw.active_states = section(value, &path, p),
             "in_progress_state" => raw.in_progress_state = section(value, &path, p),
             "handoff_state" => raw.handoff_state = section(value, &path, p),
@@ -224,7 +250,13 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
     raw
 }
 
-fn read_stages(value: Value, path: &FieldPath, problems: &mut Problems) -> Vec<Option<RawStage>> {
+/// A list section whose entries are read one by one, each reporting its own first problem.
+fn read_list<T: DeserializeOwned>(
+    value: Value,
+    path: &FieldPath,
+    what: &str,
+    problems: &mut Problems,
+) -> Vec<Option<T>> {
     match value {
         Value::Sequence(items) => items
             .into_iter()
@@ -233,7 +265,7 @@ fn read_stages(value: Value, path: &FieldPath, problems: &mut Problems) -> Vec<O
             .collect(),
         other => {
             let found = kind_of(&other);
-            problems.at_value(path, format!("expected a list of stages, found {found}"));
+            problems.at_value(path, format!("expected a list of {what}, found {found}"));
             vec![None]
         }
     }

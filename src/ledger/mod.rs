@@ -259,6 +259,43 @@ pub struct OutboxEntry {
     pub created_at: Timestamp,
 }
 
+/// Where one event's delivery to one hook stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDeliveryState {
+    /// The hook has the event; a replay skips it.
+    Delivered,
+    /// The last attempt failed; retried from `next_attempt_at` while attempts remain.
+    Failed,
+    /// The last allowed attempt failed; not retried.
+    GaveUp,
+}
+
+/// The record of one event's delivery to one hook, keyed `(delivery_id, sink_id)`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HookDelivery {
+    /// The event's delivery id (a handoff's idempotency key).
+    pub delivery_id: String,
+    /// The hook's stable id.
+    pub sink_id: String,
+    /// Event name.
+    pub event: String,
+    /// The payload as JSON text, kept so a failed delivery can be retried later.
+    pub payload: String,
+    /// Where it stands.
+    pub state: HookDeliveryState,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// The last failure's text.
+    pub last_error: Option<String>,
+    /// When a `Failed` delivery is due again.
+    pub next_attempt_at: Option<Timestamp>,
+    /// When the first attempt was recorded (kept on update).
+    pub created_at: Timestamp,
+    /// When this record last changed.
+    pub updated_at: Timestamp,
+}
+
 /// Ledger failures. Every variant means the ledger could not answer; callers treat
 /// them as "cannot run this tick" (exit 1), never as "nobody holds it".
 #[derive(Debug, thiserror::Error)]
@@ -348,4 +385,28 @@ pub trait Ledger: Send + Sync {
     fn outbox_get(&self, idempotency_key: &str) -> Result<Option<OutboxEntry>, LedgerError>;
     /// Update an entry's state, attempt count, next attempt time and last error.
     fn outbox_update(&self, entry: &OutboxEntry) -> Result<(), LedgerError>;
+
+    /// The delivery record of `delivery_id` to hook `sink_id`, if any.
+    fn hook_delivery(
+        &self,
+        delivery_id: &str,
+        sink_id: &str,
+    ) -> Result<Option<HookDelivery>, LedgerError>;
+    /// Whether hook `sink_id` already has the event `delivery_id`.
+    fn hook_delivered(&self, delivery_id: &str, sink_id: &str) -> Result<bool, LedgerError> {
+        Ok(self
+            .hook_delivery(delivery_id, sink_id)?
+            .is_some_and(|d| d.state == HookDeliveryState::Delivered))
+    }
+    /// Insert or update the record keyed `(delivery_id, sink_id)`; `created_at` of an
+    /// existing record is kept.
+    fn record_hook_delivery(&self, delivery: &HookDelivery) -> Result<(), LedgerError>;
+    /// Failed and given-up deliveries, most recently changed first, at most `limit`.
+    fn hook_failures(&self, limit: usize) -> Result<Vec<HookDelivery>, LedgerError>;
+    /// `Failed` deliveries due at `now`, soonest first, at most `limit`.
+    fn hook_retries_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<HookDelivery>, LedgerError>;
 }

@@ -27,6 +27,7 @@
 
 mod claims;
 mod codec;
+mod hook_deliveries;
 mod migrations;
 mod records;
 
@@ -38,8 +39,8 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 use super::{
-    Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, Ledger, LedgerError, OutboxEntry,
-    RenewOutcome, RetryEntry, RunRecord, Timestamp,
+    Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, HookDelivery, Ledger, LedgerError,
+    OutboxEntry, RenewOutcome, RetryEntry, RunRecord, Timestamp,
 };
 
 /// How long one statement waits for another connection's write lock before giving up.
@@ -333,6 +334,30 @@ impl Ledger for SqliteLedger {
 
     fn outbox_update(&self, entry: &OutboxEntry) -> Result<(), LedgerError> {
         self.durable_write(|tx| records::outbox_update(tx, entry))
+    }
+
+    fn hook_delivery(
+        &self,
+        delivery_id: &str,
+        sink_id: &str,
+    ) -> Result<Option<HookDelivery>, LedgerError> {
+        self.with_conn(|conn| hook_deliveries::get(conn, delivery_id, sink_id))
+    }
+
+    fn record_hook_delivery(&self, delivery: &HookDelivery) -> Result<(), LedgerError> {
+        self.with_conn(|conn| hook_deliveries::record(conn, delivery))
+    }
+
+    fn hook_failures(&self, limit: usize) -> Result<Vec<HookDelivery>, LedgerError> {
+        self.with_conn(|conn| hook_deliveries::failures(conn, limit))
+    }
+
+    fn hook_retries_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<HookDelivery>, LedgerError> {
+        self.with_conn(|conn| hook_deliveries::due(conn, now, limit))
     }
 }
 

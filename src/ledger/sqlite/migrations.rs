@@ -95,6 +95,24 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX outbox_by_tracker_state ON outbox (tracker, state, created_at);
     ",
+    // 2: hook delivery records, one per (event delivery id, hook). The payload is kept so
+    // a failed delivery can be retried on a later tick without the event at hand.
+    "
+    CREATE TABLE hook_deliveries (
+        delivery_id     TEXT    NOT NULL,
+        sink_id         TEXT    NOT NULL,
+        event           TEXT    NOT NULL,
+        payload         TEXT    NOT NULL,
+        state           TEXT    NOT NULL,
+        attempts        INTEGER NOT NULL,
+        last_error      TEXT,
+        next_attempt_at INTEGER,
+        created_at      INTEGER NOT NULL,
+        updated_at      INTEGER NOT NULL,
+        PRIMARY KEY (delivery_id, sink_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX hook_deliveries_by_state ON hook_deliveries (state, next_attempt_at);
+    ",
 ];
 
 /// The schema version this build writes and understands.
