@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use super::UsageError;
 use crate::config::Config;
-use crate::ledger::{Claim, Hold, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger};
+use crate::ledger::{
+    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger,
+};
 use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 
 /// Pipeline commands.
@@ -98,6 +100,7 @@ struct StatusReport {
     holds: Vec<Hold>,
     pending_writebacks: Vec<OutboxEntry>,
     recent_runs: Vec<RunRecord>,
+    hook_failures: Vec<HookDelivery>,
 }
 
 fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
@@ -121,6 +124,7 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
             .filter(|c| c.key.tracker == tracker)
             .collect(),
         pending_writebacks: ledger.outbox_pending(&tracker)?,
+        hook_failures: ledger.hook_failures(20)?,
         recent_runs: ledger
             .recent_runs(20)?
             .into_iter()
@@ -192,6 +196,18 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
             e.outcome,
             e.to_status,
             e.last_error.as_deref().unwrap_or("not yet written")
+        )?;
+    }
+    writeln!(out, "failing hooks ({}):", report.hook_failures.len())?;
+    for h in &report.hook_failures {
+        writeln!(
+            out,
+            "  {} {} for {} after {} attempt(s): {}",
+            h.sink_id,
+            serde_json::to_value(h.state)?.as_str().unwrap_or(""),
+            h.event,
+            h.attempts,
+            h.last_error.as_deref().unwrap_or("-")
         )?;
     }
     writeln!(out, "recent runs ({}):", report.recent_runs.len())?;

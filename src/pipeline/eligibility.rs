@@ -217,7 +217,7 @@ pub fn candidates<'a>(
             continue;
         }
         if let Some(hold) = holds.get(&key) {
-            if hold.status == stage.claim_status {
+            if hold.status == ticket.status {
                 skip(SkipReason::Held {
                     reason_code: hold.reason_code.clone(),
                 });

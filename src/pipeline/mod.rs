@@ -27,6 +27,7 @@ use self::history::TicketHistory;
 use self::report::{CancelLine, RunLine, SkipLine, TickReport, WritebackLine};
 use crate::agent::{PromptError, RoleTemplates};
 use crate::config::Config;
+use crate::hooks::{Event, HookRegistry, RunRef};
 use crate::ledger::{Caps, Claim, ClaimKey, ClaimOutcome, ClaimRequest, Ledger, LedgerError};
 use crate::tracker::{Ticket, Tracker, TrackerError};
 
@@ -68,18 +69,38 @@ impl Clock for SystemClock {
 /// Why a tick could not run. Agent failures are not errors: they are outcomes.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
+    // The causes are part of the message, not `#[source]`s: `anyhow`'s `{:#}` would
+    // print them twice.
     /// The tracker could not be listed.
     #[error("tracker: {0}")]
-    Tracker(#[from] TrackerError),
+    Tracker(TrackerError),
     /// The ledger could not be read or written.
     #[error("ledger: {0}")]
-    Ledger(#[from] LedgerError),
+    Ledger(LedgerError),
     /// A role template is missing or invalid.
     #[error("role template: {0}")]
-    Prompt(#[from] PromptError),
+    Prompt(PromptError),
     /// A file under the state root could not be read or written.
     #[error("{0}")]
     Io(String),
+}
+
+impl From<TrackerError> for PipelineError {
+    fn from(err: TrackerError) -> Self {
+        PipelineError::Tracker(err)
+    }
+}
+
+impl From<LedgerError> for PipelineError {
+    fn from(err: LedgerError) -> Self {
+        PipelineError::Ledger(err)
+    }
+}
+
+impl From<PromptError> for PipelineError {
+    fn from(err: PromptError) -> Self {
+        PipelineError::Prompt(err)
+    }
 }
 
 /// Options of one tick.
@@ -99,6 +120,129 @@ struct Inner {
     claimer_id: String,
     trusted: HashSet<String>,
     faults: Faults,
+    hooks: HookRegistry,
+    /// Hook deliveries of events other than the handoff, awaited at the end of the tick
+    /// so they never hold up dispatch.
+    background: std::sync::Mutex<JoinSet<()>>,
+}
+
+impl Inner {
+    /// Deliver `event` to its hooks in the background (recorded in the ledger, so a
+    /// failed delivery is retried on later ticks).
+    fn notify(self: &Arc<Self>, event: Event) {
+        if self.hooks.is_empty() {
+            return;
+        }
+        let inner = self.clone();
+        let mut set = self.background.lock().unwrap_or_else(|e| e.into_inner());
+        set.spawn(async move {
+            let now = inner.clock.now();
+            inner.hooks.fire_recorded(&*inner.ledger, event, now).await;
+        });
+    }
+
+    /// The event reference of a claim.
+    fn run_ref(&self, claim: &Claim) -> RunRef {
+        RunRef {
+            tracker: claim.key.tracker.clone(),
+            ticket_id: claim.key.ticket_id.clone(),
+            role: claim.key.role.clone(),
+            stage: claim.stage.clone(),
+            stage_attempt: claim.stage_attempt,
+            run_id: claim.run_id.clone(),
+        }
+    }
+
+    /// Wait for every background hook delivery started so far.
+    async fn drain_background(&self) {
+        let mut set =
+            std::mem::take(&mut *self.background.lock().unwrap_or_else(|e| e.into_inner()));
+        while set.join_next().await.is_some() {}
+    }
+}
+
+/// Builds a [`Pipeline`] from code: the counterpart of a YAML config, with any
+/// [`Tracker`] (including one the embedding program writes) and extra hooks.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use sortie::config::Config;
+/// use sortie::hooks::HookRegistry;
+/// use sortie::ledger::SqliteLedger;
+/// use sortie::pipeline::{Pipeline, TickOptions};
+/// use sortie::tracker::memory::MemoryTracker;
+///
+/// let config = Config::load(std::path::Path::new("pipelines/demo.yaml"))?;
+/// let ledger = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+/// let mut hooks = HookRegistry::from_config(&config);
+/// hooks.on("tracker_pipeline.handoff", |event| println!("{}", event.payload["ticket_id"]));
+/// let pipeline = Pipeline::builder(config, Arc::new(MemoryTracker::new()), ledger)
+///     .hooks(hooks)
+///     .build()
+///     .await?;
+/// let report = pipeline.tick(TickOptions::default()).await?;
+/// print!("{}", report.to_text());
+/// # Ok(()) }
+/// ```
+pub struct PipelineBuilder {
+    config: Config,
+    tracker: Arc<dyn Tracker>,
+    ledger: Arc<dyn Ledger>,
+    clock: Arc<dyn Clock>,
+    faults: Faults,
+    hooks: Option<HookRegistry>,
+}
+
+impl PipelineBuilder {
+    /// Use this clock instead of the system clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Use these fault points instead of `SORTIE_FAULT`.
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Use this hook registry instead of the one built from `config.hooks`.
+    pub fn hooks(mut self, hooks: HookRegistry) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Load and check the role templates, ask the tracker who sortie is, and bind.
+    pub async fn build(self) -> Result<Pipeline, PipelineError> {
+        let config = self.config;
+        let templates = RoleTemplates::load(
+            &config.roles_dir,
+            config.stages.iter().map(|s| s.role.as_str()),
+        )?;
+        let identity = self.tracker.identity().await?;
+        let trusted = std::iter::once(identity)
+            .chain(config.trusted_authors.iter().cloned())
+            .collect();
+        let hooks = self
+            .hooks
+            .unwrap_or_else(|| HookRegistry::from_config(&config));
+        let inner = Inner {
+            config,
+            tracker: self.tracker,
+            ledger: self.ledger,
+            templates,
+            clock: self.clock,
+            claimer_id: new_claimer_id(),
+            trusted,
+            faults: self.faults,
+            hooks,
+            background: std::sync::Mutex::new(JoinSet::new()),
+        };
+        Ok(Pipeline {
+            inner: Arc::new(inner),
+        })
+    }
 }
 
 /// A configured pipeline bound to a tracker and a ledger.
@@ -113,14 +257,24 @@ impl Pipeline {
         tracker: Arc<dyn Tracker>,
         ledger: Arc<dyn Ledger>,
     ) -> Result<Self, PipelineError> {
-        Self::with_clock(
+        Self::builder(config, tracker, ledger).build().await
+    }
+
+    /// Start building a pipeline from code (system clock, `SORTIE_FAULT`, hooks from
+    /// the config unless replaced).
+    pub fn builder(
+        config: Config,
+        tracker: Arc<dyn Tracker>,
+        ledger: Arc<dyn Ledger>,
+    ) -> PipelineBuilder {
+        PipelineBuilder {
             config,
             tracker,
             ledger,
-            Arc::new(SystemClock::from_env()),
-            Faults::from_env(),
-        )
-        .await
+            clock: Arc::new(SystemClock::from_env()),
+            faults: Faults::from_env(),
+            hooks: None,
+        }
     }
 
     /// Like [`Pipeline::new`] with an injected clock and fault points.
@@ -131,27 +285,11 @@ impl Pipeline {
         clock: Arc<dyn Clock>,
         faults: Faults,
     ) -> Result<Self, PipelineError> {
-        let templates = RoleTemplates::load(
-            &config.roles_dir,
-            config.stages.iter().map(|s| s.role.as_str()),
-        )?;
-        let identity = tracker.identity().await?;
-        let trusted = std::iter::once(identity)
-            .chain(config.trusted_authors.iter().cloned())
-            .collect();
-        let inner = Inner {
-            config,
-            tracker,
-            ledger,
-            templates,
-            clock,
-            claimer_id: new_claimer_id(),
-            trusted,
-            faults,
-        };
-        Ok(Pipeline {
-            inner: Arc::new(inner),
-        })
+        Self::builder(config, tracker, ledger)
+            .clock(clock)
+            .faults(faults)
+            .build()
+            .await
     }
 
     /// This process's claimer id (`host:pid:random`).
@@ -180,6 +318,17 @@ impl Pipeline {
         // Finish what earlier runs stored but could not write, before anything new.
         if !opts.dry_run {
             self.replay_outbox(&mut report).await?;
+            if !inner.hooks.is_empty() {
+                let retrying = inner.clone();
+                inner
+                    .background
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .spawn(async move {
+                        let now = retrying.clock.now();
+                        retrying.hooks.retry_failed(&*retrying.ledger, now).await;
+                    });
+            }
         }
 
         let listing = inner.tracker.list(&config.pipeline_statuses()).await?;
@@ -299,6 +448,10 @@ impl Pipeline {
             };
             match inner.ledger.try_claim(&request, inner.clock.now())? {
                 ClaimOutcome::Acquired(claim) => {
+                    inner.notify(Event::claim_acquired(
+                        &inner.run_ref(&claim),
+                        &claim.claimer_id,
+                    ));
                     in_flight.add(&stage.role, &stage.claim_status);
                     if let Err(err) = inner.ledger.clear_retry(&claim.key) {
                         tracing::warn!(%err, "could not clear the retry entry");
@@ -353,6 +506,7 @@ impl Pipeline {
         if !opts.dry_run {
             self.maybe_prune().await;
         }
+        inner.drain_background().await;
         report.runs.sort_by(|a, b| {
             eligibility::natural_cmp(&a.ticket, &b.ticket).then(a.role.cmp(&b.role))
         });
@@ -501,6 +655,10 @@ impl Pipeline {
                     tracing::warn!(ticket = %claim.key.ticket_id, role = %claim.key.role, killed, "reaped the agent of a crashed run");
                 }
             }
+            self.inner.notify(Event::claim_expired(
+                &self.inner.run_ref(claim),
+                &claim.claimer_id,
+            ));
             if let Err(err) = self.inner.ledger.release(&claim.key, &claim.claimer_id) {
                 tracing::warn!(%err, "could not delete an expired claim");
             }

@@ -20,6 +20,7 @@ use crate::block::{
     idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock, SuccessBlock,
 };
 use crate::config::Stage;
+use crate::hooks::Event;
 use crate::ledger::{Claim, OutboxEntry, OutboxState, RenewOutcome, RunPhase, RunRecord};
 use crate::tracker::{Ticket, TrackerError};
 
@@ -67,6 +68,17 @@ async fn run_stage(
                 .await
             {
                 Ok(()) => inner.faults.hit("after_in_progress"),
+                Err(refused @ TrackerError::TransitionRefused { .. }) => {
+                    // The workflow will not let the ticket start: an observation worth a
+                    // failure block (and a hold), not a silent retry every tick.
+                    let outcome = AgentOutcome::failure(
+                        "transition.refused",
+                        Category::Policy,
+                        NextAction::Manual,
+                        refused.to_string(),
+                    );
+                    return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+                }
                 Err(err) => {
                     line.note = Some(match err {
                         TrackerError::Conflict { current, .. } => {
@@ -167,6 +179,7 @@ async fn run_stage(
     let ledger = inner.ledger.clone();
     let (key, claimer) = (claim.key.clone(), claim.claimer_id.clone());
     let faults = inner.faults.clone();
+    inner.notify(Event::run_started(&inner.run_ref(&claim)));
     let end = run_agent(AgentSpec { plan: &plan, vars }, cancel, move |pid| {
         if let Err(err) = ledger.set_agent_pid(&key, &claimer, Some(pid)) {
             tracing::warn!(%err, "could not record agent pid");
@@ -216,6 +229,12 @@ async fn run_stage(
                 started_at,
                 Some(inner.clock.now()),
             );
+            let why = match reason {
+                CancelReason::LeaseLost => "lease_lost",
+                CancelReason::TicketLeftStage => "ticket_left_stage",
+                CancelReason::Shutdown => "shutdown",
+            };
+            inner.notify(Event::run_cancelled(&inner.run_ref(&claim), why));
             if reason != CancelReason::LeaseLost {
                 release(&inner, &claim);
             }
@@ -223,6 +242,15 @@ async fn run_stage(
         }
         RunEnd::Finished(report) => {
             line.log_path = Some(report.log_path.display().to_string());
+            let reason_code = match &report.outcome {
+                AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
+                AgentOutcome::Success { .. } => None,
+            };
+            inner.notify(Event::run_finished(
+                &inner.run_ref(&claim),
+                report.outcome.is_success(),
+                reason_code,
+            ));
             finish(
                 &inner,
                 &ticket,

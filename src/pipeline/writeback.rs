@@ -8,7 +8,12 @@ use chrono::Duration as ChronoDuration;
 
 use super::history::TicketHistory;
 use super::Inner;
-use crate::block::{parse_blocks, NextAction, OutcomeBlock};
+use std::sync::Arc;
+
+use crate::block::{
+    idempotency_key, parse_blocks, render_comment, Category, FailureBlock, NextAction, OutcomeBlock,
+};
+use crate::hooks::{Event, Handoff, RunRef};
 use crate::ledger::{Hold, LedgerError, OutboxEntry, OutboxState, RetryEntry};
 use crate::tracker::TrackerError;
 
@@ -49,7 +54,7 @@ impl WritebackResult {
 
 /// Apply `entry` to the tracker and record progress in the ledger after each step.
 pub(super) async fn apply(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     mut entry: OutboxEntry,
 ) -> Result<WritebackResult, LedgerError> {
     let id = entry.key.ticket_id.clone();
@@ -123,10 +128,30 @@ pub(super) async fn apply(
                     format!("moved by a person to {current} during write-back"),
                 );
             }
+            Err(refused @ TrackerError::TransitionRefused { .. }) => {
+                return refuse(inner, &mut entry, &ticket.status, refused).await;
+            }
             Err(err) => return defer(inner, &mut entry, err),
         }
     }
     inner.faults.hit("after_transition");
+    // Hooks fire after the transition and before the entry is marked done, so a crash
+    // in between replays the write-back and fires them then; deliveries are recorded,
+    // so a replay skips hooks that already have it.
+    let handoff = Handoff {
+        tracker: entry.key.tracker.clone(),
+        ticket_id: entry.key.ticket_id.clone(),
+        role: entry.key.role.clone(),
+        from_status: entry.from_status.clone(),
+        to_status: entry.to_status.clone(),
+        stage_attempt: entry.stage_attempt,
+        success: entry.outcome == "success",
+        idempotency_key: entry.idempotency_key.clone(),
+    };
+    inner
+        .hooks
+        .fire_recorded(&*inner.ledger, Event::handoff(&handoff), inner.clock.now())
+        .await;
     entry.state = OutboxState::Done;
     entry.last_error = None;
     inner.ledger.outbox_update(&entry)?;
@@ -185,11 +210,25 @@ fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(
 }
 
 fn drop_entry(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     entry: &mut OutboxEntry,
     reason: String,
 ) -> Result<WritebackResult, LedgerError> {
     tracing::info!(ticket = %entry.key.ticket_id, role = %entry.key.role, %reason, "write-back dropped");
+    let run = RunRef {
+        tracker: entry.key.tracker.clone(),
+        ticket_id: entry.key.ticket_id.clone(),
+        role: entry.key.role.clone(),
+        stage: entry.stage.clone(),
+        stage_attempt: entry.stage_attempt,
+        run_id: entry.run_id.clone(),
+    };
+    inner.notify(Event::writeback_dropped(
+        &run,
+        &entry.idempotency_key,
+        entry.outcome == "success",
+        &reason,
+    ));
     entry.state = OutboxState::Dropped;
     entry.last_error = Some(reason.clone());
     inner.ledger.outbox_update(entry)?;
@@ -220,4 +259,72 @@ fn defer(
     Ok(WritebackResult::Deferred {
         error: err.to_string(),
     })
+}
+
+/// The tracker's workflow refused the transition (Redmine answers success and keeps
+/// the old status): report it on the ticket as a failure block (`transition.refused`,
+/// policy, manual) instead of believing the move, and hold the ticket for a person.
+/// The block has its own idempotency key (the stage part suffixed with
+/// `#transition.refused`): the attempt's key is already on the outcome comment.
+async fn refuse(
+    inner: &Arc<Inner>,
+    entry: &mut OutboxEntry,
+    current: &str,
+    refused: TrackerError,
+) -> Result<WritebackResult, LedgerError> {
+    let id = entry.key.ticket_id.clone();
+    let key = idempotency_key(
+        &entry.key.tracker,
+        &id,
+        &entry.key.role,
+        &format!("{}#transition.refused", entry.stage),
+        entry.stage_attempt,
+    );
+    let block = OutcomeBlock::Failure(FailureBlock {
+        role: entry.key.role.clone(),
+        stage_attempt: entry.stage_attempt,
+        idempotency_key: key.clone(),
+        from_status: entry.stage.clone(),
+        to_status: current.to_string(),
+        reason_code: "transition.refused".to_string(),
+        category: Category::Policy,
+        transient: false,
+        next_action: NextAction::Manual,
+        detail: refused.to_string(),
+        run_id: Some(entry.run_id.clone()),
+        duration_seconds: None,
+        extra: Default::default(),
+    });
+    let prose = format!(
+        "sortie: the tracker refused to move this ticket from {current} to {}; a person must move it.",
+        entry.to_status
+    );
+    let posted = match inner.tracker.comments(&id).await {
+        Ok(comments)
+            if TicketHistory::from_comments(&comments, &inner.trusted).contains_key(&key) =>
+        {
+            Ok(())
+        }
+        Ok(_) => inner
+            .tracker
+            .post_comment(&id, &render_comment(&prose, &block), &key)
+            .await
+            .map(|_| ()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = posted {
+        return defer(inner, entry, err);
+    }
+    inner.ledger.clear_retry(&entry.key)?;
+    inner.ledger.put_hold(&Hold {
+        key: entry.key.clone(),
+        status: current.to_string(),
+        reason_code: "transition.refused".to_string(),
+        created_at: inner.clock.now(),
+    })?;
+    let reason = format!("transition refused by the tracker; ticket held in {current}");
+    entry.state = OutboxState::Dropped;
+    entry.last_error = Some(reason.clone());
+    inner.ledger.outbox_update(entry)?;
+    Ok(WritebackResult::Dropped { reason })
 }
