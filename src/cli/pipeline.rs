@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::UsageError;
 use crate::config::Config;
 use crate::ledger::{
-    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger,
+    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger, UsageTotal,
 };
 use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 
@@ -101,6 +101,7 @@ struct StatusReport {
     pending_writebacks: Vec<OutboxEntry>,
     recent_runs: Vec<RunRecord>,
     hook_failures: Vec<HookDelivery>,
+    usage: Vec<UsageTotal>,
 }
 
 fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
@@ -125,6 +126,7 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
             .collect(),
         pending_writebacks: ledger.outbox_pending(&tracker)?,
         hook_failures: ledger.hook_failures(20)?,
+        usage: ledger.usage_totals(&tracker)?,
         recent_runs: ledger
             .recent_runs(20)?
             .into_iter()
@@ -196,6 +198,14 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
             e.outcome,
             e.to_status,
             e.last_error.as_deref().unwrap_or("not yet written")
+        )?;
+    }
+    writeln!(out, "usage per ticket and role ({}):", report.usage.len())?;
+    for u in &report.usage {
+        writeln!(
+            out,
+            "  {} {}: {} run(s), {} tokens in, {} out, ${:.4}",
+            u.ticket_id, u.role, u.runs, u.tokens_in, u.tokens_out, u.cost_usd
         )?;
     }
     writeln!(out, "failing hooks ({}):", report.hook_failures.len())?;

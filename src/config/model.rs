@@ -40,6 +40,20 @@ pub struct Config {
     pub workspace: WorkspaceConfig,
     /// Shell and webhook hooks fired on pipeline events (`docs/hooks.md`). Default empty.
     pub hooks: Vec<HookConfig>,
+    /// Per-ticket spending limits.
+    pub budgets: Budgets,
+}
+
+/// `budgets:`: limits per ticket across all its roles and attempts; none by default.
+/// A ticket over any of them gets one `budget.exceeded` failure block instead of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Budgets {
+    /// Dollars reported by agents.
+    pub max_cost_usd_per_ticket: Option<f64>,
+    /// Input plus output tokens reported by agents.
+    pub max_tokens_per_ticket: Option<u64>,
+    /// Runs started.
+    pub max_runs_per_ticket: Option<u32>,
 }
 
 /// `workspace:`: hooks around a ticket's workspace, and pruning of finished ones.

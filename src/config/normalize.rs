@@ -10,7 +10,7 @@ use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
 use super::model::{
-    Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
+    Budgets, Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
 };
 use super::raw::{kind_of, RawConfig, RawTracker};
 use super::stages::{build_stages, check_status};
@@ -294,6 +294,33 @@ pub(crate) fn normalize(
     let agent = normalize_agent(raw.agent.take(), base, problems);
     let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
     let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);
+    let b = std::mem::take(&mut raw.budgets);
+    let budgets_path = root.key("budgets");
+    if b.max_cost_usd_per_ticket
+        .is_some_and(|c| !(c > 0.0 && c.is_finite()))
+    {
+        problems.at_value(
+            &budgets_path.key("max_cost_usd_per_ticket"),
+            "expected a positive number of dollars",
+        );
+    }
+    if b.max_tokens_per_ticket == Some(0) {
+        problems.at_value(
+            &budgets_path.key("max_tokens_per_ticket"),
+            "expected at least 1",
+        );
+    }
+    if b.max_runs_per_ticket == Some(0) {
+        problems.at_value(
+            &budgets_path.key("max_runs_per_ticket"),
+            "expected at least 1",
+        );
+    }
+    let budgets = Budgets {
+        max_cost_usd_per_ticket: b.max_cost_usd_per_ticket,
+        max_tokens_per_ticket: b.max_tokens_per_ticket,
+        max_runs_per_ticket: b.max_runs_per_ticket,
+    };
 
     let retry_path = root.key("retry");
     let r = std::mem::take(&mut raw.retry);
@@ -349,6 +376,7 @@ pub(crate) fn normalize(
         trusted_authors,
         workspace,
         hooks,
+        budgets,
     })
 }
 

@@ -74,6 +74,15 @@ pub(crate) struct RawAgent {
     pub(crate) unreadable: bool,
 }
 
+/// `budgets:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudgets {
+    pub(crate) max_cost_usd_per_ticket: Option<f64>,
+    pub(crate) max_tokens_per_ticket: Option<u64>,
+    pub(crate) max_runs_per_ticket: Option<u32>,
+}
+
 /// `workspace:`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +157,7 @@ pub(crate) struct RawConfig {
     pub(crate) terminal_states: Option<Vec<String>>,
     pub(crate) trusted_authors: Option<Vec<String>>,
     pub(crate) workspace: RawWorkspace,
+    pub(crate) budgets: RawBudgets,
     pub(crate) agent: Option<RawAgent>,
     pub(crate) retry: RawRetry,
     /// `None` when absent; one entry per stage, `None` for a stage that failed to parse.
@@ -170,6 +180,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "terminal_states",
     "trusted_authors",
     "workspace",
+    "budgets",
     "agent",
     "retry",
     "pipeline_stages",
@@ -228,6 +239,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "terminal_states" => raw.terminal_states = section(value, &path, p),
             "trusted_authors" => raw.trusted_authors = section(value, &path, p),
             "workspace" => raw.workspace = section(value, &path, p).unwrap_or_default(),
+            "budgets" => raw.budgets = section(value, &path, p).unwrap_or_default(),
             "agent" => {
                 raw.agent = Some(section(value, &path, p).unwrap_or_else(|| RawAgent {
                     unreadable: true,

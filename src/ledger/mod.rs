@@ -296,6 +296,40 @@ pub struct HookDelivery {
     pub updated_at: Timestamp,
 }
 
+/// What one run consumed, as its agent reported it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunUsage {
+    /// The run.
+    pub run_id: String,
+    /// Which (ticket, role).
+    pub key: ClaimKey,
+    /// Input tokens (cache reads and writes included).
+    pub tokens_in: u64,
+    /// Output tokens.
+    pub tokens_out: u64,
+    /// Cost in US dollars, when the agent reports one.
+    pub cost_usd: Option<f64>,
+    /// When it was recorded.
+    pub recorded_at: Timestamp,
+}
+
+/// Totals of runs and usage for one ticket (and role, when grouped by role).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct UsageTotal {
+    /// Ticket id.
+    pub ticket_id: String,
+    /// Role, or empty for a whole-ticket total.
+    pub role: String,
+    /// Runs recorded in run history.
+    pub runs: u32,
+    /// Input tokens.
+    pub tokens_in: u64,
+    /// Output tokens.
+    pub tokens_out: u64,
+    /// Cost in US dollars (runs without a reported cost count as 0).
+    pub cost_usd: f64,
+}
+
 /// Ledger failures. Every variant means the ledger could not answer; callers treat
 /// them as "cannot run this tick" (exit 1), never as "nobody holds it".
 #[derive(Debug, thiserror::Error)]
@@ -370,6 +404,13 @@ pub trait Ledger: Send + Sync {
     fn holds(&self) -> Result<Vec<Hold>, LedgerError>;
     /// Remove the hold of `key`, if any.
     fn clear_hold(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
+
+    /// Record (or replace) what a run consumed.
+    fn record_usage(&self, usage: &RunUsage) -> Result<(), LedgerError>;
+    /// Totals per ticket and role for `tracker`, ordered by ticket and role.
+    fn usage_totals(&self, tracker: &str) -> Result<Vec<UsageTotal>, LedgerError>;
+    /// Totals of one ticket across its roles (runs from run history).
+    fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError>;
 
     /// Insert or replace a run-history row (keyed by `run_id`).
     fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError>;

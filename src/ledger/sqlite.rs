@@ -30,6 +30,7 @@ mod codec;
 mod hook_deliveries;
 mod migrations;
 mod records;
+mod usage;
 
 use std::cell::Cell;
 use std::path::Path;
@@ -40,7 +41,7 @@ use rusqlite::Connection;
 
 use super::{
     Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, HookDelivery, Ledger, LedgerError,
-    OutboxEntry, RenewOutcome, RetryEntry, RunRecord, Timestamp,
+    OutboxEntry, RenewOutcome, RetryEntry, RunRecord, RunUsage, Timestamp, UsageTotal,
 };
 
 /// How long one statement waits for another connection's write lock before giving up.
@@ -346,6 +347,18 @@ impl Ledger for SqliteLedger {
 
     fn record_hook_delivery(&self, delivery: &HookDelivery) -> Result<(), LedgerError> {
         self.with_conn(|conn| hook_deliveries::record(conn, delivery))
+    }
+
+    fn record_usage(&self, u: &RunUsage) -> Result<(), LedgerError> {
+        self.with_conn(|conn| usage::record(conn, u))
+    }
+
+    fn usage_totals(&self, tracker: &str) -> Result<Vec<UsageTotal>, LedgerError> {
+        self.with_conn(|conn| usage::totals(conn, tracker))
+    }
+
+    fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError> {
+        self.with_conn(|conn| usage::ticket(conn, tracker, ticket_id))
     }
 
     fn hook_failures(&self, limit: usize) -> Result<Vec<HookDelivery>, LedgerError> {

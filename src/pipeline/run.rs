@@ -21,7 +21,7 @@ use crate::block::{
 };
 use crate::config::Stage;
 use crate::hooks::Event;
-use crate::ledger::{Claim, OutboxEntry, OutboxState, RenewOutcome, RunPhase, RunRecord};
+use crate::ledger::{Claim, OutboxEntry, OutboxState, RenewOutcome, RunPhase, RunRecord, RunUsage};
 use crate::tracker::{Ticket, TrackerError};
 
 /// Run the agent for a claim this process holds, and write the result back.
@@ -59,6 +59,16 @@ async fn run_stage(
         log_path: None,
     };
     inner.faults.hit("after_claim");
+
+    if let Some(over) = over_budget(&inner, &ticket.id) {
+        let outcome = AgentOutcome::failure(
+            "budget.exceeded",
+            Category::Policy,
+            NextAction::Escalate,
+            over,
+        );
+        return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+    }
 
     if let Some(in_progress) = &stage.in_progress_status {
         if ticket.status == stage.claim_status {
@@ -242,6 +252,19 @@ async fn run_stage(
         }
         RunEnd::Finished(report) => {
             line.log_path = Some(report.log_path.display().to_string());
+            if let Some(usage) = &report.usage {
+                let record = RunUsage {
+                    run_id: claim.run_id.clone(),
+                    key: claim.key.clone(),
+                    tokens_in: usage.input_tokens,
+                    tokens_out: usage.output_tokens,
+                    cost_usd: usage.cost_usd,
+                    recorded_at: inner.clock.now(),
+                };
+                if let Err(err) = inner.ledger.record_usage(&record) {
+                    tracing::warn!(%err, "could not record the run's usage");
+                }
+            }
             let reason_code = match &report.outcome {
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
                 AgentOutcome::Success { .. } => None,
@@ -293,6 +316,49 @@ async fn prepare_workspace(
             .map_err(|err| format!("before_run hook failed: {err}"))?;
     }
     Ok(())
+}
+
+/// Why the ticket may not run again under `budgets:`, if it may not.
+fn over_budget(inner: &Inner, ticket_id: &str) -> Option<String> {
+    let budgets = &inner.config.budgets;
+    if budgets.max_cost_usd_per_ticket.is_none()
+        && budgets.max_tokens_per_ticket.is_none()
+        && budgets.max_runs_per_ticket.is_none()
+    {
+        return None;
+    }
+    let used = match inner.ledger.ticket_usage(inner.tracker.name(), ticket_id) {
+        Ok(used) => used,
+        Err(err) => {
+            tracing::warn!(%err, "cannot read the ticket's usage; running without a budget check");
+            return None;
+        }
+    };
+    if let Some(max) = budgets.max_runs_per_ticket {
+        if used.runs >= max {
+            return Some(format!(
+                "the ticket has had {} runs; budgets.max_runs_per_ticket is {max}",
+                used.runs
+            ));
+        }
+    }
+    if let Some(max) = budgets.max_tokens_per_ticket {
+        let tokens = used.tokens_in + used.tokens_out;
+        if tokens >= max {
+            return Some(format!(
+                "the ticket has used {tokens} tokens; budgets.max_tokens_per_ticket is {max}"
+            ));
+        }
+    }
+    if let Some(max) = budgets.max_cost_usd_per_ticket {
+        if used.cost_usd >= max {
+            return Some(format!(
+                "the ticket has cost ${:.2}; budgets.max_cost_usd_per_ticket is ${max:.2}",
+                used.cost_usd
+            ));
+        }
+    }
+    None
 }
 
 /// Store the outcome in the outbox, write it back, release the claim.

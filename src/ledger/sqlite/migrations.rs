@@ -113,6 +113,21 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX hook_deliveries_by_state ON hook_deliveries (state, next_attempt_at);
     ",
+    // 3: what each run cost (tokens, dollars), for accounting and per-ticket budgets.
+    "
+    CREATE TABLE run_usage (
+        run_id      TEXT    NOT NULL PRIMARY KEY,
+        tracker     TEXT    NOT NULL,
+        ticket_id   TEXT    NOT NULL,
+        role        TEXT    NOT NULL,
+        tokens_in   INTEGER NOT NULL,
+        tokens_out  INTEGER NOT NULL,
+        cost_usd    REAL,
+        recorded_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX run_usage_by_ticket ON run_usage (tracker, ticket_id);
+    CREATE INDEX runs_by_ticket ON runs (tracker, ticket_id);
+    ",
 ];
 
 /// The schema version this build writes and understands.

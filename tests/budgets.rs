@@ -1,0 +1,155 @@
+//! Accounting and budgets: token and cost usage per run lands in run history, shows in
+//! `pipeline status`, and a ticket over its budget gets one `budget.exceeded` failure
+//! block instead of another run.
+
+mod common;
+
+use common::Sandbox;
+use sortie::block::OutcomeBlock;
+
+fn sandbox(agent: &str, budgets: &str) -> Sandbox {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"
+tracker: {{kind: local, path: board}}
+state_root: state
+roles_dir: {roles}
+{agent}
+retry: {{max_attempts: 5, backoff_base_seconds: 1, backoff_max_seconds: 1}}
+budgets: {budgets}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+  - {{role: backend, claim_status: design-approved, success_status: done, requires_prior_role: architect}}
+"#,
+        roles = common::repo().join("roles").display(),
+    );
+    std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
+    let sb = Sandbox { dir };
+    sb.ok(&["board", "init", "board"]);
+    sb
+}
+
+fn fake_claude() -> String {
+    format!(
+        r#"agent: {{preset: claude-code, command: ["{}"]}}"#,
+        common::repo()
+            .join("tests/fixtures/agents/fake-claude")
+            .display()
+    )
+}
+
+#[test]
+fn usage_reported_by_the_agent_is_totalled_per_ticket_and_role() {
+    let sb = sandbox(&fake_claude(), "{}");
+    let id = sb.add("t", "ready-for-design", &[]);
+    sb.drain(5);
+    assert_eq!(sb.ticket(&id).status, "done");
+    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
+        "pipeline",
+        "status",
+        "--config",
+        "pipeline.yaml",
+        "--json",
+    ]))
+    .unwrap();
+    let usage = status["usage"].as_array().expect("usage in status");
+    assert_eq!(usage.len(), 2, "{status:#}");
+    for row in usage {
+        assert_eq!(row["ticket_id"], id.as_str());
+        assert_eq!(row["runs"], 1);
+        // The recorded stream: 3120 + 10240 + 52000 input tokens, 1530 out, $0.1842.
+        assert_eq!(row["tokens_in"], 65360, "{row}");
+        assert_eq!(row["tokens_out"], 1530, "{row}");
+        assert!(
+            (row["cost_usd"].as_f64().unwrap() - 0.1842).abs() < 1e-9,
+            "{row}"
+        );
+    }
+    let text = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
+    assert!(
+        text.contains(&format!(
+            "{id} architect: 1 run(s), 65360 tokens in, 1530 out, $0.1842"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_ticket_over_its_cost_budget_gets_one_failure_block_and_no_more_runs() {
+    let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.30}");
+    let id = sb.add("t", "ready-for-design", &[]);
+    // architect costs $0.18 (under), backend runs at $0.18 spent and costs $0.18 more;
+    // a third run would start at $0.37: over.
+    sb.drain(5);
+    assert_eq!(
+        sb.ticket(&id).status,
+        "done",
+        "both runs started under budget"
+    );
+
+    let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.10}");
+    let id = sb.add("t", "ready-for-design", &[]);
+    sb.tick(); // architect: starts at $0, costs $0.18
+    let report = sb.tick_json(&[]); // backend: starts at $0.18 > $0.10
+    assert_eq!(
+        report["runs"][0]["reason_code"], "budget.exceeded",
+        "{report:#}"
+    );
+    let blocks = sb.blocks(&id);
+    let OutcomeBlock::Failure(f) = blocks.last().unwrap() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(
+        (f.category.as_str(), f.next_action.as_str()),
+        ("policy", "escalate")
+    );
+    assert!(
+        f.detail
+            .contains("budgets.max_cost_usd_per_ticket is $0.10"),
+        "{}",
+        f.detail
+    );
+    // Held: no more runs, no more blocks, until a person changes the status.
+    for _ in 0..3 {
+        let report = sb.tick_json(&[]);
+        assert_eq!(
+            report["runs"].as_array().map(Vec::len),
+            Some(0),
+            "{report:#}"
+        );
+    }
+    assert_eq!(sb.blocks(&id).len(), 2);
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+}
+
+#[test]
+fn max_runs_per_ticket_counts_every_attempt() {
+    let sb = sandbox(
+        r#"agent: {command: ["sh", "-c", "exit 1"]}"#,
+        "{max_runs_per_ticket: 2}",
+    );
+    let id = sb.add("t", "ready-for-design", &[]);
+    let first = sb.tick_json(&[]);
+    assert_eq!(first["runs"][0]["reason_code"], "agent.exit_nonzero");
+    let mut offset = 0;
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        offset += 5; // past the 1 s retry backoff
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
+            .args(["pipeline", "tick", "--config", "pipeline.yaml", "--json"])
+            .current_dir(sb.path())
+            .env("SORTIE_CLOCK_OFFSET_SECONDS", offset.to_string())
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for run in report["runs"].as_array().unwrap() {
+            codes.push(run["reason_code"].as_str().unwrap_or("").to_string());
+        }
+    }
+    assert_eq!(
+        codes,
+        ["agent.exit_nonzero", "budget.exceeded"],
+        "two runs, then the budget block, then nothing"
+    );
+    assert_eq!(sb.ticket(&id).status, "ready-for-design");
+}
