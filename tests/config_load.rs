@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sortie::config::{
-    AgentConfig, AgentPreset, Concurrency, Config, ConfigError, RetryConfig, Stage, TrackerConfig,
-    WorkspaceConfig, WorkspaceHooks, MAX_CONFIG_BYTES,
+    AgentConfig, AgentPreset, Budgets, Concurrency, Config, ConfigError, RetryConfig, Stage,
+    TrackerConfig, WorkspaceConfig, WorkspaceHooks, MAX_CONFIG_BYTES,
 };
 
 fn fixture_dir() -> PathBuf {
@@ -117,6 +117,7 @@ fn three_stage_fixture_loads_with_every_field() {
             prune_every_ticks: 10,
         },
         hooks: vec![],
+        budgets: Budgets::default(),
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));
