@@ -99,11 +99,12 @@ state root: /srv/state (ledger /srv/state/ledger.db)
 roles: {}
 terminal states: done, cancelled
 in flight: at most 2 in total, 1 per role by default
-agent: agent --verbose (timeout 3600s, stall 120s)
+agent: {agent} --verbose (timeout 3600s, stall 120s)
 retry: 3 attempts, backoff 10s doubling up to 300s
 claim lease: 600s
 ",
-        roles.display()
+        roles.display(),
+        agent = fixture_dir().join("scripts/demo-agent").display()
     );
     assert_text(&stdout, &want);
     assert_eq!(code, 0);

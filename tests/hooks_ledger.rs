@@ -98,6 +98,8 @@ fn a_ledger_from_before_hooks_is_migrated_and_keeps_its_rows() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE hook_deliveries;
+             DROP TABLE run_usage;
+             DROP INDEX runs_by_ticket;
              INSERT INTO attempts VALUES ('local', 'T-1', 'qa', 4);
              PRAGMA user_version = 1;",
         )

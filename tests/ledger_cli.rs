@@ -123,7 +123,10 @@ fn list_without_a_ledger_says_so_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = sortie(dir.path(), &["claims", "list", "--state-root", "nowhere"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(text(&out.stdout), "no claims in nowhere/ledger.db\n");
+    assert_eq!(
+        text(&out.stdout),
+        "no ledger at nowhere/ledger.db (nothing has run with this state root yet)\n"
+    );
     assert!(!dir.path().join("nowhere").exists());
 }
 

@@ -85,6 +85,36 @@ fn three_tickets_flow_through_three_stages_with_the_right_blocks() {
 }
 
 #[test]
+fn a_missing_agent_program_stops_the_tick_before_any_ticket_is_touched() {
+    let sb = Sandbox::with_config(
+        &common::THREE_STAGES
+            .replace("ROLES", &common::repo().join("roles").display().to_string())
+            .replace("AGENT", "surely-not-an-installed-agent")
+            .replace("PER_ROLE", "1"),
+    );
+    let id = sb.add("t", "ready-for-design", &[]);
+    let out = sb.sortie(&["pipeline", "tick", "--config", "pipeline.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "role architect: agent program `surely-not-an-installed-agent` not found on PATH"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(sb.ticket(&id).status, "ready-for-design");
+    assert!(sb.comments(&id).is_empty());
+    let validate = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert_eq!(
+        validate.status.code(),
+        Some(0),
+        "the config itself is valid"
+    );
+    assert!(String::from_utf8_lossy(&validate.stderr)
+        .contains("warning: agent program `surely-not-an-installed-agent` (role architect)"));
+}
+
+#[test]
 fn backend_does_not_take_a_ticket_without_an_architect_success_and_dry_run_says_why() {
     let sb = Sandbox::three_stages(1);
     let id = sb.add("Put here by hand", "design-approved", &[]);

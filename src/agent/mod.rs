@@ -10,6 +10,7 @@ mod orphans;
 mod outcome;
 mod presets;
 mod process;
+mod program;
 mod prompt;
 mod workspace;
 
@@ -23,6 +24,7 @@ pub use orphans::reap_run;
 pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage};
 pub use presets::{preset_argv, EventStream, MAX_EVENT_LINE_BYTES, MAX_STREAM_TEXT_BYTES};
 pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
+pub use program::find_program;
 pub use prompt::{
     CommentVars, FailureVars, PriorVars, PromptContext, PromptError, RoleSettings, RoleTemplates,
     StageVars, TicketVars,

@@ -93,7 +93,9 @@ fn open_existing(path: &Path) -> anyhow::Result<Option<SqliteLedger>> {
 }
 
 fn list(path: &Path, json: bool) -> anyhow::Result<u8> {
-    let claims = match open_existing(path)? {
+    let ledger = open_existing(path)?;
+    let exists = ledger.is_some();
+    let claims = match ledger {
         Some(ledger) => ledger
             .claims()
             .with_context(|| format!("reading claims from {}", path.display()))?,
@@ -105,6 +107,12 @@ fn list(path: &Path, json: bool) -> anyhow::Result<u8> {
         let rows: Vec<ClaimView<'_>> = claims.iter().map(|c| ClaimView::new(c, now)).collect();
         serde_json::to_writer_pretty(&mut out, &rows)?;
         writeln!(out)?;
+    } else if !exists {
+        writeln!(
+            out,
+            "no ledger at {} (nothing has run with this state root yet)",
+            path.display()
+        )?;
     } else if claims.is_empty() {
         writeln!(out, "no claims in {}", path.display())?;
     } else {

@@ -86,9 +86,14 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
 /// Whether the error is a closed stdout (`sortie ... | head`), which is not a failure.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
-        cause
+        let io = cause
             .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .map(std::io::Error::kind);
+        // `--json` output goes through serde_json, which wraps the io::Error.
+        let json = cause
+            .downcast_ref::<serde_json::Error>()
+            .and_then(serde_json::Error::io_error_kind);
+        io.or(json) == Some(std::io::ErrorKind::BrokenPipe)
     })
 }
 

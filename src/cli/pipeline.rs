@@ -88,6 +88,7 @@ fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
 fn config_error(err: PipelineError) -> anyhow::Error {
     match err {
         PipelineError::Prompt(p) => UsageError(p.to_string()).into(),
+        err @ PipelineError::AgentNotFound { .. } => UsageError(err.to_string()).into(),
         other => other.into(),
     }
 }
@@ -224,7 +225,12 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     for r in &report.recent_runs {
         let took = r
             .finished_at
-            .map(|f| format!("{}s", (f - r.started_at).num_seconds()))
+            .map(|f| {
+                format!(
+                    "{:.1}s",
+                    (f - r.started_at).num_milliseconds() as f64 / 1000.0
+                )
+            })
             .unwrap_or_else(|| "running".to_string());
         writeln!(
             out,

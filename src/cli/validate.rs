@@ -16,9 +16,32 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
             // Role templates are part of the pipeline: an unknown variable or a bad
             // front matter is reported here, before anything runs.
             let roles = cfg.stages.iter().map(|s| s.role.as_str());
-            if let Err(err) = RoleTemplates::load(&cfg.roles_dir, roles) {
-                writeln!(std::io::stderr().lock(), "{err}")?;
-                return Ok(EXIT_USAGE);
+            let templates = match RoleTemplates::load(&cfg.roles_dir, roles) {
+                Ok(templates) => templates,
+                Err(err) => {
+                    writeln!(std::io::stderr().lock(), "{err}")?;
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            // The config is valid; a missing program is this machine's problem, but
+            // `pipeline tick` will refuse to start, so say it now.
+            let mut warned = std::collections::BTreeSet::new();
+            for stage in &cfg.stages {
+                let program = match templates.settings(&stage.role).command {
+                    Some(command) => command.first().cloned().unwrap_or_default(),
+                    None => crate::agent::preset_argv(&cfg.agent)
+                        .first()
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                if crate::agent::find_program(&program).is_none() && warned.insert(program.clone())
+                {
+                    writeln!(
+                        std::io::stderr().lock(),
+                        "warning: agent program `{program}` (role {}) is not found on this machine; `pipeline tick` will refuse to run",
+                        stage.role
+                    )?;
+                }
             }
             let mut out = std::io::stdout().lock();
             out.write_all(describe(&cfg).as_bytes())?;

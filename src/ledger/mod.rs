@@ -352,8 +352,7 @@ pub enum LedgerError {
     Open {
         /// File path.
         path: String,
-        /// Underlying error.
-        #[source]
+        /// Underlying error (in the message, not a `#[source]`, so it is printed once).
         source: std::io::Error,
     },
     /// A stored value could not be decoded.

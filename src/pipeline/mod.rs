@@ -80,6 +80,15 @@ pub enum PipelineError {
     /// A role template is missing or invalid.
     #[error("role template: {0}")]
     Prompt(PromptError),
+    /// A stage's agent program does not exist: nothing is claimed, so no ticket is
+    /// failed for a problem of the machine.
+    #[error("role {role}: agent program `{program}` not found{}; install it or fix `agent.command` (or the role file's `command`)", if program.contains('/') { "" } else { " on PATH" })]
+    AgentNotFound {
+        /// The role.
+        role: String,
+        /// The program as configured.
+        program: String,
+    },
     /// A file under the state root could not be read or written.
     #[error("{0}")]
     Io(String),
@@ -220,6 +229,21 @@ impl PipelineBuilder {
             &config.roles_dir,
             config.stages.iter().map(|s| s.role.as_str()),
         )?;
+        for stage in &config.stages {
+            let program = match templates.settings(&stage.role).command {
+                Some(command) => command.first().cloned().unwrap_or_default(),
+                None => crate::agent::preset_argv(&config.agent)
+                    .first()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            if crate::agent::find_program(&program).is_none() {
+                return Err(PipelineError::AgentNotFound {
+                    role: stage.role.clone(),
+                    program,
+                });
+            }
+        }
         let identity = self.tracker.identity().await?;
         let trusted = std::iter::once(identity)
             .chain(config.trusted_authors.iter().cloned())

@@ -99,6 +99,9 @@ impl TickReport {
     /// The report as lines for a person at a terminal.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
+        if self.dry_run {
+            out.push_str("dry run: nothing is claimed, run or written\n");
+        }
         for w in &self.warnings {
             let _ = writeln!(out, "warning  {w}");
         }
