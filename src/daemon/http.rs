@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -33,6 +33,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/refresh", post(refresh))
         .route("/metrics", get(metrics))
         .route("/hooks/github", post(github))
+        .route("/api/v1/tickets/{id}", get(ticket))
         .with_state(shared)
 }
 
@@ -281,4 +282,96 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     }
     shared.refresh.notify_one();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// One outcome block on a ticket, with the comment that carries it.
+#[derive(Serialize)]
+struct BlockView {
+    author: String,
+    created_at: chrono::DateTime<Utc>,
+    #[serde(flatten)]
+    block: crate::block::ParsedBlock,
+}
+
+/// `GET /api/v1/tickets/{id}`.
+#[derive(Serialize)]
+struct TicketView {
+    ticket: crate::tracker::Ticket,
+    /// What a tick now would do with it: `would_run` lines and skip reasons, per stage.
+    would_run: Vec<crate::pipeline::report::RunLine>,
+    skipped: Vec<crate::pipeline::report::SkipLine>,
+    claims: Vec<crate::ledger::Claim>,
+    retry_queue: Vec<RetryEntry>,
+    held: Vec<Hold>,
+    blocks: Vec<BlockView>,
+}
+
+/// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
+/// written), filtered to the ticket, with its claims and outcome blocks.
+async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let pipeline = shared.pipeline();
+    let tracker = pipeline.tracker();
+    let ticket = match tracker.get(&id).await {
+        Ok(t) => t,
+        Err(crate::tracker::TrackerError::NotFound(_)) => {
+            return (StatusCode::NOT_FOUND, format!("no ticket {id}\n")).into_response()
+        }
+        Err(e) => return (StatusCode::BAD_GATEWAY, format!("tracker: {e}\n")).into_response(),
+    };
+    let report = match pipeline
+        .tick(crate::pipeline::TickOptions { dry_run: true })
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_GATEWAY, format!("dry-run tick: {e}\n")).into_response(),
+    };
+    let comments = match tracker.comments(&id).await {
+        Ok(c) => c,
+        Err(e) => return (StatusCode::BAD_GATEWAY, format!("tracker: {e}\n")).into_response(),
+    };
+    let blocks = comments
+        .iter()
+        .flat_map(|c| {
+            crate::block::parse_blocks(&c.body)
+                .into_iter()
+                .filter_map(Result::ok)
+                .map(|block| BlockView {
+                    author: c.author.clone(),
+                    created_at: c.created_at,
+                    block,
+                })
+        })
+        .collect();
+    let name = tracker.name().to_string();
+    let ledger = pipeline.ledger();
+    let mine = |t: &str, i: &str| t == name && i == id;
+    let view = TicketView {
+        would_run: report.runs.into_iter().filter(|r| r.ticket == id).collect(),
+        skipped: report
+            .skips
+            .into_iter()
+            .filter(|s| s.ticket == id)
+            .collect(),
+        claims: ledger
+            .claims()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| mine(&c.key.tracker, &c.key.ticket_id))
+            .collect(),
+        retry_queue: ledger
+            .retries()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| mine(&r.key.tracker, &r.key.ticket_id))
+            .collect(),
+        held: ledger
+            .holds()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|h| mine(&h.key.tracker, &h.key.ticket_id))
+            .collect(),
+        blocks,
+        ticket,
+    };
+    Json(view).into_response()
 }

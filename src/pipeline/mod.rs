@@ -340,6 +340,11 @@ impl Pipeline {
         &self.inner.ledger
     }
 
+    /// The tracker this pipeline reads and writes.
+    pub fn tracker(&self) -> &Arc<dyn Tracker> {
+        &self.inner.tracker
+    }
+
     /// Runs started by this pipeline that have not finished, oldest first.
     pub fn live_runs(&self) -> Vec<LiveRun> {
         let live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
