@@ -222,6 +222,8 @@ pub async fn run(config: Config, opts: DaemonOptions) -> Result<(), DaemonError>
 /// Run one detached tick on the current pipeline; a signal meanwhile stops its claiming.
 async fn tick_once(shared: &Shared, stop: &CancellationToken) {
     let pipeline = shared.pipeline();
+    let before: std::collections::HashSet<String> =
+        pipeline.live_runs().into_iter().map(|r| r.run_id).collect();
     let started_at = Utc::now();
     let clock = Instant::now();
     let tick = pipeline.tick_detached(TickOptions::default());
@@ -239,7 +241,12 @@ async fn tick_once(shared: &Shared, stop: &CancellationToken) {
             duration_seconds,
             ok: true,
             error: None,
-            runs_started: pipeline.live_runs().len(),
+            // Runs that finished before this line are not counted; good enough for a summary.
+            runs_started: pipeline
+                .live_runs()
+                .iter()
+                .filter(|r| !before.contains(&r.run_id))
+                .count(),
             skipped: report.skips.len(),
             cancels: report.cancels.len(),
             replays: report.replays.len(),
