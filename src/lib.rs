@@ -5,6 +5,7 @@ pub mod agent;
 pub mod block;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod hooks;
 pub mod ledger;
 pub mod pipeline;

@@ -118,6 +118,9 @@ fn three_stage_fixture_loads_with_every_field() {
         },
         hooks: vec![],
         budgets: Budgets::default(),
+        poll_interval: Duration::from_secs(30),
+        shutdown_grace: Duration::from_secs(30),
+        http: sortie::config::HttpConfig::default(),
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));

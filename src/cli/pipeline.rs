@@ -36,6 +36,19 @@ pub enum PipelineCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run as a daemon: tick every `poll_interval_seconds`, on `POST /api/v1/refresh`
+    /// and on GitHub webhooks; serve state and metrics over HTTP; drain on SIGTERM.
+    Run {
+        /// Pipeline config file (reloaded when it or a role file changes).
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+        /// HTTP address to listen on (port 0 picks a free port; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:8626")]
+        listen: std::net::SocketAddr,
+        /// Allow a non-loopback `--listen` without `http.token_env`.
+        #[arg(long)]
+        insecure_listen: bool,
+    },
     /// Show live claims, the retry queue, held tickets and recent runs.
     Status {
         /// Pipeline config file.
@@ -57,6 +70,11 @@ pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
             json,
         } => tick(&config, dry_run, json),
         PipelineCommand::Status { config, json } => status(&config, json),
+        PipelineCommand::Run {
+            config,
+            listen,
+            insecure_listen,
+        } => daemon(config, listen, insecure_listen),
     }
 }
 
@@ -81,6 +99,22 @@ fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
     } else {
         write!(out, "{}", report.to_text())?;
     }
+    Ok(super::EXIT_OK)
+}
+
+fn daemon(
+    config_path: PathBuf,
+    listen: std::net::SocketAddr,
+    insecure_listen: bool,
+) -> anyhow::Result<u8> {
+    let config = Config::load(&config_path)?;
+    let opts = crate::daemon::DaemonOptions {
+        config_path,
+        listen,
+        insecure_listen,
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(crate::daemon::run(config, opts))?;
     Ok(super::EXIT_OK)
 }
 

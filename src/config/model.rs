@@ -42,6 +42,21 @@ pub struct Config {
     pub hooks: Vec<HookConfig>,
     /// Per-ticket spending limits.
     pub budgets: Budgets,
+    /// Time between the daemon's ticks (`sortie pipeline run`). Default 30 s.
+    pub poll_interval: Duration,
+    /// How long the daemon lets live runs finish on shutdown before cancelling them. Default 30 s.
+    pub shutdown_grace: Duration,
+    /// The daemon's HTTP surface.
+    pub http: HttpConfig,
+}
+
+/// `http:`: secrets of the daemon's HTTP surface, each named by an environment variable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HttpConfig {
+    /// Variable holding the bearer token POST endpoints require (none: no token asked).
+    pub token_env: Option<String>,
+    /// Variable holding the secret GitHub signs webhook deliveries with.
+    pub github_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.

@@ -10,13 +10,18 @@ use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
 use super::model::{
-    Budgets, Concurrency, Config, RetryConfig, TrackerConfig, WorkspaceConfig, WorkspaceHooks,
+    Budgets, Concurrency, Config, HttpConfig, RetryConfig, TrackerConfig, WorkspaceConfig,
+    WorkspaceHooks,
 };
 use super::raw::{kind_of, RawConfig, RawTracker};
 use super::stages::{build_stages, check_status};
 
 /// Default claim lease, seconds.
 pub(crate) const DEFAULT_TTL_SECONDS: u64 = 600;
+/// Default `poll_interval_seconds`.
+pub(crate) const DEFAULT_POLL_SECONDS: u64 = 30;
+/// Default `shutdown_grace_seconds`.
+pub(crate) const DEFAULT_GRACE_SECONDS: u64 = 30;
 /// Default global in-flight ceiling.
 pub(crate) const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
 /// Default per-role in-flight ceiling.
@@ -234,6 +239,35 @@ pub(crate) fn normalize(
         1,
     );
 
+    let poll_s = at_least(
+        problems,
+        &root.key("poll_interval_seconds"),
+        raw.poll_interval_seconds,
+        DEFAULT_POLL_SECONDS,
+        1,
+    );
+    let grace_s = raw.shutdown_grace_seconds.unwrap_or(DEFAULT_GRACE_SECONDS);
+    let raw_http = std::mem::take(&mut raw.http);
+    let http_path = root.key("http");
+    let http = HttpConfig {
+        token_env: raw_http.token_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("token_env"),
+                Some(n),
+                "SORTIE_HTTP_TOKEN",
+            )
+        }),
+        github_webhook_secret_env: raw_http.github_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("github_webhook_secret_env"),
+                Some(n),
+                "GITHUB_WEBHOOK_SECRET",
+            )
+        }),
+    };
+
     let terminal_states = raw
         .terminal_states
         .take()
@@ -377,6 +411,9 @@ pub(crate) fn normalize(
         workspace,
         hooks,
         budgets,
+        poll_interval: Duration::from_secs(poll_s),
+        shutdown_grace: Duration::from_secs(grace_s),
+        http,
     })
 }
 

@@ -102,6 +102,14 @@ pub(crate) struct RawWorkspaceHooks {
     pub(crate) before_remove: Option<Vec<String>>,
 }
 
+/// `http:`: the daemon's HTTP surface.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHttp {
+    pub(crate) token_env: Option<String>,
+    pub(crate) github_webhook_secret_env: Option<String>,
+}
+
 /// `retry:`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,6 +166,9 @@ pub(crate) struct RawConfig {
     pub(crate) trusted_authors: Option<Vec<String>>,
     pub(crate) workspace: RawWorkspace,
     pub(crate) budgets: RawBudgets,
+    pub(crate) poll_interval_seconds: Option<u64>,
+    pub(crate) shutdown_grace_seconds: Option<u64>,
+    pub(crate) http: RawHttp,
     pub(crate) agent: Option<RawAgent>,
     pub(crate) retry: RawRetry,
     /// `None` when absent; one entry per stage, `None` for a stage that failed to parse.
@@ -181,6 +192,9 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "trusted_authors",
     "workspace",
     "budgets",
+    "poll_interval_seconds",
+    "shutdown_grace_seconds",
+    "http",
     "agent",
     "retry",
     "pipeline_stages",
@@ -240,6 +254,9 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "trusted_authors" => raw.trusted_authors = section(value, &path, p),
             "workspace" => raw.workspace = section(value, &path, p).unwrap_or_default(),
             "budgets" => raw.budgets = section(value, &path, p).unwrap_or_default(),
+            "poll_interval_seconds" => raw.poll_interval_seconds = section(value, &path, p),
+            "shutdown_grace_seconds" => raw.shutdown_grace_seconds = section(value, &path, p),
+            "http" => raw.http = section(value, &path, p).unwrap_or_default(),
             "agent" => {
                 raw.agent = Some(section(value, &path, p).unwrap_or_else(|| RawAgent {
                     unreadable: true,

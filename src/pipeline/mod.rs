@@ -13,11 +13,15 @@ pub mod report;
 mod run;
 mod writeback;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 pub use faults::Faults;
 pub use prune::PruneLine;
@@ -133,6 +137,31 @@ struct Inner {
     /// Hook deliveries of events other than the handoff, awaited at the end of the tick
     /// so they never hold up dispatch.
     background: std::sync::Mutex<JoinSet<()>>,
+    /// Runs started by [`Pipeline::tick_detached`], still going or not yet collected.
+    detached: std::sync::Mutex<JoinSet<RunLine>>,
+    /// Runs of this pipeline whose agent may be running, by run id.
+    live: std::sync::Mutex<BTreeMap<String, LiveRun>>,
+    /// Set once shutdown starts: no tick claims anything after it.
+    stopping: AtomicBool,
+    /// Cancelled when the shutdown grace is over: every live run's agent is stopped.
+    shutdown: CancellationToken,
+}
+
+/// A run this pipeline started that has not finished yet.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveRun {
+    /// Ticket id.
+    pub ticket: String,
+    /// Role.
+    pub role: String,
+    /// Stage attempt.
+    pub attempt: u32,
+    /// Run id.
+    pub run_id: String,
+    /// When the run started.
+    pub started_at: DateTime<Utc>,
+    /// The agent's log.
+    pub log_path: String,
 }
 
 impl Inner {
@@ -262,6 +291,10 @@ impl PipelineBuilder {
             faults: self.faults,
             hooks,
             background: std::sync::Mutex::new(JoinSet::new()),
+            detached: std::sync::Mutex::new(JoinSet::new()),
+            live: std::sync::Mutex::new(BTreeMap::new()),
+            stopping: AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
         };
         Ok(Pipeline {
             inner: Arc::new(inner),
@@ -321,8 +354,117 @@ impl Pipeline {
         &self.inner.claimer_id
     }
 
+    /// The configuration this pipeline runs.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The ledger this pipeline claims in.
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.inner.ledger
+    }
+
+    /// The tracker this pipeline reads and writes.
+    pub fn tracker(&self) -> &Arc<dyn Tracker> {
+        &self.inner.tracker
+    }
+
+    /// Runs started by this pipeline that have not finished, oldest first.
+    pub fn live_runs(&self) -> Vec<LiveRun> {
+        let live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs: Vec<LiveRun> = live.values().cloned().collect();
+        runs.sort_by_key(|r| r.started_at);
+        runs
+    }
+
     /// One reconcile sweep. Returns when every run it started has finished.
     pub async fn tick(&self, opts: TickOptions) -> Result<TickReport, PipelineError> {
+        self.sweep(opts, false).await
+    }
+
+    /// One reconcile sweep that returns as soon as its runs are started; they go on in
+    /// the background (renewing their leases) until [`Pipeline::collect_finished`]
+    /// picks up their lines or [`Pipeline::shutdown`] ends them. The report's `runs`
+    /// is empty except in a dry run.
+    pub async fn tick_detached(&self, opts: TickOptions) -> Result<TickReport, PipelineError> {
+        self.sweep(opts, true).await
+    }
+
+    /// The lines of detached runs that have finished since the last call.
+    pub fn collect_finished(&self) -> Vec<RunLine> {
+        let mut set = self
+            .inner
+            .detached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut lines = Vec::new();
+        while let Some(done) = set.try_join_next() {
+            match done {
+                Ok(line) => lines.push(line),
+                Err(err) => tracing::error!(%err, "a run task panicked"),
+            }
+        }
+        lines
+    }
+
+    /// Stop claiming: ticks from now on dispatch nothing. Runs already going go on.
+    pub fn stop_claiming(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Stop claiming, let detached runs finish for up to `grace`, then cancel the rest
+    /// (their agents are killed, their claims released, nothing written). Write-backs
+    /// still pending stay in the outbox for the next start. Returns the lines of the
+    /// runs that ended meanwhile.
+    pub async fn shutdown(&self, grace: Duration) -> Vec<RunLine> {
+        self.shutdown_until(grace, std::future::pending()).await
+    }
+
+    /// [`Pipeline::shutdown`] that also cuts the grace short when `hurry` completes.
+    pub async fn shutdown_until(
+        &self,
+        grace: Duration,
+        hurry: impl std::future::Future<Output = ()>,
+    ) -> Vec<RunLine> {
+        self.stop_claiming();
+        let mut set = std::mem::take(
+            &mut *self
+                .inner
+                .detached
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        let mut lines = Vec::new();
+        let drain = async {
+            while let Some(done) = set.join_next().await {
+                match done {
+                    Ok(line) => lines.push(line),
+                    Err(err) => tracing::error!(%err, "a run task panicked"),
+                }
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::timeout(grace, drain) => {}
+            _ = hurry => {}
+        }
+        if !set.is_empty() {
+            tracing::info!(
+                runs = set.len(),
+                "shutdown grace over; cancelling live runs"
+            );
+            self.inner.shutdown.cancel();
+            while let Some(done) = set.join_next().await {
+                match done {
+                    Ok(line) => lines.push(line),
+                    Err(err) => tracing::error!(%err, "a run task panicked"),
+                }
+            }
+        }
+        self.inner.drain_background().await;
+        lines
+    }
+
+    async fn sweep(&self, opts: TickOptions, detach: bool) -> Result<TickReport, PipelineError> {
         let inner = &self.inner;
         let config = &inner.config;
         let tracker_name = inner.tracker.name().to_string();
@@ -406,6 +548,9 @@ impl Pipeline {
         let mut in_flight = InFlight::from_claims(&claims, now);
         let mut runs = JoinSet::new();
         for candidate in ordered {
+            if !opts.dry_run && inner.stopping.load(Ordering::SeqCst) {
+                break;
+            }
             let stage = &config.stages[candidate.stage];
             let ticket = candidate.ticket;
             if let Some(reason) = in_flight.ceiling(config, stage) {
@@ -487,7 +632,15 @@ impl Pipeline {
                         claim,
                         history,
                     );
-                    runs.spawn(task);
+                    if detach {
+                        inner
+                            .detached
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .spawn(task);
+                    } else {
+                        runs.spawn(task);
+                    }
                 }
                 ClaimOutcome::Held {
                     holder,

@@ -34,9 +34,32 @@ pub(super) async fn run_claimed(
 ) -> RunLine {
     let stage = inner.config.stages[stage_idx].clone();
     let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt);
-    run_stage(inner, ticket, stage, claim, history)
+    let live = super::LiveRun {
+        ticket: ticket.id.clone(),
+        role: stage.role.clone(),
+        attempt: claim.stage_attempt,
+        run_id: claim.run_id.clone(),
+        started_at: inner.clock.now(),
+        log_path: crate::agent::run_dir(&inner.config.state_root, &claim.run_id)
+            .join("agent.log")
+            .display()
+            .to_string(),
+    };
+    let run_id = claim.run_id.clone();
+    inner
+        .live
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(run_id.clone(), live);
+    let line = run_stage(inner.clone(), ticket, stage, claim, history)
         .instrument(span)
-        .await
+        .await;
+    inner
+        .live
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&run_id);
+    line
 }
 
 async fn run_stage(
@@ -178,7 +201,8 @@ async fn run_stage(
         None,
     );
 
-    let cancel = CancellationToken::new();
+    // A child of the pipeline's shutdown token: the end of a shutdown grace stops it.
+    let cancel = inner.shutdown.child_token();
     let cancel_reason = Arc::new(Mutex::new(None));
     let heartbeat = tokio::spawn(heartbeat(
         inner.clone(),
@@ -216,10 +240,13 @@ async fn run_stage(
 
     match end {
         RunEnd::Cancelled { log_path } => {
-            let reason = cancel_reason
-                .lock()
-                .expect("cancel reason lock")
-                .unwrap_or(CancelReason::TicketLeftStage);
+            let reason = cancel_reason.lock().expect("cancel reason lock").unwrap_or(
+                if inner.shutdown.is_cancelled() {
+                    CancelReason::Shutdown
+                } else {
+                    CancelReason::TicketLeftStage
+                },
+            );
             line.outcome = "cancelled".to_string();
             line.log_path = Some(log_path.display().to_string());
             line.note = Some(match reason {

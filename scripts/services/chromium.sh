@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Headless Chromium (Debian's `chromium`) for the dashboard test (tests/daemon_dashboard.rs).
+#
+# Installs the package once with apt and writes
+#   $SORTIE_TEST_SERVICES/chromium.env   SORTIE_TEST_CHROMIUM=/path/to/chromium
+# Nothing keeps running: each test starts its own headless browser.
+set -euo pipefail
+
+: "${SORTIE_TEST_SERVICES:?set SORTIE_TEST_SERVICES to a directory (scripts/test does)}"
+mkdir -p "$SORTIE_TEST_SERVICES"
+log=$SORTIE_TEST_SERVICES/chromium-install.log
+
+if ! command -v chromium >/dev/null; then
+  echo "chromium.sh: installing chromium" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$log" 2>&1 || {
+    cat "$log" >&2
+    exit 1
+  }
+fi
+bin=$(command -v chromium)
+"$bin" --headless --no-sandbox --disable-gpu --version >/dev/null 2>&1 || {
+  echo "chromium.sh: $bin does not start" >&2
+  exit 1
+}
+echo "SORTIE_TEST_CHROMIUM=$bin" >"$SORTIE_TEST_SERVICES/chromium.env"
+: >"$SORTIE_TEST_SERVICES/chromium.pid"

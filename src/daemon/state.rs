@@ -1,0 +1,312 @@
+//! What the daemon knows about itself between ticks: last tick, recent runs, config
+//! error and the counters `/metrics` exposes.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::pipeline::report::RunLine;
+
+/// How many finished runs `/api/v1/state` keeps.
+const RECENT_RUNS: usize = 50;
+
+/// Upper bounds of the tick duration histogram, seconds.
+const TICK_BUCKETS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// The last tick's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct TickSummary {
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// How long it took, seconds (runs it started are not waited for).
+    pub duration_seconds: f64,
+    /// Whether it completed.
+    pub ok: bool,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// Runs it started.
+    pub runs_started: usize,
+    /// Tickets it did not dispatch.
+    pub skipped: usize,
+    /// Claims it asked to stop.
+    pub cancels: usize,
+    /// Outbox write-backs it replayed.
+    pub replays: usize,
+}
+
+/// A finished run, as the daemon saw it end.
+#[derive(Debug, Clone, Serialize)]
+pub struct FinishedRun {
+    /// When the daemon collected it.
+    pub finished_at: DateTime<Utc>,
+    /// What the run did.
+    #[serde(flatten)]
+    pub line: RunLine,
+}
+
+/// Mutable daemon state behind one lock.
+#[derive(Debug, Default)]
+pub struct DaemonStatus {
+    /// The last tick, if any.
+    pub last_tick: Option<TickSummary>,
+    /// When the last tick that succeeded ended.
+    pub last_ok_at: Option<DateTime<Utc>>,
+    /// Why the config on disk is not the one running, if it is not.
+    pub config_error: Option<String>,
+    /// Whether a shutdown has started.
+    pub shutting_down: bool,
+    /// Finished runs, newest first.
+    pub recent: VecDeque<FinishedRun>,
+    /// Counters.
+    pub counters: Counters,
+}
+
+/// Monotonic counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Ticks by result (`ok`, `error`).
+    pub ticks: BTreeMap<&'static str, u64>,
+    /// Tick duration histogram: counts per bucket (non-cumulative), sum, count.
+    pub tick_buckets: Vec<u64>,
+    /// Sum of tick durations.
+    pub tick_sum: f64,
+    /// Runs by (role, outcome).
+    pub runs: BTreeMap<(String, String), u64>,
+    /// Write-backs by (role, outcome).
+    pub handoffs: BTreeMap<(String, String), u64>,
+    /// Config reloads that failed validation.
+    pub reload_failures: u64,
+    /// Config reloads applied.
+    pub reloads: u64,
+}
+
+impl DaemonStatus {
+    /// Record a finished tick.
+    pub fn record_tick(&mut self, summary: TickSummary) {
+        let c = &mut self.counters;
+        *c.ticks
+            .entry(if summary.ok { "ok" } else { "error" })
+            .or_default() += 1;
+        if c.tick_buckets.is_empty() {
+            c.tick_buckets = vec![0; TICK_BUCKETS.len() + 1];
+        }
+        let idx = TICK_BUCKETS
+            .iter()
+            .position(|b| summary.duration_seconds <= *b)
+            .unwrap_or(TICK_BUCKETS.len());
+        c.tick_buckets[idx] += 1;
+        c.tick_sum += summary.duration_seconds;
+        if summary.ok {
+            self.last_ok_at = Some(Utc::now());
+        }
+        self.last_tick = Some(summary);
+    }
+
+    /// Record a run that ended.
+    pub fn record_run(&mut self, line: RunLine) {
+        let key = (line.role.clone(), line.outcome.clone());
+        *self.counters.runs.entry(key.clone()).or_default() += 1;
+        if line.to_status.is_some() && (line.outcome == "success" || line.outcome == "failure") {
+            *self.counters.handoffs.entry(key).or_default() += 1;
+        }
+        self.recent.push_front(FinishedRun {
+            finished_at: Utc::now(),
+            line,
+        });
+        self.recent.truncate(RECENT_RUNS);
+    }
+}
+
+/// Gauges read at scrape time.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Runs of this daemon whose agent may be running.
+    pub runs_in_flight: usize,
+    /// Unexpired claims in the ledger for this tracker (any process).
+    pub claims_held: usize,
+    /// Queued retries.
+    pub retries_queued: usize,
+    /// Held tickets.
+    pub held_tickets: usize,
+    /// Hook deliveries that failed and are not yet delivered.
+    pub hook_failures: usize,
+    /// 1 when the config on disk is invalid and the last good one runs.
+    pub config_error: bool,
+}
+
+/// Escape a Prometheus label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Render counters and gauges in the Prometheus text exposition format.
+pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
+    let c = &status.counters;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP sortie_ticks_total Ticks run by the daemon, by result."
+    );
+    let _ = writeln!(out, "# TYPE sortie_ticks_total counter");
+    for result in ["ok", "error"] {
+        let n = c.ticks.get(result).copied().unwrap_or(0);
+        let _ = writeln!(out, "sortie_ticks_total{{result=\"{result}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_tick_duration_seconds How long ticks took (runs not included)."
+    );
+    let _ = writeln!(out, "# TYPE sortie_tick_duration_seconds histogram");
+    let mut cumulative = 0;
+    for (i, bound) in TICK_BUCKETS.iter().enumerate() {
+        cumulative += c.tick_buckets.get(i).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "sortie_tick_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+        );
+    }
+    cumulative += c.tick_buckets.get(TICK_BUCKETS.len()).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "sortie_tick_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+    );
+    let _ = writeln!(out, "sortie_tick_duration_seconds_sum {}", c.tick_sum);
+    let _ = writeln!(out, "sortie_tick_duration_seconds_count {cumulative}");
+    for (name, help, map) in [
+        (
+            "sortie_runs_total",
+            "Runs ended, by role and outcome.",
+            &c.runs,
+        ),
+        (
+            "sortie_handoffs_total",
+            "Outcomes written back to the tracker, by role and outcome.",
+            &c.handoffs,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for ((role, outcome), n) in map {
+            let _ = writeln!(
+                out,
+                "{name}{{role=\"{}\",outcome=\"{}\"}} {n}",
+                label(role),
+                label(outcome)
+            );
+        }
+    }
+    let counters = [
+        (
+            "sortie_config_reload_failures_total",
+            "Config edits that failed validation (the last good config kept running).",
+            c.reload_failures,
+        ),
+        (
+            "sortie_config_reloads_total",
+            "Config edits applied.",
+            c.reloads,
+        ),
+    ];
+    for (name, help, n) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {n}");
+    }
+    let gauges = [
+        (
+            "sortie_runs_in_flight",
+            "Runs of this daemon still going.",
+            gauges.runs_in_flight,
+        ),
+        (
+            "sortie_claims_held",
+            "Unexpired claims on this tracker, any holder.",
+            gauges.claims_held,
+        ),
+        (
+            "sortie_retries_queued",
+            "Failed attempts waiting for their retry.",
+            gauges.retries_queued,
+        ),
+        (
+            "sortie_held_tickets",
+            "Tickets held until a person changes their status.",
+            gauges.held_tickets,
+        ),
+        (
+            "sortie_hook_failures",
+            "Hook deliveries that failed and are not delivered yet.",
+            gauges.hook_failures,
+        ),
+        (
+            "sortie_config_error",
+            "1 while the config on disk is invalid.",
+            usize::from(gauges.config_error),
+        ),
+    ];
+    for (name, help, n) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {n}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(role: &str, outcome: &str, to: Option<&str>) -> RunLine {
+        RunLine {
+            ticket: "T-1".into(),
+            role: role.into(),
+            attempt: 1,
+            outcome: outcome.into(),
+            reason_code: None,
+            from_status: "todo".into(),
+            to_status: to.map(str::to_string),
+            writeback: None,
+            note: None,
+            log_path: None,
+        }
+    }
+
+    #[test]
+    fn cancelled_runs_count_as_runs_but_not_handoffs() {
+        let mut s = DaemonStatus::default();
+        s.record_run(line("backend", "success", Some("qa")));
+        s.record_run(line("backend", "cancelled", None));
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"success\"} 1"));
+        assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"cancelled\"} 1"));
+        assert!(text.contains("sortie_handoffs_total{role=\"backend\",outcome=\"success\"} 1"));
+        assert!(!text.contains("sortie_handoffs_total{role=\"backend\",outcome=\"cancelled\"}"));
+    }
+
+    #[test]
+    fn tick_histogram_is_cumulative() {
+        let mut s = DaemonStatus::default();
+        for d in [0.01, 0.3, 100.0] {
+            s.record_tick(TickSummary {
+                started_at: Utc::now(),
+                duration_seconds: d,
+                ok: true,
+                error: None,
+                runs_started: 0,
+                skipped: 0,
+                cancels: 0,
+                replays: 0,
+            });
+        }
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.05\"} 1\n"));
+        assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.5\"} 2\n"));
+        assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("sortie_ticks_total{result=\"ok\"} 3\n"));
+    }
+}
