@@ -75,6 +75,68 @@ pub struct RoleSettings {
     /// Added to (and overriding) `agent.env`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Replaces `agent.preset` (`command`, `claude-code`, `codex`).
+    pub preset: Option<String>,
+    /// Replaces `agent.model`.
+    pub model: Option<String>,
+    /// Replaces `agent.permission_mode` (claude-code).
+    pub permission_mode: Option<String>,
+    /// Replaces `agent.max_turns` (claude-code).
+    pub max_turns: Option<u32>,
+    /// Replaces `agent.allowed_tools` (claude-code).
+    pub allowed_tools: Option<Vec<String>>,
+    /// Replaces `agent.sandbox` (codex).
+    pub sandbox: Option<String>,
+}
+
+impl RoleSettings {
+    /// The agent settings of a run of this role: `agent` with this role's overrides.
+    /// A role that switches to a CLI preset without naming a `command` runs the preset's
+    /// own program.
+    pub fn apply(&self, agent: &crate::config::AgentConfig) -> crate::config::AgentConfig {
+        use crate::config::AgentPreset;
+        let mut agent = agent.clone();
+        if let Some(preset) = self
+            .preset
+            .as_deref()
+            .and_then(|p| AgentPreset::ALL.into_iter().find(|a| a.as_str() == p))
+        {
+            if preset != agent.preset && self.command.is_none() {
+                if let Some(program) = preset.default_program() {
+                    agent.command = vec![program.to_string()];
+                }
+            }
+            agent.preset = preset;
+        }
+        if let Some(command) = &self.command {
+            agent.command = command.clone();
+        }
+        agent.env.extend(self.env.clone());
+        if let Some(secs) = self.timeout_seconds {
+            agent.timeout = std::time::Duration::from_secs(secs);
+        }
+        match self.stall_timeout_seconds {
+            Some(0) => agent.stall_timeout = None,
+            Some(secs) => agent.stall_timeout = Some(std::time::Duration::from_secs(secs)),
+            None => {}
+        }
+        for (value, slot) in [
+            (&self.model, &mut agent.model),
+            (&self.permission_mode, &mut agent.permission_mode),
+            (&self.sandbox, &mut agent.sandbox),
+        ] {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
+        }
+        if self.max_turns.is_some() {
+            agent.max_turns = self.max_turns;
+        }
+        if let Some(tools) = &self.allowed_tools {
+            agent.allowed_tools = tools.clone();
+        }
+        agent
+    }
 }
 
 /// Ticket fields visible to templates.
@@ -268,6 +330,30 @@ fn parse_settings(path: &Path, text: &str, offset: usize) -> Result<RoleSettings
             line: 1 + e.location().map_or(1, |l| l.line()),
             message: format!("front matter: {e}"),
         })?;
+    if let Some(preset) = &settings.preset {
+        let known: Vec<&str> = crate::config::AgentPreset::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        if !known.contains(&preset.as_str()) {
+            return Err(PromptError::Template {
+                path: path.to_path_buf(),
+                line: 2,
+                message: format!(
+                    "front matter: unknown preset `{preset}`; expected one of: {}",
+                    known.join(", ")
+                ),
+            });
+        }
+        if preset == "command" && settings.command.is_none() {
+            return Err(PromptError::Template {
+                path: path.to_path_buf(),
+                line: 2,
+                message: "front matter: preset `command` needs a `command` (the agent's argv)"
+                    .to_string(),
+            });
+        }
+    }
     if let Some(command) = &mut settings.command {
         if command.is_empty() {
             return Err(PromptError::Template {
@@ -364,6 +450,38 @@ mod tests {
         };
         assert_eq!(*line, 3, "{err}");
         assert!(message.contains("timeout_secs"), "{err}");
+    }
+
+    #[test]
+    fn front_matter_can_switch_the_role_to_a_cli_preset() {
+        let dir = tempfile::tempdir().unwrap();
+        write_role(
+            dir.path(),
+            "qa",
+            "---\npreset: claude-code\nmodel: opus\nmax_turns: 5\n---\nhi\n",
+        );
+        let t = RoleTemplates::load(dir.path(), ["qa"]).unwrap();
+        let base = crate::config::Config::parse_str(
+            "tracker: {kind: local, path: b}\nagent: {command: [my-agent, --x]}\nactive_states: [todo]\n",
+            None,
+        )
+        .unwrap()
+        .agent;
+        let agent = t.settings("qa").apply(&base);
+        assert_eq!(agent.preset, crate::config::AgentPreset::ClaudeCode);
+        assert_eq!(agent.command, vec!["claude".to_string()]);
+        assert_eq!(
+            (agent.model.as_deref(), agent.max_turns),
+            (Some("opus"), Some(5))
+        );
+
+        write_role(dir.path(), "qa", "---\npreset: gemini\n---\nhi\n");
+        let err = RoleTemplates::load(dir.path(), ["qa"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown preset `gemini`; expected one of: command, claude-code, codex"),
+            "{err}"
+        );
     }
 
     #[test]

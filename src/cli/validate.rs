@@ -27,13 +27,11 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
             // `pipeline tick` will refuse to start, so say it now.
             let mut warned = std::collections::BTreeSet::new();
             for stage in &cfg.stages {
-                let program = match templates.settings(&stage.role).command {
-                    Some(command) => command.first().cloned().unwrap_or_default(),
-                    None => crate::agent::preset_argv(&cfg.agent)
-                        .first()
-                        .cloned()
-                        .unwrap_or_default(),
-                };
+                let agent = templates.settings(&stage.role).apply(&cfg.agent);
+                let program = crate::agent::preset_argv(&agent)
+                    .first()
+                    .cloned()
+                    .unwrap_or_default();
                 if crate::agent::find_program(&program).is_none() && warned.insert(program.clone())
                 {
                     writeln!(

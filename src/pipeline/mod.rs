@@ -259,13 +259,11 @@ impl PipelineBuilder {
             config.stages.iter().map(|s| s.role.as_str()),
         )?;
         for stage in &config.stages {
-            let program = match templates.settings(&stage.role).command {
-                Some(command) => command.first().cloned().unwrap_or_default(),
-                None => crate::agent::preset_argv(&config.agent)
-                    .first()
-                    .cloned()
-                    .unwrap_or_default(),
-            };
+            let agent = templates.settings(&stage.role).apply(&config.agent);
+            let program = crate::agent::preset_argv(&agent)
+                .first()
+                .cloned()
+                .unwrap_or_default();
             if crate::agent::find_program(&program).is_none() {
                 return Err(PipelineError::AgentNotFound {
                     role: stage.role.clone(),

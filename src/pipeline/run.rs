@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -167,20 +166,10 @@ async fn run_stage(
         }
     };
     // The role file's front matter overrides the config's agent settings.
-    let role = inner.templates.settings(&stage.role);
-    let mut agent = inner.config.agent.clone();
-    if let Some(command) = role.command.clone() {
-        agent.command = command;
-    }
-    agent.env.extend(role.env.clone());
-    if let Some(secs) = role.timeout_seconds {
-        agent.timeout = Duration::from_secs(secs);
-    }
-    match role.stall_timeout_seconds {
-        Some(0) => agent.stall_timeout = None,
-        Some(secs) => agent.stall_timeout = Some(Duration::from_secs(secs)),
-        None => {}
-    }
+    let agent = inner
+        .templates
+        .settings(&stage.role)
+        .apply(&inner.config.agent);
     let mut plan = RunPlan::for_agent(
         &agent,
         prompt,
