@@ -202,25 +202,43 @@ impl Inner {
 /// Builds a [`Pipeline`] from code: the counterpart of a YAML config, with any
 /// [`Tracker`] (including one the embedding program writes) and extra hooks.
 ///
-/// ```no_run
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::sync::Arc;
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::{Arc, Mutex};
 /// use sortie::config::Config;
 /// use sortie::hooks::HookRegistry;
 /// use sortie::ledger::SqliteLedger;
 /// use sortie::pipeline::{Pipeline, TickOptions};
 /// use sortie::tracker::memory::MemoryTracker;
 ///
-/// let config = Config::load(std::path::Path::new("pipelines/demo.yaml"))?;
-/// let ledger = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+/// let state = tempfile::tempdir()?;
+/// // The same pipeline a YAML file describes; here built from a string.
+/// let config = Config::parse_str(
+///     &format!(
+///         "tracker: {{kind: local, path: unused}}\nstate_root: {}\nroles_dir: {}/roles\n\
+///          agent: {{command: [\"true\"]}}\nactive_states: [todo]\nhandoff_state: review\n",
+///         state.path().display(),
+///         env!("CARGO_MANIFEST_DIR"),
+///     ),
+///     None,
+/// )?;
+/// // Any `Tracker` implementation: here sortie's in-memory one.
+/// let tracker = Arc::new(MemoryTracker::new());
+/// tracker.insert(MemoryTracker::ticket("42", "Add a login page", "todo"));
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
 /// let mut hooks = HookRegistry::from_config(&config);
-/// hooks.on("tracker_pipeline.handoff", |event| println!("{}", event.payload["ticket_id"]));
-/// let pipeline = Pipeline::builder(config, Arc::new(MemoryTracker::new()), ledger)
-///     .hooks(hooks)
-///     .build()
-///     .await?;
+/// hooks.on("tracker_pipeline.handoff", move |event| {
+///     log.lock().unwrap().push(event.payload["to_status"].as_str().unwrap_or("").to_string());
+/// });
+/// let ledger = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+/// let pipeline = Pipeline::builder(config, tracker.clone(), ledger).hooks(hooks).build().await?;
 /// let report = pipeline.tick(TickOptions::default()).await?;
-/// print!("{}", report.to_text());
+/// assert_eq!(report.runs[0].outcome, "success");
+/// assert_eq!(tracker.snapshot("42").unwrap().status, "review");
+/// assert_eq!(*seen.lock().unwrap(), ["review"]);
 /// # Ok(()) }
 /// ```
 pub struct PipelineBuilder {
