@@ -32,7 +32,9 @@ use self::report::{CancelLine, RunLine, SkipLine, TickReport, WritebackLine};
 use crate::agent::{PromptError, RoleTemplates};
 use crate::config::Config;
 use crate::hooks::{Event, HookRegistry, RunRef};
-use crate::ledger::{Caps, Claim, ClaimKey, ClaimOutcome, ClaimRequest, Ledger, LedgerError};
+use crate::ledger::{
+    Caps, Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, Ledger, LedgerError, RetryEntry,
+};
 use crate::tracker::{Ticket, Tracker, TrackerError};
 
 /// Where "now" comes from; tests inject a fixed or stepped clock.
@@ -528,8 +530,6 @@ impl Pipeline {
         if !opts.dry_run {
             self.reap_orphans(&expired);
         }
-        self.reconcile(&tickets, &claims, opts, &mut report).await?;
-
         let retries: Vec<_> = inner
             .ledger
             .retries()?
@@ -542,6 +542,10 @@ impl Pipeline {
             .into_iter()
             .filter(|h| h.key.tracker == tracker_name)
             .collect();
+        // Reconcile may clear some of these; the ones it clears belong to tickets that
+        // left the status they were for, so they match no candidate below either.
+        self.reconcile(&tickets, &claims, &retries, &holds, opts, &mut report)
+            .await?;
         let pending_writebacks = inner
             .ledger
             .outbox_pending(&tracker_name)?
@@ -748,24 +752,13 @@ impl Pipeline {
         &self,
         tickets: &[Ticket],
         claims: &[Claim],
+        retries: &[RetryEntry],
+        holds: &[Hold],
         opts: TickOptions,
         report: &mut TickReport,
     ) -> Result<(), PipelineError> {
         let inner = &self.inner;
         let config = &inner.config;
-        let tracker_name = inner.tracker.name().to_string();
-        let retries: Vec<_> = inner
-            .ledger
-            .retries()?
-            .into_iter()
-            .filter(|r| r.key.tracker == tracker_name)
-            .collect();
-        let holds: Vec<_> = inner
-            .ledger
-            .holds()?
-            .into_iter()
-            .filter(|h| h.key.tracker == tracker_name)
-            .collect();
         let ids = claims
             .iter()
             .map(|c| &c.key.ticket_id)
