@@ -399,3 +399,51 @@ fn a_non_loopback_listen_without_a_token_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--insecure-listen"), "{stderr}");
 }
+
+#[test]
+fn a_second_signal_stops_at_once_without_waiting_for_the_grace() {
+    let sb = Sandbox::with_config(&one_stage(60, "shutdown_grace_seconds: 120"));
+    let id = sb.add("long", "ready-for-design", &[]);
+    let d = Daemon::start(&sb, &[]);
+    d.wait_state(10, "a live run", |s| {
+        s["live_runs"].as_array().is_some_and(|r| r.len() == 1)
+    });
+    d.signal(Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    d.signal(Signal::SIGTERM);
+    d.wait_exit(20);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the second signal did not wait for the 120 s grace"
+    );
+    assert!(sb.comments(&id).is_empty(), "the cut-off run wrote nothing");
+}
+
+#[test]
+fn readyz_fails_while_ticks_fail_and_healthz_still_answers() {
+    let sb = Sandbox::with_config(&one_stage(0, "poll_interval_seconds: 1"));
+    let d = Daemon::start(&sb, &[]);
+    let ready = |want: u16, secs: u64| {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while d.get("/readyz").status().as_u16() != want {
+            assert!(Instant::now() < deadline, "readyz never answered {want}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    ready(200, 10);
+    // The board disappears: every tick fails; after three poll intervals without a
+    // successful tick the daemon is not ready, but it lives.
+    std::fs::rename(sb.path().join("board"), sb.path().join("board-away")).unwrap();
+    ready(503, 15);
+    assert_eq!(d.get("/healthz").status().as_u16(), 200);
+    std::fs::rename(sb.path().join("board-away"), sb.path().join("board")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while d.get("/readyz").status().as_u16() != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "readyz never turned ready once ticks succeeded"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
