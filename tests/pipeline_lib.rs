@@ -367,3 +367,94 @@ async fn terminal_wins_a_ticket_closed_during_the_run_gets_no_write_back() {
     assert!(ledger.claims().unwrap().is_empty(), "claim released");
     assert!(ledger.outbox_pending("memory").unwrap().is_empty());
 }
+
+/// A tracker whose workflow refuses one transition (as Redmine does: it answers
+/// success and keeps the old status; the adapter reports it as `TransitionRefused`).
+struct RefusesTransition {
+    inner: MemoryTracker,
+    refused_to: String,
+}
+
+#[async_trait]
+impl Tracker for RefusesTransition {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn identity(&self) -> Result<String, TrackerError> {
+        self.inner.identity().await
+    }
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.inner.list(statuses).await
+    }
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        self.inner.get(id).await
+    }
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        self.inner.comments(id).await
+    }
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        self.inner.post_comment(id, body, key).await
+    }
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        if to == self.refused_to {
+            let current = self
+                .inner
+                .snapshot(id)
+                .map(|t| t.status)
+                .unwrap_or_default();
+            return Err(TrackerError::TransitionRefused {
+                workflow: "Redmine".into(),
+                id: id.into(),
+                from: from.into(),
+                to: to.into(),
+                current,
+            });
+        }
+        self.inner.transition(id, from, to).await
+    }
+}
+
+#[tokio::test]
+async fn a_transition_the_workflow_refuses_is_reported_and_the_ticket_held_not_believed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &["true"], 3, None);
+    let tracker = Arc::new(RefusesTransition {
+        inner: MemoryTracker::new(),
+        refused_to: "design-approved".into(),
+    });
+    tracker
+        .inner
+        .insert(MemoryTracker::ticket("4", "t", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    let wb = r.runs[0].writeback.clone().unwrap_or_default();
+    assert!(
+        wb.starts_with("dropped: transition refused by the tracker"),
+        "{wb}"
+    );
+    // The agent's success is on the ticket, and so is the refusal, as a failure block.
+    let b = blocks(&tracker.inner, "4");
+    assert_eq!(b.len(), 2, "{b:?}");
+    let OutcomeBlock::Failure(f) = &b[1] else {
+        panic!("{b:?}")
+    };
+    assert_eq!(f.reason_code, "transition.refused");
+    assert_eq!(
+        (f.category.as_str(), f.next_action.as_str()),
+        ("policy", "manual")
+    );
+    assert_eq!(f.to_status, "designing", "the status the ticket really has");
+    assert_ne!(f.idempotency_key, b[0].idempotency_key(), "its own key");
+    assert_eq!(ledger.holds().unwrap().len(), 1);
+
+    // Held: later ticks neither re-run it nor post again.
+    clock.advance(3600);
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert!(r.runs.is_empty() && r.replays.is_empty(), "{}", r.to_text());
+    assert_eq!(blocks(&tracker.inner, "4").len(), 2);
+}
