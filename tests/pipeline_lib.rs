@@ -295,14 +295,18 @@ async fn a_comment_already_posted_is_not_posted_again_on_replay() {
     assert_eq!(tracker.snapshot("5").unwrap().status, "done");
 }
 
-/// A tracker where a person closes the ticket right before sortie re-reads it.
-struct ClosesOnReread {
+/// The memory tracker with a person's or a workflow's behaviour scripted in: a person
+/// who moves the ticket right before sortie re-reads it, and a workflow that refuses
+/// transitions to one status (as Redmine's does; its adapter reports `TransitionRefused`).
+#[derive(Default)]
+struct Scripted {
     inner: MemoryTracker,
-    close: String,
+    move_on_reread: Option<String>,
+    refuse_to: Option<String>,
 }
 
 #[async_trait]
-impl Tracker for ClosesOnReread {
+impl Tracker for Scripted {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -316,7 +320,9 @@ impl Tracker for ClosesOnReread {
         self.inner.list(statuses).await
     }
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
-        self.inner.set_status(id, &self.close);
+        if let Some(status) = &self.move_on_reread {
+            self.inner.set_status(id, status);
+        }
         self.inner.get(id).await
     }
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
@@ -326,6 +332,20 @@ impl Tracker for ClosesOnReread {
         self.inner.post_comment(id, body, key).await
     }
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        if self.refuse_to.as_deref() == Some(to) {
+            let current = self
+                .inner
+                .snapshot(id)
+                .map(|t| t.status)
+                .unwrap_or_default();
+            return Err(TrackerError::TransitionRefused {
+                workflow: "Redmine".into(),
+                id: id.into(),
+                from: from.into(),
+                to: to.into(),
+                current,
+            });
+        }
         self.inner.transition(id, from, to).await
     }
 }
@@ -334,9 +354,9 @@ impl Tracker for ClosesOnReread {
 async fn terminal_wins_a_ticket_closed_during_the_run_gets_no_write_back() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), &["true"], 3, None);
-    let tracker = Arc::new(ClosesOnReread {
-        inner: MemoryTracker::new(),
-        close: "cancelled".into(),
+    let tracker = Arc::new(Scripted {
+        move_on_reread: Some("cancelled".into()),
+        ..Scripted::default()
     });
     tracker
         .inner
@@ -368,62 +388,13 @@ async fn terminal_wins_a_ticket_closed_during_the_run_gets_no_write_back() {
     assert!(ledger.outbox_pending("memory").unwrap().is_empty());
 }
 
-/// A tracker whose workflow refuses one transition (as Redmine does: it answers
-/// success and keeps the old status; the adapter reports it as `TransitionRefused`).
-struct RefusesTransition {
-    inner: MemoryTracker,
-    refused_to: String,
-}
-
-#[async_trait]
-impl Tracker for RefusesTransition {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn identity(&self) -> Result<String, TrackerError> {
-        self.inner.identity().await
-    }
-    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        self.inner.list(statuses).await
-    }
-    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
-        self.inner.get(id).await
-    }
-    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
-        self.inner.comments(id).await
-    }
-    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
-        self.inner.post_comment(id, body, key).await
-    }
-    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
-        if to == self.refused_to {
-            let current = self
-                .inner
-                .snapshot(id)
-                .map(|t| t.status)
-                .unwrap_or_default();
-            return Err(TrackerError::TransitionRefused {
-                workflow: "Redmine".into(),
-                id: id.into(),
-                from: from.into(),
-                to: to.into(),
-                current,
-            });
-        }
-        self.inner.transition(id, from, to).await
-    }
-}
-
 #[tokio::test]
 async fn a_transition_the_workflow_refuses_is_reported_and_the_ticket_held_not_believed() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), &["true"], 3, None);
-    let tracker = Arc::new(RefusesTransition {
-        inner: MemoryTracker::new(),
-        refused_to: "design-approved".into(),
+    let tracker = Arc::new(Scripted {
+        refuse_to: Some("design-approved".into()),
+        ..Scripted::default()
     });
     tracker
         .inner

@@ -11,7 +11,8 @@ fuzz_target!(|data: &[u8]| {
     match Config::parse_str_with_env(text, None, &env) {
         Ok(_) => {}
         Err(ConfigError::Invalid { diagnostics }) => {
-            let lines = text.lines().count().max(1) + 1;
+            // YAML breaks lines at \n, \r\n and a lone \r, so diagnostics count lines that way.
+            let lines = text.replace("\r\n", "\n").replace('\r', "\n").split('\n').count() + 1;
             for d in diagnostics {
                 assert!(d.line >= 1 && d.line <= lines, "diagnostic line {} outside the input ({lines} lines)", d.line);
             }
