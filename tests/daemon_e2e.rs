@@ -209,6 +209,22 @@ fn the_daemon_drains_a_seeded_board_and_its_metrics_count_what_happened() {
     assert_eq!(m["sortie_runs_in_flight{}"], 0.0);
     assert_eq!(m["sortie_claims_held{}"], 0.0);
     assert_eq!(m["sortie_config_reload_failures_total{}"], 0.0);
+    // Each of the 6 runs posted one comment and made one or two transitions (the
+    // architect stage has an in-progress status).
+    assert_eq!(
+        m["sortie_tracker_requests_total{kind=post_comment,result=ok}"], 6.0,
+        "{m:#?}"
+    );
+    assert!(
+        m["sortie_tracker_requests_total{kind=list,result=ok}"] >= 3.0,
+        "{m:#?}"
+    );
+    assert_eq!(
+        m["sortie_tracker_requests_total{kind=transition,result=ok}"], 8.0,
+        "{m:#?}"
+    );
+    // The demo agent reports no usage.
+    assert_eq!(m["sortie_agent_tokens_total{direction=in}"], 0.0);
     d.signal(Signal::SIGTERM);
     assert!(d.wait_exit(10), "exit 0 after a clean drain");
 }

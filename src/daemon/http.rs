@@ -237,7 +237,23 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
             .unwrap_or(0),
         hook_failures: ledger.hook_failures(10_000).map(|h| h.len()).unwrap_or(0),
         config_error: shared.status().config_error.is_some(),
+        tracker_requests: crate::tracker::counting::request_counts()
+            .into_iter()
+            .map(|((kind, result), n)| ((kind.to_string(), result.to_string()), n))
+            .collect(),
+        rate_limit_remaining: pipeline.tracker().rate_limit_remaining(),
+        agent_tokens_in: 0,
+        agent_tokens_out: 0,
+        agent_cost_usd: 0.0,
     };
+    let mut gauges = gauges;
+    if let Ok(usage) = ledger.usage_totals(&tracker) {
+        for u in usage {
+            gauges.agent_tokens_in += u.tokens_in;
+            gauges.agent_tokens_out += u.tokens_out;
+            gauges.agent_cost_usd += u.cost_usd;
+        }
+    }
     let body = render_metrics(&shared.status(), &gauges);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

@@ -116,6 +116,9 @@ impl Shared {
 /// Build a pipeline for `config` (its tracker, its ledger, its role templates).
 async fn build_pipeline(config: Config) -> Result<Pipeline, String> {
     let tracker = crate::tracker::open(&config).map_err(|e| format!("tracker: {e}"))?;
+    // Counted for `/metrics` (tracker requests by kind and result).
+    let tracker: Arc<dyn crate::tracker::Tracker> =
+        Arc::new(crate::tracker::counting::CountingTracker::new(tracker));
     let ledger: Arc<dyn Ledger> =
         Arc::new(SqliteLedger::open(&config.ledger_path()).map_err(|e| format!("ledger: {e}"))?);
     Pipeline::new(config, tracker, ledger)

@@ -134,6 +134,16 @@ pub struct Gauges {
     pub hook_failures: usize,
     /// 1 when the config on disk is invalid and the last good one runs.
     pub config_error: bool,
+    /// Tracker requests of this process by `(kind, result)`.
+    pub tracker_requests: Vec<((String, String), u64)>,
+    /// The tracker's rate limit left, when it has one.
+    pub rate_limit_remaining: Option<u64>,
+    /// Agent tokens in and out, and cost, recorded in run history for this tracker.
+    pub agent_tokens_in: u64,
+    /// See `agent_tokens_in`.
+    pub agent_tokens_out: u64,
+    /// See `agent_tokens_in`.
+    pub agent_cost_usd: f64,
 }
 
 /// Escape a Prometheus label value.
@@ -146,6 +156,7 @@ fn label(value: &str) -> String {
 
 /// Render counters and gauges in the Prometheus text exposition format.
 pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
+    let g = gauges;
     let c = &status.counters;
     let mut out = String::new();
     let _ = writeln!(
@@ -254,6 +265,42 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
         let _ = writeln!(out, "# TYPE {name} gauge");
         let _ = writeln!(out, "{name} {n}");
     }
+    let _ = writeln!(out, "# HELP sortie_tracker_requests_total Tracker requests of this process, by kind and result.");
+    let _ = writeln!(out, "# TYPE sortie_tracker_requests_total counter");
+    for ((kind, result), n) in &g.tracker_requests {
+        let _ = writeln!(
+            out,
+            "sortie_tracker_requests_total{{kind=\"{}\",result=\"{}\"}} {n}",
+            label(kind),
+            label(result)
+        );
+    }
+    if let Some(left) = g.rate_limit_remaining {
+        let _ = writeln!(out, "# HELP sortie_tracker_rate_limit_remaining Requests left in the tracker's rate-limit window, as last seen.");
+        let _ = writeln!(out, "# TYPE sortie_tracker_rate_limit_remaining gauge");
+        let _ = writeln!(out, "sortie_tracker_rate_limit_remaining {left}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_agent_tokens_total Tokens agents reported, in run history, by direction."
+    );
+    let _ = writeln!(out, "# TYPE sortie_agent_tokens_total counter");
+    let _ = writeln!(
+        out,
+        "sortie_agent_tokens_total{{direction=\"in\"}} {}",
+        g.agent_tokens_in
+    );
+    let _ = writeln!(
+        out,
+        "sortie_agent_tokens_total{{direction=\"out\"}} {}",
+        g.agent_tokens_out
+    );
+    let _ = writeln!(
+        out,
+        "# HELP sortie_agent_cost_usd_total Cost agents reported, in run history, in US dollars."
+    );
+    let _ = writeln!(out, "# TYPE sortie_agent_cost_usd_total counter");
+    let _ = writeln!(out, "sortie_agent_cost_usd_total {}", g.agent_cost_usd);
     out
 }
 

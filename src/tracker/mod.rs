@@ -4,6 +4,7 @@
 //! writes only two things back: comments (carrying outcome blocks) and status
 //! transitions. Keep it small: every adapter implements all of it.
 
+pub mod counting;
 pub mod github;
 pub mod local;
 pub mod memory;
@@ -181,6 +182,12 @@ pub trait Tracker: Send + Sync {
 
     /// What this adapter supports natively.
     fn capabilities(&self) -> Capabilities;
+
+    /// Requests left in the tracker's rate-limit window as last seen, for trackers that
+    /// have one (GitHub). Default: none.
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        None
+    }
 
     /// The author name sortie's own comments carry on this tracker.
     async fn identity(&self) -> Result<String, TrackerError>;

@@ -200,6 +200,10 @@ impl Tracker for GithubTracker {
         &self.name
     }
 
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        self.api().rate_limit_remaining()
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             native_statuses: false,

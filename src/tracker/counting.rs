@@ -1,0 +1,100 @@
+//! A tracker wrapper that counts requests by kind and result, for the daemon's metrics.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+
+/// Requests made through every [`CountingTracker`] of this process, by
+/// `(kind, result)`: kind `list`, `get`, `comments`, `post_comment`, `transition`,
+/// `identity`, `check`; result `ok` or the error kind.
+static REQUESTS: Mutex<BTreeMap<(&'static str, &'static str), u64>> = Mutex::new(BTreeMap::new());
+
+/// A snapshot of the request counts of this process.
+pub fn request_counts() -> BTreeMap<(&'static str, &'static str), u64> {
+    REQUESTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn count<T>(kind: &'static str, result: &Result<T, TrackerError>) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(TrackerError::NotFound(_)) => "not_found",
+        Err(TrackerError::Unauthorized(_)) => "unauthorized",
+        Err(TrackerError::RateLimited { .. }) => "rate_limited",
+        Err(TrackerError::Unavailable(_)) => "unavailable",
+        Err(TrackerError::Invalid(_)) => "invalid",
+        Err(TrackerError::Conflict { .. }) => "conflict",
+        Err(TrackerError::TransitionRefused { .. }) => "transition_refused",
+    };
+    *REQUESTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry((kind, outcome))
+        .or_default() += 1;
+}
+
+/// Wraps a tracker and counts every call (see [`request_counts`]).
+pub struct CountingTracker {
+    inner: Arc<dyn Tracker>,
+}
+
+impl CountingTracker {
+    /// Count the calls made to `inner`.
+    pub fn new(inner: Arc<dyn Tracker>) -> Self {
+        CountingTracker { inner }
+    }
+}
+
+#[async_trait]
+impl Tracker for CountingTracker {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        self.inner.rate_limit_remaining()
+    }
+    async fn identity(&self) -> Result<String, TrackerError> {
+        let r = self.inner.identity().await;
+        count("identity", &r);
+        r
+    }
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        let r = self.inner.list(statuses).await;
+        count("list", &r);
+        r
+    }
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        let r = self.inner.get(id).await;
+        count("get", &r);
+        r
+    }
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        let r = self.inner.comments(id).await;
+        count("comments", &r);
+        r
+    }
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        let r = self.inner.post_comment(id, body, key).await;
+        count("post_comment", &r);
+        r
+    }
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        let r = self.inner.transition(id, from, to).await;
+        count("transition", &r);
+        r
+    }
+    async fn check(
+        &self,
+        statuses: &[String],
+        create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        let r = self.inner.check(statuses, create_missing).await;
+        count("check", &r);
+        r
+    }
+}
