@@ -65,6 +65,15 @@ mod tests {
             .env("SORTIE_RUN_ID", format!("{run_id}-other"))
             .spawn()
             .unwrap();
+        // Until the child has exec'd, /proc shows the parent's environment: wait for it.
+        let needle = format!("SORTIE_RUN_ID={run_id}");
+        for _ in 0..500 {
+            let environ = std::fs::read(format!("/proc/{}/environ", ours.id())).unwrap_or_default();
+            if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         assert_eq!(reap_run(&run_id), 1);
         let status = ours.wait().unwrap();
         assert!(!status.success(), "killed");
