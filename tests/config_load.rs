@@ -573,3 +573,29 @@ fn trusted_authors_must_be_names() {
     ));
     assert!(msg.ends_with("4:24: trusted_authors[1]: author \"\" must be a non-empty name without surrounding whitespace"), "{msg}");
 }
+
+#[test]
+fn workspace_hooks_are_argvs_checked_like_agent_command() {
+    let text = "tracker: {kind: local, path: board}\nagent: {command: [x]}\nworkspace:\n  hooks:\n    before_run: \"./prepare.sh --fast\"\n    after_run: []\n    after_create: [./bin/setup, --quiet]\nactive_states: [todo]\n";
+    let err = Config::parse_str(text, Some(Path::new("/srv/sortie/p.yaml"))).unwrap_err();
+    let shown = err.to_string();
+    assert!(shown.contains("p.yaml:5:17: workspace.hooks.before_run: expected a list of arguments (argv), found the string"), "{shown}");
+    assert!(
+        shown.contains(
+            "p.yaml:6:16: workspace.hooks.after_run: expected at least the program to run"
+        ),
+        "{shown}"
+    );
+    let ok = text.replace(
+        "    before_run: \"./prepare.sh --fast\"\n    after_run: []\n",
+        "",
+    );
+    let cfg = Config::parse_str(&ok, Some(Path::new("/srv/sortie/p.yaml"))).unwrap();
+    assert_eq!(
+        cfg.workspace.hooks.after_create,
+        Some(vec![
+            "/srv/sortie/bin/setup".to_string(),
+            "--quiet".to_string()
+        ])
+    );
+}

@@ -10,7 +10,7 @@ use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::{AgentConfig, AgentPreset};
 use super::normalize::{
-    at_least, resolve, scalar_text, DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS,
+    argv_list, argv_value, at_least, scalar_text, DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS,
 };
 use super::raw::{kind_of, RawAgent};
 
@@ -36,7 +36,7 @@ pub(super) fn normalize_agent(
         check_preset_options(&agent, preset, &path, problems);
     }
     let cmd_path = path.key("command");
-    let mut command = match (agent.command, preset.default_program()) {
+    let command = match (agent.command, preset.default_program()) {
         (None, Some(program)) => vec![program.to_string()],
         // Already reported: the section did not parse, or named no known preset.
         (None, None) if agent.unreadable || named.is_none() => Vec::new(),
@@ -44,29 +44,8 @@ pub(super) fn normalize_agent(
             problems.at_key(&path, "missing required key `command`; expected the agent's argv, e.g. [\"my-agent\", \"--flag\"], or a `preset` such as `claude-code`");
             Vec::new()
         }
-        (Some(value), _) => {
-            let empty_list = matches!(&value, Value::Sequence(items) if items.is_empty());
-            let command = argv_list(problems, &cmd_path, value);
-            if empty_list {
-                problems.at_value(
-                    &cmd_path,
-                    "expected at least the program to run, found an empty list",
-                );
-            }
-            if command.first().is_some_and(|p| p.is_empty()) {
-                problems.at_value(
-                    &cmd_path.index(0),
-                    "the program must not be an empty string",
-                );
-            }
-            command
-        }
+        (Some(value), _) => argv_value(problems, &cmd_path, value, base),
     };
-    if let Some(program) = command.first_mut() {
-        if program.contains('/') && Path::new(program.as_str()).is_relative() {
-            *program = resolve(base, program).to_string_lossy().into_owned();
-        }
-    }
     let extra_args = match agent.extra_args {
         Some(value) => argv_list(problems, &path.key("extra_args"), value),
         None => Vec::new(),
@@ -151,36 +130,6 @@ fn agent_preset(
     message.push_str(&format!(" (expected one of: {known})"));
     problems.at_value(path, message);
     None
-}
-
-/// An argv-like list: every item a scalar, kept as text.
-fn argv_list(problems: &mut Problems, path: &FieldPath, value: Value) -> Vec<String> {
-    let mut out = Vec::new();
-    match value {
-        Value::String(s) => problems.at_value(
-            path,
-            format!(
-                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
-                 write e.g. [\"my-agent\", \"--flag\"]"
-            ),
-        ),
-        Value::Sequence(items) => {
-            for (i, item) in items.iter().enumerate() {
-                match scalar_text(item) {
-                    Some(text) => out.push(text),
-                    None => problems.at_value(
-                        &path.index(i),
-                        format!("expected a string argument, found {}", kind_of(item)),
-                    ),
-                }
-            }
-        }
-        other => problems.at_value(
-            path,
-            format!("expected a list of arguments (argv), found {}", kind_of(&other)),
-        ),
-    }
-    out
 }
 
 /// Which presets take each preset option.

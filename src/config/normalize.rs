@@ -425,17 +425,8 @@ fn normalize_workspace(
 ) -> WorkspaceConfig {
     let path = FieldPath::root().key("workspace");
     let hooks = raw.hooks.unwrap_or_default();
-    let mut argv = |name: &str, value: Option<Vec<String>>| {
-        let mut argv = value?;
-        let p = path.key("hooks").key(name);
-        if argv.first().is_none_or(|program| program.is_empty()) {
-            problems.at_value(&p, "expected an argv with at least the program to run");
-            return None;
-        }
-        if argv[0].contains('/') && Path::new(&argv[0]).is_relative() {
-            argv[0] = resolve(base, &argv[0]).to_string_lossy().into_owned();
-        }
-        Some(argv)
+    let mut argv = |name: &str, value: Option<Value>| {
+        value.map(|v| argv_value(problems, &path.key("hooks").key(name), v, base))
     };
     let hooks = WorkspaceHooks {
         after_create: argv("after_create", hooks.after_create),
@@ -467,15 +458,36 @@ pub(super) fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-/// A command given as argv (never a shell string); a relative program path containing a
-/// `/` is resolved against `base`.
+/// A command given as argv (never a shell string): at least a non-empty program; a
+/// relative program path containing a `/` is resolved against `base`.
 pub(super) fn argv_value(
     problems: &mut Problems,
     path: &FieldPath,
     value: Value,
     base: &Path,
 ) -> Vec<String> {
-    let mut command = Vec::new();
+    if matches!(&value, Value::Sequence(items) if items.is_empty()) {
+        problems.at_value(
+            path,
+            "expected at least the program to run, found an empty list",
+        );
+    }
+    let mut command = argv_list(problems, path, value);
+    if command.first().is_some_and(|p| p.is_empty()) {
+        problems.at_value(&path.index(0), "the program must not be an empty string");
+    }
+    if let Some(program) = command.first_mut() {
+        if program.contains('/') && Path::new(program.as_str()).is_relative() {
+            *program = resolve(base, program).to_string_lossy().into_owned();
+        }
+    }
+    command
+}
+
+/// An argv-like list: every item a scalar, kept as text (`agent.extra_args`, and the
+/// body of every command).
+pub(super) fn argv_list(problems: &mut Problems, path: &FieldPath, value: Value) -> Vec<String> {
+    let mut out = Vec::new();
     match value {
         Value::String(s) => problems.at_value(
             path,
@@ -485,25 +497,20 @@ pub(super) fn argv_value(
             ),
         ),
         Value::Sequence(items) => {
-            if items.is_empty() {
-                problems.at_value(path, "expected at least the program to run, found an empty list");
-            }
             for (i, item) in items.iter().enumerate() {
                 match scalar_text(item) {
-                    Some(text) => command.push(text),
-                    None => problems.at_value(&path.index(i), format!("expected a string argument, found {}", kind_of(item))),
+                    Some(text) => out.push(text),
+                    None => problems.at_value(
+                        &path.index(i),
+                        format!("expected a string argument, found {}", kind_of(item)),
+                    ),
                 }
             }
-            if command.first().is_some_and(|p| p.is_empty()) {
-                problems.at_value(&path.index(0), "the program must not be an empty string");
-            }
         }
-        other => problems.at_value(path, format!("expected a list of arguments (argv), found {}", kind_of(&other))),
+        other => problems.at_value(
+            path,
+            format!("expected a list of arguments (argv), found {}", kind_of(&other)),
+        ),
     }
-    if let Some(program) = command.first_mut() {
-        if program.contains('/') && Path::new(program.as_str()).is_relative() {
-            *program = resolve(base, program).to_string_lossy().into_owned();
-        }
-    }
-    command
+    out
 }

@@ -96,10 +96,10 @@ pub(crate) struct RawWorkspace {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawWorkspaceHooks {
-    pub(crate) after_create: Option<Vec<String>>,
-    pub(crate) before_run: Option<Vec<String>>,
-    pub(crate) after_run: Option<Vec<String>>,
-    pub(crate) before_remove: Option<Vec<String>>,
+    pub(crate) after_create: Option<Value>,
+    pub(crate) before_run: Option<Value>,
+    pub(crate) after_run: Option<Value>,
+    pub(crate) before_remove: Option<Value>,
 }
 
 /// `http:`: the daemon's HTTP surface.
