@@ -239,6 +239,25 @@ impl RoleTemplates {
         self.settings.get(role).cloned().unwrap_or_default()
     }
 
+    /// Each role whose agent program (after its front-matter overrides) is not found on
+    /// this machine, with that program, in stage order.
+    pub fn missing_programs(&self, config: &crate::config::Config) -> Vec<(String, String)> {
+        config
+            .stages
+            .iter()
+            .filter_map(|stage| {
+                let agent = self.settings(&stage.role).apply(&config.agent);
+                let program = crate::agent::preset_argv(&agent)
+                    .first()
+                    .cloned()
+                    .unwrap_or_default();
+                crate::agent::find_program(&program)
+                    .is_none()
+                    .then(|| (stage.role.clone(), program))
+            })
+            .collect()
+    }
+
     /// Render `role`'s prompt for `ctx`.
     pub fn render(&self, role: &str, ctx: &PromptContext) -> Result<String, PromptError> {
         let (path, offset) = self.paths.get(role).cloned().unwrap_or_default();

@@ -26,18 +26,11 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
             // The config is valid; a missing program is this machine's problem, but
             // `pipeline tick` will refuse to start, so say it now.
             let mut warned = std::collections::BTreeSet::new();
-            for stage in &cfg.stages {
-                let agent = templates.settings(&stage.role).apply(&cfg.agent);
-                let program = crate::agent::preset_argv(&agent)
-                    .first()
-                    .cloned()
-                    .unwrap_or_default();
-                if crate::agent::find_program(&program).is_none() && warned.insert(program.clone())
-                {
+            for (role, program) in templates.missing_programs(&cfg) {
+                if warned.insert(program.clone()) {
                     writeln!(
                         std::io::stderr().lock(),
-                        "warning: agent program `{program}` (role {}) is not found on this machine; `pipeline tick` will refuse to run",
-                        stage.role
+                        "warning: agent program `{program}` (role {role}) is not found on this machine; `pipeline tick` will refuse to run",
                     )?;
                 }
             }

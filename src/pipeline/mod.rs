@@ -278,18 +278,8 @@ impl PipelineBuilder {
             &config.roles_dir,
             config.stages.iter().map(|s| s.role.as_str()),
         )?;
-        for stage in &config.stages {
-            let agent = templates.settings(&stage.role).apply(&config.agent);
-            let program = crate::agent::preset_argv(&agent)
-                .first()
-                .cloned()
-                .unwrap_or_default();
-            if crate::agent::find_program(&program).is_none() {
-                return Err(PipelineError::AgentNotFound {
-                    role: stage.role.clone(),
-                    program,
-                });
-            }
+        if let Some((role, program)) = templates.missing_programs(&config).into_iter().next() {
+            return Err(PipelineError::AgentNotFound { role, program });
         }
         let identity = self.tracker.identity().await?;
         let trusted = std::iter::once(identity)
