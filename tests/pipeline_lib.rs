@@ -94,6 +94,31 @@ fn blocks(tracker: &MemoryTracker, id: &str) -> Vec<OutcomeBlock> {
         .collect()
 }
 
+/// The outbox entry a run leaves behind when it crashes right after storing its
+/// outcome: architect succeeded on ticket 5 (attempt 1) and nothing is written yet.
+fn stored_architect_success(now: DateTime<Utc>) -> OutboxEntry {
+    let key = idempotency_key("memory", "5", "architect", "ready-for-design", 1);
+    let body = format!(
+        "```yaml sortie:success\nrole: architect\nstage_attempt: 1\nidempotency_key: {key}\nfrom_status: ready-for-design\nto_status: design-approved\nsummary: designed\n```\n"
+    );
+    OutboxEntry {
+        idempotency_key: key,
+        key: ClaimKey::new("memory", "5", "architect"),
+        stage: "ready-for-design".into(),
+        stage_attempt: 1,
+        run_id: "r1".into(),
+        outcome: "success".into(),
+        from_status: "ready-for-design".into(),
+        to_status: "design-approved".into(),
+        comment_body: body,
+        state: OutboxState::Pending,
+        write_attempts: 0,
+        next_attempt_at: now,
+        last_error: None,
+        created_at: now,
+    }
+}
+
 #[tokio::test]
 async fn transient_failures_retry_with_backoff_then_fail_finally() {
     let dir = tempfile::tempdir().unwrap();
@@ -214,26 +239,7 @@ async fn a_stored_outcome_is_finished_from_the_outbox_without_running_the_agent(
 
     // As if a run crashed after storing its outcome: the outbox holds it, the
     // ticket is still `designing`, and the claim has expired.
-    let key = idempotency_key("memory", "5", "architect", "ready-for-design", 1);
-    let block = format!(
-        "```yaml sortie:success\nrole: architect\nstage_attempt: 1\nidempotency_key: {key}\nfrom_status: ready-for-design\nto_status: design-approved\nsummary: designed\n```\n"
-    );
-    let entry = OutboxEntry {
-        idempotency_key: key.clone(),
-        key: ClaimKey::new("memory", "5", "architect"),
-        stage: "ready-for-design".into(),
-        stage_attempt: 1,
-        run_id: "r1".into(),
-        outcome: "success".into(),
-        from_status: "ready-for-design".into(),
-        to_status: "design-approved".into(),
-        comment_body: block,
-        state: OutboxState::Pending,
-        write_attempts: 0,
-        next_attempt_at: clock.now(),
-        last_error: None,
-        created_at: clock.now(),
-    };
+    let entry = stored_architect_success(clock.now());
     assert!(ledger.outbox_put(&entry).unwrap());
 
     let r = p.tick(TickOptions::default()).await.unwrap();
@@ -262,28 +268,9 @@ async fn a_comment_already_posted_is_not_posted_again_on_replay() {
     tracker.insert(MemoryTracker::ticket("5", "t", "ready-for-design"));
     let clock = StepClock::new();
     let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
-    let key = idempotency_key("memory", "5", "architect", "ready-for-design", 1);
-    let body = format!(
-        "```yaml sortie:success\nrole: architect\nstage_attempt: 1\nidempotency_key: {key}\nfrom_status: ready-for-design\nto_status: design-approved\nsummary: designed\n```\n"
-    );
+    let entry = stored_architect_success(clock.now());
     // The crash fell between the comment and the transition.
-    tracker.add_comment("5", "sortie", &body);
-    let entry = OutboxEntry {
-        idempotency_key: key,
-        key: ClaimKey::new("memory", "5", "architect"),
-        stage: "ready-for-design".into(),
-        stage_attempt: 1,
-        run_id: "r1".into(),
-        outcome: "success".into(),
-        from_status: "ready-for-design".into(),
-        to_status: "design-approved".into(),
-        comment_body: body,
-        state: OutboxState::Pending,
-        write_attempts: 0,
-        next_attempt_at: clock.now(),
-        last_error: None,
-        created_at: clock.now(),
-    };
+    tracker.add_comment("5", "sortie", &entry.comment_body);
     ledger.outbox_put(&entry).unwrap();
     let r = p.tick(TickOptions { dry_run: false }).await.unwrap();
     assert_eq!(r.replays[0].result, "done");
