@@ -41,6 +41,8 @@ fn board(n: usize) -> Vec<Ticket> {
             updated_at: base,
             url: None,
             closed: false,
+            assignees: Vec::new(),
+            blocked_by: None,
         })
         .collect()
 }

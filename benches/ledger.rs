@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use criterion::{BenchmarkId, Criterion, Throughput};
-use sortie::ledger::{Caps, ClaimKey, ClaimOutcome, ClaimRequest, Ledger, SqliteLedger};
+use sortie::ledger::{ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, SqliteLedger};
 
 const CONTENDERS: usize = 8;
 const CONTENDER_ENV: &str = "SORTIE_BENCH_CONTENDER";
@@ -29,7 +29,7 @@ fn request(worker: usize) -> ClaimRequest {
         claimer_id: format!("bench:{}:{worker}", std::process::id()),
         run_id: format!("run-{worker}"),
         ttl: Duration::from_secs(600),
-        caps: Caps {
+        limits: ClaimLimits {
             global: 1_000,
             role: 1_000,
             status: None,

@@ -35,6 +35,8 @@ impl Inbox {
             updated_at: now,
             url: None,
             closed: false,
+            assignees: Vec::new(),
+            blocked_by: None,
         };
         self.tickets
             .lock()
@@ -52,6 +54,7 @@ impl Tracker for Inbox {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
+            blockers: false,
         }
     }
     async fn identity(&self) -> Result<String, TrackerError> {

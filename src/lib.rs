@@ -6,6 +6,7 @@ pub mod block;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod events;
 pub mod hooks;
 pub mod ledger;
 pub mod pipeline;

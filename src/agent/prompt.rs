@@ -10,13 +10,12 @@ use serde::Serialize;
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
     /// The role file is missing or unreadable.
-    #[error("cannot read role file {path}: {source}")]
+    #[error("cannot read role file {path}: {cause}")]
     Read {
         /// Role file.
         path: PathBuf,
         /// Cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The template does not compile, or uses a variable that does not exist.
     #[error("{path}:{line}: {message}")]
@@ -215,9 +214,9 @@ impl RoleTemplates {
         let mut settings = BTreeMap::new();
         for role in roles {
             let path = roles_dir.join(format!("{role}.md"));
-            let text = std::fs::read_to_string(&path).map_err(|source| PromptError::Read {
+            let text = std::fs::read_to_string(&path).map_err(|cause| PromptError::Read {
                 path: path.clone(),
-                source,
+                cause,
             })?;
             let (offset, template) = strip_front_matter(&text);
             settings.insert(role.to_string(), parse_settings(&path, &text, offset)?);

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
 use crate::config::Config;
-use crate::ledger::{Claim, ClaimKey, Ledger, SqliteLedger, Timestamp};
+use crate::ledger::{Claim, ClaimKey, Ledger, Scope, SqliteLedger, Timestamp};
 
 /// Where the ledger is: from a config file's `state_root`, or given directly.
 #[derive(Debug, Args)]
@@ -97,7 +97,7 @@ fn list(path: &Path, json: bool) -> anyhow::Result<u8> {
     let exists = ledger.is_some();
     let claims = match ledger {
         Some(ledger) => ledger
-            .claims()
+            .claims(Scope::All)
             .with_context(|| format!("reading claims from {}", path.display()))?,
         None => Vec::new(),
     };
@@ -126,7 +126,7 @@ fn release(path: &Path, key: &ClaimKey, force: bool) -> anyhow::Result<u8> {
         eprintln!("no claim for {key} (no ledger at {})", path.display());
         return Ok(EXIT_FAILURE);
     };
-    let Some(claim) = ledger.claims()?.into_iter().find(|c| &c.key == key) else {
+    let Some(claim) = ledger.claim(key)? else {
         eprintln!("no claim for {key} in {}", path.display());
         return Ok(EXIT_FAILURE);
     };

@@ -11,7 +11,8 @@ use serde::Serialize;
 use super::UsageError;
 use crate::config::Config;
 use crate::ledger::{
-    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, SqliteLedger, UsageTotal,
+    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, SqliteLedger,
+    UsageTotal,
 };
 use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 
@@ -144,29 +145,13 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     let ledger = SqliteLedger::open(&config.ledger_path())?;
     let tracker = config.tracker.name();
     let report = StatusReport {
-        claims: ledger
-            .claims()?
-            .into_iter()
-            .filter(|c| c.key.tracker == tracker)
-            .collect(),
-        retries: ledger
-            .retries()?
-            .into_iter()
-            .filter(|c| c.key.tracker == tracker)
-            .collect(),
-        holds: ledger
-            .holds()?
-            .into_iter()
-            .filter(|c| c.key.tracker == tracker)
-            .collect(),
+        claims: ledger.claims(Scope::Tracker(&tracker))?,
+        retries: ledger.retries(Scope::Tracker(&tracker))?,
+        holds: ledger.holds(Scope::Tracker(&tracker))?,
         pending_writebacks: ledger.outbox_pending(&tracker)?,
         hook_failures: ledger.hook_failures(20)?,
         usage: ledger.usage_totals(&tracker)?,
-        recent_runs: ledger
-            .recent_runs(20)?
-            .into_iter()
-            .filter(|c| c.key.tracker == tracker)
-            .collect(),
+        recent_runs: ledger.recent_runs(Scope::Tracker(&tracker), 20)?,
     };
     let mut out = std::io::stdout().lock();
     if json {

@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
+use super::defaults::{DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS};
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::{AgentConfig, AgentPreset};
-use super::normalize::{
-    argv_list, argv_value, at_least, scalar_text, DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS,
-};
-use super::raw::{kind_of, RawAgent};
+use super::raw::RawAgent;
+use super::values::{argv_list, argv_value, at_least, kind_of, scalar_text};
 
 /// Build `AgentConfig` from the raw section, recording every problem; `base` is the directory
 /// a relative program path resolves against.

@@ -7,9 +7,9 @@ use serde_yaml::Value;
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::{HookConfig, HookEvents, HookOutcome, HookTarget, Stage};
-use super::normalize::{argv_value, at_least, check_url, env_name};
-use super::raw::{kind_of, RawHook, RawOutcome};
-use crate::hooks::EVENT_NAMES;
+use super::raw::{RawHook, RawOutcome};
+use super::values::{argv_value, at_least, check_url, env_name, kind_of};
+use crate::events::EVENT_NAMES;
 
 /// Default timeout of a command hook, seconds.
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: u64 = 30;

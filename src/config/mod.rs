@@ -7,6 +7,7 @@
 //! Every problem found becomes a `Diagnostic` naming file, line, column and field.
 
 mod agent;
+mod defaults;
 mod diagnostic;
 mod expand;
 mod hooks;
@@ -15,6 +16,8 @@ mod model;
 mod normalize;
 mod raw;
 mod stages;
+mod tracker;
+mod values;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

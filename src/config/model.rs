@@ -18,6 +18,10 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// Which board to read and write.
     pub tracker: TrackerConfig,
+    /// `tracker.filter`: the tickets sortie may touch at all. Default: every ticket.
+    pub filter: TicketFilter,
+    /// `tracker.blockers`: whether tracker-native blockers hold tickets back.
+    pub blockers: BlockersConfig,
     /// Root of ledger, workspaces and run logs. Default `state` (relative to the config file).
     pub state_root: PathBuf,
     /// Directory holding `roles/<role>.md`. Default `roles` (relative to the config file).
@@ -48,6 +52,47 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The daemon's HTTP surface.
     pub http: HttpConfig,
+}
+
+/// `filter:`: which tickets sortie may touch; every part optional, all must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TicketFilter {
+    /// Labels the ticket must all carry. Default none.
+    pub labels: Vec<String>,
+    /// Labels the ticket must carry none of. Default none.
+    pub exclude_labels: Vec<String>,
+    /// Whom the ticket must be assigned to; `me` is the token's own user. Default anyone.
+    pub assignee: Option<String>,
+    /// The project the ticket must belong to (Linear only). Default any.
+    pub project: Option<String>,
+}
+
+impl TicketFilter {
+    /// Whether the filter lets every ticket through.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+            && self.exclude_labels.is_empty()
+            && self.assignee.is_none()
+            && self.project.is_none()
+    }
+}
+
+/// `tracker.blockers:`: tracker-native "blocked by" links hold tickets back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockersConfig {
+    /// Whether blockers are read. Default: true where the tracker supports them.
+    pub enabled: Option<bool>,
+    /// Blocker reads per tick on trackers that need one request per ticket. Default 20.
+    pub max_reads_per_tick: u32,
+}
+
+impl Default for BlockersConfig {
+    fn default() -> Self {
+        BlockersConfig {
+            enabled: None,
+            max_reads_per_tick: super::defaults::DEFAULT_BLOCKER_READS_PER_TICK,
+        }
+    }
 }
 
 /// `http:`: secrets of the daemon's HTTP surface, each named by an environment variable.

@@ -1,133 +1,24 @@
 //! Turns the raw sections into the validated `Config`: defaults, ranges, path resolution.
+//! Each section with more than a few keys has its own module (`agent`, `hooks`, `tracker`,
+//! `stages`); the value checks they share are in `values`, the defaults in `defaults`.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_yaml::Value;
 
 use super::agent::normalize_agent;
+use super::defaults::*;
 use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
 use super::model::{
-    Budgets, Concurrency, Config, HttpConfig, RetryConfig, TrackerConfig, WorkspaceConfig,
-    WorkspaceHooks,
+    Budgets, Concurrency, Config, HttpConfig, RetryConfig, WorkspaceConfig, WorkspaceHooks,
 };
-use super::raw::{kind_of, RawConfig, RawTracker};
+use super::raw::RawConfig;
 use super::stages::{build_stages, check_status};
-
-/// Default claim lease, seconds.
-pub(crate) const DEFAULT_TTL_SECONDS: u64 = 600;
-/// Default `poll_interval_seconds`.
-pub(crate) const DEFAULT_POLL_SECONDS: u64 = 30;
-/// Default `shutdown_grace_seconds`.
-pub(crate) const DEFAULT_GRACE_SECONDS: u64 = 30;
-/// Default global in-flight ceiling.
-pub(crate) const DEFAULT_MAX_IN_FLIGHT: u32 = 4;
-/// Default per-role in-flight ceiling.
-pub(crate) const DEFAULT_PER_ROLE: u32 = 1;
-/// Default terminal states.
-pub(crate) const DEFAULT_TERMINAL: &[&str] = &["done", "cancelled"];
-/// Default agent timeout, seconds.
-pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 3600;
-/// Default workspace hook timeout, seconds.
-pub(crate) const DEFAULT_HOOK_TIMEOUT: u64 = 60;
-/// Default number of ticks between automatic workspace prunes.
-pub(crate) const DEFAULT_PRUNE_EVERY_TICKS: u32 = 10;
-/// Default stall timeout, seconds.
-pub(crate) const DEFAULT_STALL_SECONDS: u64 = 300;
-/// Default attempts per stage.
-pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-/// Default backoff base, seconds.
-pub(crate) const DEFAULT_BACKOFF_BASE: u64 = 10;
-/// Default backoff ceiling, seconds.
-pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
-
-/// `base` joined with `rel` unless `rel` is absolute, without `.` components, and with
-/// `..` folded into the component before it (`pipelines/../state` is shown and used as
-/// `state`). Folding is lexical, like a person reads the path; a `..` that would climb
-/// above the start of a relative path is kept.
-pub(super) fn resolve(base: &Path, rel: &str) -> PathBuf {
-    let mut out: Vec<Component<'_>> = Vec::new();
-    let joined = base.join(rel);
-    for c in joined.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
-                out.pop();
-            }
-            Component::ParentDir if matches!(out.last(), Some(Component::RootDir)) => {}
-            other => out.push(other),
-        }
-    }
-    out.iter().collect()
-}
-
-/// A number that must be at least `min`; returns it (or `default` when absent).
-pub(super) fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
-    problems: &mut Problems,
-    path: &FieldPath,
-    value: Option<T>,
-    default: T,
-    min: T,
-) -> T {
-    let v = value.unwrap_or(default);
-    if v < min {
-        problems.at_value(path, format!("expected a whole number >= {min}, found {v}"));
-    }
-    v
-}
-
-/// A path value: non-empty, resolved against `base`.
-fn path_value(
-    problems: &mut Problems,
-    path: &FieldPath,
-    value: Option<String>,
-    default: &str,
-    base: &Path,
-) -> PathBuf {
-    let v = value.unwrap_or_else(|| default.to_string());
-    if v.trim().is_empty() {
-        problems.at_value(path, "expected a directory path, found an empty string");
-    }
-    resolve(base, &v)
-}
-
-/// An `http://` or `https://` URL with a host.
-pub(super) fn check_url(problems: &mut Problems, path: &FieldPath, url: &str) {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/')) {
-        problems.at_value(
-            path,
-            format!("expected an http:// or https:// URL, found {url:?}"),
-        );
-    }
-}
-
-/// The name of an environment variable holding a secret (the secret itself never
-/// goes in the config file).
-pub(super) fn env_name(
-    problems: &mut Problems,
-    path: &FieldPath,
-    name: Option<String>,
-    default: &str,
-) -> String {
-    let name = name.unwrap_or_else(|| default.to_string());
-    let valid = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !valid {
-        problems.at_value(
-            path,
-            format!(
-                "expected the name of an environment variable such as `{default}`, found {name:?}"
-            ),
-        );
-    }
-    name
-}
+use super::tracker::{normalize_blockers, normalize_filter, normalize_tracker};
+use super::values::{argv_value, at_least, env_name, path_value};
 
 /// Build the `Config` from `raw`, recording every problem. `base` is the directory relative
 /// paths resolve against. Returns `None` when something was wrong.
@@ -138,85 +29,14 @@ pub(crate) fn normalize(
     problems: &mut Problems,
 ) -> Option<Config> {
     let root = FieldPath::root();
-    let tracker = match raw.tracker.take() {
-        Some(RawTracker::Local { path }) => {
-            let p = root.key("tracker").key("path");
-            Some(TrackerConfig::Local {
-                path: path_value(problems, &p, Some(path), "", base),
-            })
-        }
-        Some(RawTracker::Github {
-            repo,
-            token_env,
-            api_url,
-            status_label_prefix,
-            priority_label_prefix,
-        }) => {
-            let t = root.key("tracker");
-            let valid_repo = repo.split_once('/').is_some_and(|(owner, name)| {
-                let ok = |s: &str| {
-                    !s.is_empty()
-                        && s.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                };
-                ok(owner) && ok(name)
-            });
-            if !valid_repo {
-                problems.at_value(
-                    &t.key("repo"),
-                    format!("expected `owner/name`, found {repo:?}"),
-                );
-            }
-            let api_url = api_url.unwrap_or_else(|| "https://api.github.com".to_string());
-            check_url(problems, &t.key("api_url"), &api_url);
-            let token_env = env_name(problems, &t.key("token_env"), token_env, "GITHUB_TOKEN");
-            let status_label_prefix = status_label_prefix.unwrap_or_else(|| "status:".to_string());
-            if status_label_prefix.is_empty() {
-                problems.at_value(
-                    &t.key("status_label_prefix"),
-                    "expected a non-empty label prefix such as `status:`",
-                );
-            }
-            Some(TrackerConfig::Github {
-                repo,
-                token_env,
-                api_url: api_url.trim_end_matches('/').to_string(),
-                status_label_prefix,
-                priority_label_prefix: priority_label_prefix
-                    .unwrap_or_else(|| "priority:".to_string()),
-            })
-        }
-        Some(RawTracker::Redmine {
-            url,
-            project,
-            api_key_env,
-        }) => {
-            let t = root.key("tracker");
-            check_url(problems, &t.key("url"), &url);
-            if project.trim().is_empty() {
-                problems.at_value(&t.key("project"), "expected the project identifier");
-            }
-            let api_key_env = env_name(
-                problems,
-                &t.key("api_key_env"),
-                api_key_env,
-                "REDMINE_API_KEY",
-            );
-            Some(TrackerConfig::Redmine {
-                url: url.trim_end_matches('/').to_string(),
-                project,
-                api_key_env,
-            })
-        }
-        None => {
-            problems.at(
-                super::locate::Position::START,
-                &root.key("tracker"),
-                "missing required key `tracker`; expected e.g. `tracker: {kind: local, path: board}`",
-            );
-            None
-        }
-    };
+    let tracker = normalize_tracker(raw.tracker.take(), base, problems);
+    let filter = normalize_filter(
+        raw.tracker_filter.take(),
+        &root.key("tracker").key("filter"),
+        false,
+        problems,
+    );
+    let blockers = normalize_blockers(raw.tracker_blockers.take(), problems);
     let state_root = path_value(
         problems,
         &root.key("state_root"),
@@ -391,6 +211,8 @@ pub(crate) fn normalize(
     Some(Config {
         source: source.map(Path::to_path_buf),
         tracker: tracker?,
+        filter,
+        blockers,
         state_root,
         roles_dir,
         claim_ttl: Duration::from_secs(ttl),
@@ -446,71 +268,4 @@ fn normalize_workspace(
         hook_timeout: Duration::from_secs(timeout),
         prune_every_ticks: raw.prune_every_ticks.unwrap_or(DEFAULT_PRUNE_EVERY_TICKS),
     }
-}
-
-/// A scalar as the string an argv element or environment value would hold.
-pub(super) fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// A command given as argv (never a shell string): at least a non-empty program; a
-/// relative program path containing a `/` is resolved against `base`.
-pub(super) fn argv_value(
-    problems: &mut Problems,
-    path: &FieldPath,
-    value: Value,
-    base: &Path,
-) -> Vec<String> {
-    if matches!(&value, Value::Sequence(items) if items.is_empty()) {
-        problems.at_value(
-            path,
-            "expected at least the program to run, found an empty list",
-        );
-    }
-    let mut command = argv_list(problems, path, value);
-    if command.first().is_some_and(|p| p.is_empty()) {
-        problems.at_value(&path.index(0), "the program must not be an empty string");
-    }
-    if let Some(program) = command.first_mut() {
-        if program.contains('/') && Path::new(program.as_str()).is_relative() {
-            *program = resolve(base, program).to_string_lossy().into_owned();
-        }
-    }
-    command
-}
-
-/// An argv-like list: every item a scalar, kept as text (`agent.extra_args`, and the
-/// body of every command).
-pub(super) fn argv_list(problems: &mut Problems, path: &FieldPath, value: Value) -> Vec<String> {
-    let mut out = Vec::new();
-    match value {
-        Value::String(s) => problems.at_value(
-            path,
-            format!(
-                "expected a list of arguments (argv), found the string {s:?}; it is not split by a shell: \
-                 write e.g. [\"my-program\", \"--flag\"]"
-            ),
-        ),
-        Value::Sequence(items) => {
-            for (i, item) in items.iter().enumerate() {
-                match scalar_text(item) {
-                    Some(text) => out.push(text),
-                    None => problems.at_value(
-                        &path.index(i),
-                        format!("expected a string argument, found {}", kind_of(item)),
-                    ),
-                }
-            }
-        }
-        other => problems.at_value(
-            path,
-            format!("expected a list of arguments (argv), found {}", kind_of(&other)),
-        ),
-    }
-    out
 }

@@ -9,6 +9,7 @@ use serde_yaml::Value;
 
 use super::diagnostic::{unknown_key_message, Problems};
 use super::locate::FieldPath;
+use super::values::kind_of;
 
 /// Which tracker adapter, with that adapter's own keys. New kinds are new variants.
 #[derive(Debug, Deserialize)]
@@ -41,6 +42,24 @@ pub(crate) enum RawTracker {
         /// Environment variable holding the API key.
         api_key_env: Option<String>,
     },
+}
+
+/// `filter:` under `tracker:` (the whole board) or on a stage.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFilter {
+    pub(crate) labels: Option<Vec<String>>,
+    pub(crate) exclude_labels: Option<Vec<String>>,
+    pub(crate) assignee: Option<String>,
+    pub(crate) project: Option<String>,
+}
+
+/// `blockers:` under `tracker:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBlockers {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) max_reads_per_tick: Option<u32>,
 }
 
 /// `concurrency:`.
@@ -158,6 +177,10 @@ pub(crate) struct RawHook {
 #[derive(Debug, Default)]
 pub(crate) struct RawConfig {
     pub(crate) tracker: Option<RawTracker>,
+    /// `tracker.filter`, read apart from the adapter's own keys.
+    pub(crate) tracker_filter: Option<RawFilter>,
+    /// `tracker.blockers`, read apart from the adapter's own keys.
+    pub(crate) tracker_blockers: Option<RawBlockers>,
     pub(crate) state_root: Option<String>,
     pub(crate) roles_dir: Option<String>,
     pub(crate) claim_lock_ttl_seconds: Option<u64>,
@@ -245,7 +268,20 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
         let path = root.key(&name);
         let p = &mut *problems;
         match name.as_str() {
-            "tracker" => raw.tracker = section(value, &path, p),
+            "tracker" => {
+                // `filter` and `blockers` mean the same for every kind: read them apart,
+                // so each adapter's variant lists only its own keys.
+                let mut value = value;
+                if let Value::Mapping(map) = &mut value {
+                    if let Some(filter) = map.remove("filter") {
+                        raw.tracker_filter = section(filter, &path.key("filter"), p);
+                    }
+                    if let Some(blockers) = map.remove("blockers") {
+                        raw.tracker_blockers = section(blockers, &path.key("blockers"), p);
+                    }
+                }
+                raw.tracker = section(value, &path, p)
+            }
             "state_root" => raw.state_root = section(value, &path, p),
             "roles_dir" => raw.roles_dir = section(value, &path, p),
             "claim_lock_ttl_seconds" => raw.claim_lock_ttl_seconds = section(value, &path, p),
@@ -297,18 +333,5 @@ fn read_list<T: DeserializeOwned>(
             problems.at_value(path, format!("expected a list of {what}, found {found}"));
             vec![None]
         }
-    }
-}
-
-/// A short name for the kind of a YAML value, for "expected X, found Y" messages.
-pub(crate) fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "nothing (null)",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Sequence(_) => "a list",
-        Value::Mapping(_) => "a mapping",
-        Value::Tagged(_) => "a tagged value",
     }
 }

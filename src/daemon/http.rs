@@ -17,7 +17,7 @@ use sha2::Sha256;
 use super::state::{render_metrics, FinishedRun, Gauges, TickSummary};
 use super::Shared;
 use crate::config::Config;
-use crate::ledger::{Hold, RetryEntry, RunRecord};
+use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 use crate::pipeline::LiveRun;
 
 /// The dashboard page; it polls `/api/v1/state`.
@@ -129,18 +129,11 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
     let tracker = config.tracker.name();
     let ledger = pipeline.ledger();
     let mut errors = Vec::new();
-    let retry_queue: Vec<RetryEntry> = or_note(&mut errors, "retries", ledger.retries())
-        .into_iter()
-        .filter(|r: &RetryEntry| r.key.tracker == tracker)
-        .collect();
-    let held: Vec<Hold> = or_note(&mut errors, "holds", ledger.holds())
-        .into_iter()
-        .filter(|h: &Hold| h.key.tracker == tracker)
-        .collect();
-    let ledger_runs: Vec<RunRecord> = or_note(&mut errors, "recent runs", ledger.recent_runs(20))
-        .into_iter()
-        .filter(|r: &RunRecord| r.key.tracker == tracker)
-        .collect();
+    let scope = Scope::Tracker(&tracker);
+    let retry_queue: Vec<RetryEntry> = or_note(&mut errors, "retries", ledger.retries(scope));
+    let held: Vec<Hold> = or_note(&mut errors, "holds", ledger.holds(scope));
+    let ledger_runs: Vec<RunRecord> =
+        or_note(&mut errors, "recent runs", ledger.recent_runs(scope, 20));
     let now = Utc::now();
     let live_runs = shared
         .all_pipelines()
@@ -220,20 +213,16 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
             .map(|p| p.live_runs().len())
             .sum(),
         claims_held: ledger
-            .claims()
-            .map(|c| {
-                c.iter()
-                    .filter(|c| c.key.tracker == tracker && c.lease_expires_at > now)
-                    .count()
-            })
+            .claims(Scope::Tracker(&tracker))
+            .map(|c| c.iter().filter(|c| c.lease_expires_at > now).count())
             .unwrap_or(0),
         retries_queued: ledger
-            .retries()
-            .map(|r| r.iter().filter(|r| r.key.tracker == tracker).count())
+            .retries(Scope::Tracker(&tracker))
+            .map(|r| r.len())
             .unwrap_or(0),
         held_tickets: ledger
-            .holds()
-            .map(|h| h.iter().filter(|h| h.key.tracker == tracker).count())
+            .holds(Scope::Tracker(&tracker))
+            .map(|h| h.len())
             .unwrap_or(0),
         hook_failures: ledger.hook_failures(10_000).map(|h| h.len()).unwrap_or(0),
         config_error: shared.status().config_error.is_some(),
@@ -360,7 +349,7 @@ async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
         .collect();
     let name = tracker.name().to_string();
     let ledger = pipeline.ledger();
-    let mine = |t: &str, i: &str| t == name && i == id;
+    let scope = Scope::Tracker(&name);
     let view = TicketView {
         would_run: report.runs.into_iter().filter(|r| r.ticket == id).collect(),
         skipped: report
@@ -369,22 +358,22 @@ async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
             .filter(|s| s.ticket == id)
             .collect(),
         claims: ledger
-            .claims()
+            .claims(scope)
             .unwrap_or_default()
             .into_iter()
-            .filter(|c| mine(&c.key.tracker, &c.key.ticket_id))
+            .filter(|c| c.key.ticket_id == id)
             .collect(),
         retry_queue: ledger
-            .retries()
+            .retries(scope)
             .unwrap_or_default()
             .into_iter()
-            .filter(|r| mine(&r.key.tracker, &r.key.ticket_id))
+            .filter(|r| r.key.ticket_id == id)
             .collect(),
         held: ledger
-            .holds()
+            .holds(scope)
             .unwrap_or_default()
             .into_iter()
-            .filter(|h| mine(&h.key.tracker, &h.key.ticket_id))
+            .filter(|h| h.key.ticket_id == id)
             .collect(),
         blocks,
         ticket,

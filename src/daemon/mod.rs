@@ -34,12 +34,12 @@ pub enum DaemonError {
     )]
     InsecureListen(SocketAddr),
     /// The listen socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
@@ -163,13 +163,13 @@ pub async fn run(config: Config, opts: DaemonOptions) -> Result<(), DaemonError>
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .map_err(|source| DaemonError::Bind {
+        .map_err(|cause| DaemonError::Bind {
             addr: opts.listen,
-            source,
+            cause,
         })?;
-    let bound = listener.local_addr().map_err(|source| DaemonError::Bind {
+    let bound = listener.local_addr().map_err(|cause| DaemonError::Bind {
         addr: opts.listen,
-        source,
+        cause,
     })?;
     {
         use std::io::Write as _;

@@ -32,13 +32,12 @@ pub enum HookError {
     #[error("timed out after {}s", .0.as_secs_f64())]
     TimedOut(Duration),
     /// The hook command could not be started.
-    #[error("cannot start {program}: {source}")]
+    #[error("cannot start {program}: {cause}")]
     Spawn {
         /// The program as configured.
         program: String,
         /// What the operating system said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The hook command exited unsuccessfully.
     #[error("exited with {status}{}", stderr_suffix(.stderr))]
@@ -58,7 +57,7 @@ pub enum HookError {
     },
     /// The webhook request failed before a response (connect, TLS, I/O).
     #[error("request failed: {0}")]
-    Request(#[source] reqwest::Error),
+    Request(reqwest::Error),
     /// The environment variable naming the webhook secret is not set.
     #[error("secret environment variable {0} is not set")]
     MissingSecret(String),
@@ -67,7 +66,7 @@ pub enum HookError {
     Panicked(String),
     /// A sink registered in code failed in its own way.
     #[error("{0}")]
-    Sink(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Sink(Box<dyn std::error::Error + Send + Sync>),
 }
 
 fn stderr_suffix(text: &str) -> String {

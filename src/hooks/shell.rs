@@ -75,7 +75,7 @@ impl HookSink for ShellSink {
         let Some((program, args)) = self.argv.split_first() else {
             return Err(HookError::Spawn {
                 program: String::new(),
-                source: std::io::Error::other("the command is empty"),
+                cause: std::io::Error::other("the command is empty"),
             });
         };
         let mut command = Command::new(program);
@@ -90,9 +90,9 @@ impl HookSink for ShellSink {
         if let Some(dir) = &self.dir {
             command.current_dir(dir);
         }
-        let mut child = command.spawn().map_err(|source| HookError::Spawn {
+        let mut child = command.spawn().map_err(|cause| HookError::Spawn {
             program: program.clone(),
-            source,
+            cause,
         })?;
         let mut group = GroupKill(child.id().and_then(|pid| i32::try_from(pid).ok()));
         if let Some(mut stdin) = child.stdin.take() {

@@ -50,7 +50,7 @@ impl std::fmt::Display for ClaimKey {
 
 /// In-flight limits checked atomically with the claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caps {
+pub struct ClaimLimits {
     /// Live claims across all roles of this tracker.
     pub global: u32,
     /// Live claims of this role.
@@ -73,7 +73,7 @@ pub struct ClaimRequest {
     /// Lease length.
     pub ttl: Duration,
     /// Ceilings to respect.
-    pub caps: Caps,
+    pub limits: ClaimLimits,
     /// Lowest acceptable attempt number (rebuilt from the ticket's blocks after a ledger loss):
     /// the claim's attempt is `max(last recorded + 1, attempt_floor)`.
     pub attempt_floor: u32,
@@ -210,6 +210,10 @@ pub struct RunRecord {
     pub started_at: Timestamp,
     /// End time.
     pub finished_at: Option<Timestamp>,
+    /// The agent's session (thread) id, once the agent reported it: a retry resumes it.
+    pub session_id: Option<String>,
+    /// The stage route the run took (`routes:`), when one matched.
+    pub route: Option<String>,
 }
 
 /// Progress of an outbox entry through write-back.
@@ -257,6 +261,78 @@ pub struct OutboxEntry {
     pub last_error: Option<String>,
     /// When it was stored.
     pub created_at: Timestamp,
+    /// What the ledger does once the write-back is done, decided with the outcome.
+    pub follow_up: FollowUp,
+}
+
+/// What happens after a write-back is done: decided once, with the outcome, stored with
+/// the outbox entry, and applied by the write-back. Nothing re-reads the comment to learn it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FollowUp {
+    /// Queue a retry of the stage, due this many seconds after the write-back.
+    Retry {
+        /// Delay in seconds.
+        after_seconds: u64,
+        /// Why the attempt failed.
+        reason_code: String,
+    },
+    /// Keep the ticket out of dispatch until its status changes.
+    Hold {
+        /// Why.
+        reason_code: String,
+    },
+    /// The ticket stays in its claim status after a success: run the stage again soon.
+    Continue {
+        /// Delay in seconds.
+        after_seconds: u64,
+    },
+    /// The ticket moved on: drop any retry and hold of this (ticket, role).
+    Clear,
+}
+
+/// What [`Ledger::outbox_put`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxPut {
+    /// Stored, with the write lease held by the caller.
+    Stored,
+    /// An entry with this idempotency key was already stored; nothing changed.
+    Exists,
+    /// The caller no longer holds the claim (taken over or released): nothing was stored,
+    /// and the run must not write back.
+    LeaseLost,
+}
+
+/// Which rows a read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Every tracker's.
+    All,
+    /// Only this tracker's ([`crate::tracker::Tracker::name`]).
+    Tracker(&'a str),
+}
+
+impl Scope<'_> {
+    /// Whether a row of `tracker` is in scope.
+    pub fn includes(&self, tracker: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Tracker(t) => *t == tracker,
+        }
+    }
+}
+
+/// Everything a tick reads from the ledger about one tracker, read together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LedgerSnapshot {
+    /// Claim rows, live or expired.
+    pub claims: Vec<Claim>,
+    /// Queued retries.
+    pub retries: Vec<RetryEntry>,
+    /// Holds.
+    pub holds: Vec<Hold>,
+    /// Outbox entries not yet written back.
+    pub outbox_pending: Vec<OutboxEntry>,
 }
 
 /// Where one event's delivery to one hook stands.
@@ -303,14 +379,30 @@ pub struct RunUsage {
     pub run_id: String,
     /// Which (ticket, role).
     pub key: ClaimKey,
-    /// Input tokens (cache reads and writes included).
+    /// Input tokens not read from or written to a prompt cache.
     pub tokens_in: u64,
-    /// Output tokens.
+    /// Output tokens (reasoning tokens included).
     pub tokens_out: u64,
+    /// Input tokens read from a prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to a prompt cache.
+    pub cache_write_tokens: u64,
+    /// Output tokens spent on reasoning (a part of `tokens_out`, not added to it).
+    pub reasoning_tokens: u64,
     /// Cost in US dollars, when the agent reports one.
     pub cost_usd: Option<f64>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
+}
+
+impl RunUsage {
+    /// Every token the run was billed for: input, cache reads and writes, output.
+    pub fn total_tokens(&self) -> u64 {
+        self.tokens_in
+            .saturating_add(self.tokens_out)
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
 }
 
 /// Totals of runs and usage for one ticket (and role, when grouped by role).
@@ -322,12 +414,30 @@ pub struct UsageTotal {
     pub role: String,
     /// Runs recorded in run history.
     pub runs: u32,
-    /// Input tokens.
+    /// Input tokens (not from or to a cache).
     pub tokens_in: u64,
     /// Output tokens.
     pub tokens_out: u64,
+    /// Input tokens read from a prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to a prompt cache.
+    pub cache_write_tokens: u64,
+    /// Reasoning tokens (part of `tokens_out`).
+    pub reasoning_tokens: u64,
     /// Cost in US dollars (runs without a reported cost count as 0).
     pub cost_usd: f64,
+    /// Runs that reported usage without a cost: `cost_usd` is then a lower bound.
+    pub runs_without_cost: u32,
+}
+
+impl UsageTotal {
+    /// Every token billed: input, cache reads and writes, output.
+    pub fn total_tokens(&self) -> u64 {
+        self.tokens_in
+            .saturating_add(self.tokens_out)
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
 }
 
 /// Ledger failures. Every variant means the ledger could not answer; callers treat
@@ -348,16 +458,19 @@ pub enum LedgerError {
         supported: i64,
     },
     /// The ledger file or its directory could not be created or opened.
-    #[error("cannot open ledger {path}: {source}")]
+    #[error("cannot open ledger {path}: {cause}")]
     Open {
         /// File path.
         path: String,
         /// Underlying error (in the message, not a `#[source]`, so it is printed once).
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A stored value could not be decoded.
     #[error("corrupt ledger row: {0}")]
     Corrupt(String),
+    /// The ledger's database could not be reached (a server-backed ledger).
+    #[error("ledger unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// The claim ledger. Implementations are safe to share between threads.
@@ -376,8 +489,10 @@ pub trait Ledger: Send + Sync {
     fn release(&self, key: &ClaimKey, claimer_id: &str) -> Result<bool, LedgerError>;
     /// Delete the claim whoever holds it; returns whether a row was deleted.
     fn force_release(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
-    /// All claim rows, live or expired, ordered by key.
-    fn claims(&self) -> Result<Vec<Claim>, LedgerError>;
+    /// Claim rows in `scope`, live or expired, ordered by key.
+    fn claims(&self, scope: Scope<'_>) -> Result<Vec<Claim>, LedgerError>;
+    /// The claim row of `key`, live or expired, if any.
+    fn claim(&self, key: &ClaimKey) -> Result<Option<Claim>, LedgerError>;
     /// Ask the holder of `key` to stop; returns whether a claim row exists.
     fn request_cancel(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
     /// Record (or clear) the agent process id of the holder's run.
@@ -392,15 +507,15 @@ pub trait Ledger: Send + Sync {
 
     /// Queue (or replace) the retry for `entry.key`.
     fn schedule_retry(&self, entry: &RetryEntry) -> Result<(), LedgerError>;
-    /// All queued retries, ordered by due time.
-    fn retries(&self) -> Result<Vec<RetryEntry>, LedgerError>;
+    /// Queued retries in `scope`, ordered by due time.
+    fn retries(&self, scope: Scope<'_>) -> Result<Vec<RetryEntry>, LedgerError>;
     /// Drop the queued retry of `key`, if any.
     fn clear_retry(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
 
     /// Record (or replace) a hold.
     fn put_hold(&self, hold: &Hold) -> Result<(), LedgerError>;
-    /// All holds.
-    fn holds(&self) -> Result<Vec<Hold>, LedgerError>;
+    /// Holds in `scope`, ordered by key.
+    fn holds(&self, scope: Scope<'_>) -> Result<Vec<Hold>, LedgerError>;
     /// Remove the hold of `key`, if any.
     fn clear_hold(&self, key: &ClaimKey) -> Result<bool, LedgerError>;
 
@@ -408,17 +523,58 @@ pub trait Ledger: Send + Sync {
     fn record_usage(&self, usage: &RunUsage) -> Result<(), LedgerError>;
     /// Totals per ticket and role for `tracker`, ordered by ticket and role.
     fn usage_totals(&self, tracker: &str) -> Result<Vec<UsageTotal>, LedgerError>;
+    /// Totals per role (`ticket_id` empty) of the runs of `tracker` started at or after
+    /// `since`, ordered by role.
+    fn usage_by_role_since(
+        &self,
+        tracker: &str,
+        since: Timestamp,
+    ) -> Result<Vec<UsageTotal>, LedgerError>;
     /// Totals of one ticket across its roles (runs from run history).
     fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError>;
 
     /// Insert or replace a run-history row (keyed by `run_id`).
     fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError>;
-    /// The most recent runs, newest first.
-    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>, LedgerError>;
+    /// The most recent runs in `scope`, newest first, at most `limit`.
+    fn recent_runs(&self, scope: Scope<'_>, limit: usize) -> Result<Vec<RunRecord>, LedgerError>;
+    /// Runs of `tracker` started at or after `since`, oldest first.
+    fn runs_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunRecord>, LedgerError>;
+    /// One run by id.
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError>;
+    /// The runs of one ticket, newest first, at most `limit`.
+    fn ticket_runs(
+        &self,
+        tracker: &str,
+        ticket_id: &str,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, LedgerError>;
+    /// The latest run of `key` that recorded an agent session id (the one a retry resumes).
+    fn last_session(&self, key: &ClaimKey) -> Result<Option<RunRecord>, LedgerError>;
 
-    /// Store an outcome durably (fsync'd) before any tracker write. Inserting a key that
-    /// already exists keeps the existing row and returns `false`.
-    fn outbox_put(&self, entry: &OutboxEntry) -> Result<bool, LedgerError>;
+    /// Store an outcome durably (fsync'd) before any tracker write, fenced by the claim:
+    /// in one transaction, check that `claimer_id` still holds the claim of `entry.key`
+    /// (else [`OutboxPut::LeaseLost`], nothing stored) and insert the entry with its write
+    /// lease held by `claimer_id` until `now + write_lease`. A key already stored is kept
+    /// as it is ([`OutboxPut::Exists`]).
+    fn outbox_put(
+        &self,
+        entry: &OutboxEntry,
+        claimer_id: &str,
+        write_lease: Duration,
+        now: Timestamp,
+    ) -> Result<OutboxPut, LedgerError>;
+    /// Take the write lease of a pending entry for `holder` until `now + lease`: granted
+    /// when nobody holds it, its lease ran out, or `holder` already holds it. Only the
+    /// holder writes the entry to the tracker, so concurrent replays post it once.
+    fn outbox_take(
+        &self,
+        idempotency_key: &str,
+        holder: &str,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<bool, LedgerError>;
+    /// Give up the write lease of an entry if `holder` holds it.
+    fn outbox_release(&self, idempotency_key: &str, holder: &str) -> Result<(), LedgerError>;
     /// Entries in state `Pending` or `CommentPosted` for `tracker`, oldest first.
     fn outbox_pending(&self, tracker: &str) -> Result<Vec<OutboxEntry>, LedgerError>;
     /// Look up one entry.
@@ -449,4 +605,30 @@ pub trait Ledger: Send + Sync {
         now: Timestamp,
         limit: usize,
     ) -> Result<Vec<HookDelivery>, LedgerError>;
+
+    /// When each ticket of `tracker` last had its blockers read (to rotate bounded
+    /// blocker reads fairly across ticks and processes).
+    fn blocker_checks(&self, tracker: &str) -> Result<Vec<(String, Timestamp)>, LedgerError>;
+    /// Record that the blockers of `ticket_id` were read at `at`.
+    fn record_blocker_check(
+        &self,
+        tracker: &str,
+        ticket_id: &str,
+        at: Timestamp,
+    ) -> Result<(), LedgerError>;
+
+    /// Everything a tick reads about `tracker`: claims, retries, holds, pending outbox.
+    fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {
+        Ok(LedgerSnapshot {
+            claims: self.claims(Scope::Tracker(tracker))?,
+            retries: self.retries(Scope::Tracker(tracker))?,
+            holds: self.holds(Scope::Tracker(tracker))?,
+            outbox_pending: self.outbox_pending(tracker)?,
+        })
+    }
+
+    /// Whether the ledger answers (`/readyz`). Default: it always does.
+    fn ping(&self) -> Result<(), LedgerError> {
+        Ok(())
+    }
 }

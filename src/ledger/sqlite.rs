@@ -41,8 +41,17 @@ use rusqlite::Connection;
 
 use super::{
     Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, HookDelivery, Ledger, LedgerError,
-    OutboxEntry, RenewOutcome, RetryEntry, RunRecord, RunUsage, Timestamp, UsageTotal,
+    OutboxEntry, OutboxPut, RenewOutcome, RetryEntry, RunRecord, RunUsage, Scope, Timestamp,
+    UsageTotal,
 };
+
+/// The tracker filter of a scoped read, as the SQL binds it (`NULL` = every tracker).
+fn tracker_of<'a>(scope: Scope<'a>) -> Option<&'a str> {
+    match scope {
+        Scope::All => None,
+        Scope::Tracker(t) => Some(t),
+    }
+}
 
 /// How long one statement waits for another connection's write lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,9 +76,9 @@ impl SqliteLedger {
     /// at `path`. Refuses a file written by a newer schema with [`LedgerError::TooNew`].
     pub fn open(path: &Path) -> Result<SqliteLedger, LedgerError> {
         let shown = path.display().to_string();
-        let open_error = |source: std::io::Error| LedgerError::Open {
+        let open_error = |cause: std::io::Error| LedgerError::Open {
             path: shown.clone(),
-            source,
+            cause,
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(open_error)?;
@@ -268,8 +277,12 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| claims::release(conn, key, None))
     }
 
-    fn claims(&self) -> Result<Vec<Claim>, LedgerError> {
-        self.with_conn(claims::all)
+    fn claims(&self, scope: Scope<'_>) -> Result<Vec<Claim>, LedgerError> {
+        self.with_conn(|conn| claims::all(conn, tracker_of(scope)))
+    }
+
+    fn claim(&self, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
+        self.with_conn(|conn| claims::one(conn, key))
     }
 
     fn request_cancel(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
@@ -293,8 +306,8 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| records::schedule_retry(conn, entry))
     }
 
-    fn retries(&self) -> Result<Vec<RetryEntry>, LedgerError> {
-        self.with_conn(records::retries)
+    fn retries(&self, scope: Scope<'_>) -> Result<Vec<RetryEntry>, LedgerError> {
+        self.with_conn(|conn| records::retries(conn, tracker_of(scope)))
     }
 
     fn clear_retry(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
@@ -305,8 +318,8 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| records::put_hold(conn, hold))
     }
 
-    fn holds(&self) -> Result<Vec<Hold>, LedgerError> {
-        self.with_conn(records::holds)
+    fn holds(&self, scope: Scope<'_>) -> Result<Vec<Hold>, LedgerError> {
+        self.with_conn(|conn| records::holds(conn, tracker_of(scope)))
     }
 
     fn clear_hold(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
@@ -317,12 +330,66 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| records::record_run(conn, run))
     }
 
-    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>, LedgerError> {
-        self.with_conn(|conn| records::recent_runs(conn, limit))
+    fn recent_runs(&self, scope: Scope<'_>, limit: usize) -> Result<Vec<RunRecord>, LedgerError> {
+        self.with_conn(|conn| records::recent_runs(conn, tracker_of(scope), limit))
     }
 
-    fn outbox_put(&self, entry: &OutboxEntry) -> Result<bool, LedgerError> {
-        self.durable_write(|tx| records::outbox_put(tx, entry))
+    fn runs_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunRecord>, LedgerError> {
+        self.with_conn(|conn| records::runs_since(conn, tracker, since))
+    }
+
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
+        self.with_conn(|conn| records::run(conn, run_id))
+    }
+
+    fn ticket_runs(
+        &self,
+        tracker: &str,
+        ticket_id: &str,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, LedgerError> {
+        self.with_conn(|conn| records::ticket_runs(conn, tracker, ticket_id, limit))
+    }
+
+    fn last_session(&self, key: &ClaimKey) -> Result<Option<RunRecord>, LedgerError> {
+        self.with_conn(|conn| records::last_session(conn, key))
+    }
+
+    fn outbox_put(
+        &self,
+        entry: &OutboxEntry,
+        claimer_id: &str,
+        write_lease: Duration,
+        now: Timestamp,
+    ) -> Result<OutboxPut, LedgerError> {
+        // The fence and the insert share one transaction: no takeover can fall between them.
+        self.durable_write(|tx| {
+            if !claims::is_held_by(tx, &entry.key, claimer_id)? {
+                return Ok(OutboxPut::LeaseLost);
+            }
+            let lease_until = codec::expiry_millis(now, write_lease);
+            Ok(
+                if records::outbox_put(tx, entry, claimer_id, lease_until)? {
+                    OutboxPut::Stored
+                } else {
+                    OutboxPut::Exists
+                },
+            )
+        })
+    }
+
+    fn outbox_take(
+        &self,
+        idempotency_key: &str,
+        holder: &str,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<bool, LedgerError> {
+        self.with_conn(|conn| records::outbox_take(conn, idempotency_key, holder, lease, now))
+    }
+
+    fn outbox_release(&self, idempotency_key: &str, holder: &str) -> Result<(), LedgerError> {
+        self.with_conn(|conn| records::outbox_release(conn, idempotency_key, holder))
     }
 
     fn outbox_pending(&self, tracker: &str) -> Result<Vec<OutboxEntry>, LedgerError> {
@@ -357,6 +424,14 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| usage::totals(conn, tracker))
     }
 
+    fn usage_by_role_since(
+        &self,
+        tracker: &str,
+        since: Timestamp,
+    ) -> Result<Vec<UsageTotal>, LedgerError> {
+        self.with_conn(|conn| usage::by_role_since(conn, tracker, since))
+    }
+
     fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError> {
         self.with_conn(|conn| usage::ticket(conn, tracker, ticket_id))
     }
@@ -371,6 +446,35 @@ impl Ledger for SqliteLedger {
         limit: usize,
     ) -> Result<Vec<HookDelivery>, LedgerError> {
         self.with_conn(|conn| hook_deliveries::due(conn, now, limit))
+    }
+
+    fn blocker_checks(&self, tracker: &str) -> Result<Vec<(String, Timestamp)>, LedgerError> {
+        self.with_conn(|conn| records::blocker_checks(conn, tracker))
+    }
+
+    fn record_blocker_check(
+        &self,
+        tracker: &str,
+        ticket_id: &str,
+        at: Timestamp,
+    ) -> Result<(), LedgerError> {
+        self.with_conn(|conn| records::record_blocker_check(conn, tracker, ticket_id, at))
+    }
+
+    fn snapshot(&self, tracker: &str) -> Result<super::LedgerSnapshot, LedgerError> {
+        // One read transaction: the four reads see the same state.
+        let conn = self.lock();
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        let open = OpenTransaction(&conn);
+        let snapshot = super::LedgerSnapshot {
+            claims: claims::all(&conn, Some(tracker))?,
+            retries: records::retries(&conn, Some(tracker))?,
+            holds: records::holds(&conn, Some(tracker))?,
+            outbox_pending: records::outbox_pending(&conn, tracker)?,
+        };
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        drop(open);
+        Ok(snapshot)
     }
 }
 

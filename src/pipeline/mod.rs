@@ -33,7 +33,8 @@ use crate::agent::{PromptError, RoleTemplates};
 use crate::config::Config;
 use crate::hooks::{Event, HookRegistry, RunRef};
 use crate::ledger::{
-    Caps, Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, Ledger, LedgerError, RetryEntry,
+    Claim, ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Hold, Ledger, LedgerError,
+    RetryEntry, Scope,
 };
 use crate::tracker::{Ticket, Tracker, TrackerError};
 
@@ -513,25 +514,14 @@ impl Pipeline {
         let now = inner.clock.now();
         let (claims, expired): (Vec<Claim>, Vec<Claim>) = inner
             .ledger
-            .claims()?
+            .claims(Scope::Tracker(&tracker_name))?
             .into_iter()
-            .filter(|c| c.key.tracker == tracker_name)
             .partition(|c| c.lease_expires_at > now);
         if !opts.dry_run {
             self.reap_orphans(&expired);
         }
-        let retries: Vec<_> = inner
-            .ledger
-            .retries()?
-            .into_iter()
-            .filter(|r| r.key.tracker == tracker_name)
-            .collect();
-        let holds: Vec<_> = inner
-            .ledger
-            .holds()?
-            .into_iter()
-            .filter(|h| h.key.tracker == tracker_name)
-            .collect();
+        let retries = inner.ledger.retries(Scope::Tracker(&tracker_name))?;
+        let holds = inner.ledger.holds(Scope::Tracker(&tracker_name))?;
         // Reconcile may clear some of these; the ones it clears belong to tickets that
         // left the status they were for, so they match no candidate below either.
         self.reconcile(&tickets, &claims, &retries, &holds, opts, &mut report)
@@ -614,7 +604,7 @@ impl Pipeline {
                 claimer_id: inner.claimer_id.clone(),
                 run_id: new_run_id(),
                 ttl: config.claim_ttl,
-                caps: Caps {
+                limits: ClaimLimits {
                     global: config.concurrency.max_in_flight,
                     role: stage.max_in_flight,
                     status: config
@@ -709,9 +699,9 @@ impl Pipeline {
         // commented?" check. Its holder finishes it, or its lease expires first.
         let live: HashSet<(String, String)> = inner
             .ledger
-            .claims()?
+            .claims(Scope::Tracker(inner.tracker.name()))?
             .into_iter()
-            .filter(|c| c.key.tracker == inner.tracker.name() && c.lease_expires_at > now)
+            .filter(|c| c.lease_expires_at > now)
             .map(|c| (c.key.ticket_id, c.key.role))
             .collect();
         for entry in inner.ledger.outbox_pending(inner.tracker.name())? {
@@ -720,12 +710,29 @@ impl Pipeline {
             {
                 continue;
             }
+            // One writer per entry: a replay racing another tick's replay of the same
+            // entry would pass the "already commented?" check too and post it twice.
+            let lease = inner.config.claim_ttl;
+            if !inner
+                .ledger
+                .outbox_take(&entry.idempotency_key, &inner.claimer_id, lease, now)?
+            {
+                continue;
+            }
             let (ticket, role, attempt) = (
                 entry.key.ticket_id.clone(),
                 entry.key.role.clone(),
                 entry.stage_attempt,
             );
-            let result = writeback::apply(inner, entry).await?;
+            let idempotency_key = entry.idempotency_key.clone();
+            let result = writeback::apply(inner, entry).await;
+            if let Err(err) = inner
+                .ledger
+                .outbox_release(&idempotency_key, &inner.claimer_id)
+            {
+                tracing::warn!(%err, "could not release the outbox entry's write lease");
+            }
+            let result = result?;
             report.replays.push(WritebackLine {
                 ticket,
                 role,

@@ -20,7 +20,10 @@ use crate::block::{
 };
 use crate::config::Stage;
 use crate::hooks::Event;
-use crate::ledger::{Claim, OutboxEntry, OutboxState, RenewOutcome, RunPhase, RunRecord, RunUsage};
+use crate::ledger::{
+    Claim, FollowUp, OutboxEntry, OutboxPut, OutboxState, RenewOutcome, RunPhase, RunRecord,
+    RunUsage,
+};
 use crate::tracker::{Ticket, TrackerError};
 
 /// Run the agent for a claim this process holds, and write the result back.
@@ -81,6 +84,8 @@ async fn run_stage(
         log_path: None,
     };
     inner.faults.hit("after_claim");
+    // The run's start, for its duration in run history: from here, whatever ends it.
+    let begun_at = inner.clock.now();
 
     if let Some(over) = over_budget(&inner, &ticket.id) {
         let outcome = AgentOutcome::failure(
@@ -89,7 +94,10 @@ async fn run_stage(
             NextAction::Escalate,
             over,
         );
-        return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+        return finish(
+            &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
+        )
+        .await;
     }
 
     if let Some(in_progress) = &stage.in_progress_status {
@@ -109,7 +117,10 @@ async fn run_stage(
                         NextAction::Manual,
                         refused.to_string(),
                     );
-                    return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+                    return finish(
+                        &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
+                    )
+                    .await;
                 }
                 Err(err) => {
                     line.note = Some(match err {
@@ -146,7 +157,10 @@ async fn run_stage(
             NextAction::Retry,
             detail,
         );
-        return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+        return finish(
+            &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
+        )
+        .await;
     }
 
     let run_dir = crate::agent::run_dir(&inner.config.state_root, &claim.run_id);
@@ -162,7 +176,10 @@ async fn run_stage(
                 NextAction::Escalate,
                 err.to_string(),
             );
-            return finish(&inner, &ticket, &stage, &claim, outcome, None, line).await;
+            return finish(
+                &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
+            )
+            .await;
         }
     };
     // The role file's front matter overrides the config's agent settings.
@@ -274,6 +291,9 @@ async fn run_stage(
                     key: claim.key.clone(),
                     tokens_in: usage.input_tokens,
                     tokens_out: usage.output_tokens,
+                    cache_read_tokens: 0,
+                    cache_write_tokens: 0,
+                    reasoning_tokens: 0,
                     cost_usd: usage.cost_usd,
                     recorded_at: inner.clock.now(),
                 };
@@ -297,6 +317,7 @@ async fn run_stage(
                 &claim,
                 report.outcome,
                 Some(report.duration.as_secs_f64()),
+                started_at,
                 line,
             )
             .await
@@ -378,6 +399,7 @@ fn over_budget(inner: &Inner, ticket_id: &str) -> Option<String> {
 }
 
 /// Store the outcome in the outbox, write it back, release the claim.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     inner: &Arc<Inner>,
     ticket: &Ticket,
@@ -385,6 +407,7 @@ async fn finish(
     claim: &Claim,
     outcome: AgentOutcome,
     duration: Option<f64>,
+    started_at: chrono::DateTime<chrono::Utc>,
     mut line: RunLine,
 ) -> RunLine {
     let now = inner.clock.now();
@@ -405,7 +428,7 @@ async fn finish(
             return line;
         }
     }
-    let (block, prose) = outcome_block(inner, ticket, stage, claim, &outcome, duration);
+    let (block, prose, follow_up) = outcome_block(inner, ticket, stage, claim, &outcome, duration);
     line.outcome = block.kind().to_string();
     if let OutcomeBlock::Failure(f) = &block {
         line.reason_code = Some(f.reason_code.clone());
@@ -429,12 +452,24 @@ async fn finish(
         next_attempt_at: now,
         last_error: None,
         created_at: now,
+        follow_up,
     };
-    if let Err(err) = inner.ledger.outbox_put(&entry) {
-        // Without a durable outcome nothing may be written; the lease will expire
-        // and the ticket will run again.
-        line.note = Some(format!("could not store the outcome: {err}"));
-        return line;
+    match inner
+        .ledger
+        .outbox_put(&entry, &claim.claimer_id, inner.config.claim_ttl, now)
+    {
+        Ok(OutboxPut::Stored | OutboxPut::Exists) => {}
+        Ok(OutboxPut::LeaseLost) => {
+            line.outcome = "cancelled".to_string();
+            line.note = Some("lease lost before write-back; nothing written".to_string());
+            return line;
+        }
+        Err(err) => {
+            // Without a durable outcome nothing may be written; the lease will expire
+            // and the ticket will run again.
+            line.note = Some(format!("could not store the outcome: {err}"));
+            return line;
+        }
     }
     inner.faults.hit("after_outbox");
     record_run(
@@ -444,10 +479,18 @@ async fn finish(
         Some(&entry.outcome),
         line.reason_code.as_deref(),
         line.log_path.as_deref().map(std::path::Path::new),
-        now,
+        started_at,
         Some(inner.clock.now()),
     );
-    match writeback::apply(inner, entry).await {
+    let idempotency_key = entry.idempotency_key.clone();
+    let applied = writeback::apply(inner, entry).await;
+    if let Err(err) = inner
+        .ledger
+        .outbox_release(&idempotency_key, &claim.claimer_id)
+    {
+        tracing::warn!(%err, "could not release the outbox entry's write lease");
+    }
+    match applied {
         Ok(result) => {
             if let WritebackResult::Done { to_status } = &result {
                 line.to_status = Some(to_status.clone());
@@ -461,7 +504,7 @@ async fn finish(
     line
 }
 
-/// The block and prose for an outcome, deciding between retry and final failure.
+/// The block, prose and follow-up for an outcome, deciding between retry and final failure.
 fn outcome_block(
     inner: &Inner,
     ticket: &Ticket,
@@ -469,7 +512,7 @@ fn outcome_block(
     claim: &Claim,
     outcome: &AgentOutcome,
     duration: Option<f64>,
-) -> (OutcomeBlock, String) {
+) -> (OutcomeBlock, String, FollowUp) {
     let attempt = claim.stage_attempt;
     let key = idempotency_key(
         inner.tracker.name(),
@@ -497,7 +540,12 @@ fn outcome_block(
                 artifacts: artifacts.clone(),
                 extra: BTreeMap::new(),
             });
-            (block, prose)
+            let follow_up = if stage.success_status.is_none() {
+                FollowUp::Continue { after_seconds: 1 }
+            } else {
+                FollowUp::Clear
+            };
+            (block, prose, follow_up)
         }
         AgentOutcome::Failure {
             reason_code,
@@ -554,7 +602,19 @@ fn outcome_block(
                 duration_seconds: duration,
                 extra: BTreeMap::new(),
             });
-            (block, prose)
+            let follow_up = if retry {
+                FollowUp::Retry {
+                    after_seconds: inner.config.retry.backoff(attempt).as_secs(),
+                    reason_code: reason_code.clone(),
+                }
+            } else if stage.failure_status.is_none() {
+                FollowUp::Hold {
+                    reason_code: reason_code.clone(),
+                }
+            } else {
+                FollowUp::Clear
+            };
+            (block, prose, follow_up)
         }
     }
 }
@@ -627,6 +687,8 @@ fn record_run(
         log_path: log_path.map(|p| p.display().to_string()),
         started_at,
         finished_at,
+        session_id: None,
+        route: None,
     };
     if let Err(err) = inner.ledger.record_run(&record) {
         tracing::warn!(%err, "could not record run history");

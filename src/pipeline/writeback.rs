@@ -11,15 +11,11 @@ use super::Inner;
 use std::sync::Arc;
 
 use crate::block::{
-    idempotency_key, parse_blocks, render_comment, Category, FailureBlock, NextAction, OutcomeBlock,
+    idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock,
 };
 use crate::hooks::{Event, Handoff, RunRef};
-use crate::ledger::{Hold, LedgerError, OutboxEntry, OutboxState, RetryEntry};
+use crate::ledger::{FollowUp, Hold, LedgerError, OutboxEntry, OutboxState, RetryEntry};
 use crate::tracker::TrackerError;
-
-/// Continuation delay for a success that leaves the ticket in its claim status
-/// (single-role pipelines without a `handoff_state`).
-const CONTINUATION_DELAY_SECS: i64 = 1;
 
 /// What happened to one write-back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,47 +157,45 @@ pub(super) async fn apply(
     })
 }
 
-/// Queue a retry, hold the ticket, or clear both, from what the stored block says.
+/// Apply the follow-up decided with the outcome: queue a retry, hold the ticket, run it
+/// again soon, or clear both.
 fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(), LedgerError> {
     let now = inner.clock.now();
-    let block = parse_blocks(&entry.comment_body)
-        .into_iter()
-        .find_map(Result::ok)
-        .map(|p| p.block);
-    let stays = entry.to_status == claim_status;
-    match block {
-        Some(OutcomeBlock::Failure(f)) if stays && f.next_action == NextAction::Retry => {
-            let delay = inner.config.retry.backoff(entry.stage_attempt);
+    let after = |secs: u64| now + ChronoDuration::seconds(i64::try_from(secs).unwrap_or(300));
+    match &entry.follow_up {
+        FollowUp::Retry {
+            after_seconds,
+            reason_code,
+        } => {
             inner.ledger.clear_hold(&entry.key)?;
             inner.ledger.schedule_retry(&RetryEntry {
                 key: entry.key.clone(),
                 stage: claim_status.to_string(),
                 failed_attempt: entry.stage_attempt,
-                due_at: now
-                    + ChronoDuration::from_std(delay).unwrap_or(ChronoDuration::seconds(300)),
-                reason_code: f.reason_code.clone(),
+                due_at: after(*after_seconds),
+                reason_code: reason_code.clone(),
             })?;
         }
-        Some(OutcomeBlock::Failure(f)) if stays => {
+        FollowUp::Hold { reason_code } => {
             inner.ledger.clear_retry(&entry.key)?;
             inner.ledger.put_hold(&Hold {
                 key: entry.key.clone(),
                 status: claim_status.to_string(),
-                reason_code: f.reason_code.clone(),
+                reason_code: reason_code.clone(),
                 created_at: now,
             })?;
         }
-        Some(OutcomeBlock::Success(_)) if stays => {
+        FollowUp::Continue { after_seconds } => {
             inner.ledger.clear_hold(&entry.key)?;
             inner.ledger.schedule_retry(&RetryEntry {
                 key: entry.key.clone(),
                 stage: claim_status.to_string(),
                 failed_attempt: entry.stage_attempt,
-                due_at: now + ChronoDuration::seconds(CONTINUATION_DELAY_SECS),
+                due_at: after(*after_seconds),
                 reason_code: "continuation".to_string(),
             })?;
         }
-        _ => {
+        FollowUp::Clear => {
             inner.ledger.clear_retry(&entry.key)?;
             inner.ledger.clear_hold(&entry.key)?;
         }

@@ -9,7 +9,7 @@ use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, Tracke
 
 /// Requests made through every [`CountingTracker`] of this process, by
 /// `(kind, result)`: kind `list`, `get`, `comments`, `post_comment`, `transition`,
-/// `identity`, `check`; result `ok` or the error kind.
+/// `identity`, `check`, `blockers`; result `ok` or the error kind.
 static REQUESTS: Mutex<BTreeMap<(&'static str, &'static str), u64>> = Mutex::new(BTreeMap::new());
 
 /// A snapshot of the request counts of this process.
@@ -27,6 +27,7 @@ fn count<T>(kind: &'static str, result: &Result<T, TrackerError>) {
         Err(TrackerError::Invalid(_)) => "invalid",
         Err(TrackerError::Conflict { .. }) => "conflict",
         Err(TrackerError::TransitionRefused { .. }) => "transition_refused",
+        Err(TrackerError::Unsupported(_)) => "unsupported",
     };
     *REQUESTS
         .lock()
@@ -68,9 +69,23 @@ impl Tracker for CountingTracker {
         count("list", &r);
         r
     }
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        let r = self.inner.list_filtered(statuses, filter).await;
+        count("list", &r);
+        r
+    }
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let r = self.inner.get(id).await;
         count("get", &r);
+        r
+    }
+    async fn blockers(&self, id: &str) -> Result<Vec<super::Blocker>, TrackerError> {
+        let r = self.inner.blockers(id).await;
+        count("blockers", &r);
         r
     }
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {

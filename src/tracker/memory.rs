@@ -53,6 +53,8 @@ impl MemoryTracker {
             updated_at: now,
             url: None,
             closed: false,
+            assignees: Vec::new(),
+            blocked_by: None,
         }
     }
 
@@ -110,6 +112,7 @@ impl Tracker for MemoryTracker {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
+            blockers: false,
         }
     }
 

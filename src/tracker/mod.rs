@@ -40,6 +40,35 @@ pub struct Ticket {
     /// The tracker itself says the ticket is closed (e.g. a closed GitHub issue),
     /// independently of the configured `terminal_states`.
     pub closed: bool,
+    /// Who the ticket is assigned to (logins, user names or ids, as the tracker names
+    /// people). Default empty.
+    #[serde(default)]
+    pub assignees: Vec<String>,
+    /// The tickets blocking this one, when the listing carried them (the local board,
+    /// trackers whose search returns links); `None` when they need a read of their own
+    /// ([`Tracker::blockers`]).
+    #[serde(default)]
+    pub blocked_by: Option<Vec<Blocker>>,
+}
+
+/// A ticket that blocks another through a tracker-native link (a dependency, a
+/// relation, an issue link, `blocked_by` on the local board).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    /// The blocking ticket's id.
+    pub id: String,
+    /// Its status, when the tracker said.
+    pub status: Option<String>,
+    /// The tracker itself says it is closed or done.
+    pub closed: bool,
+}
+
+/// Whether two status or label names are the same for sortie: compared ignoring case
+/// and surrounding whitespace (`In Review` is `in review`). Every adapter and the
+/// pipeline compare names with this, never with `==`.
+pub fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    a.eq_ignore_ascii_case(b) || a.to_lowercase() == b.to_lowercase()
 }
 
 /// One comment on a ticket.
@@ -71,6 +100,9 @@ pub struct Capabilities {
     pub native_statuses: bool,
     /// The adapter sends an `Idempotency-Key` header with writes.
     pub idempotency_header: bool,
+    /// The adapter reads tracker-native blockers ([`Tracker::blockers`] or
+    /// [`Ticket::blocked_by`]).
+    pub blockers: bool,
 }
 
 /// What `sortie tracker check` found: one line per check, and the rate limit left.
@@ -130,6 +162,9 @@ pub enum TrackerError {
     /// The request was refused as invalid (bad status name, malformed data, ...).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The adapter cannot do this (e.g. read blockers on a tracker without links).
+    #[error("not supported: {0}")]
+    Unsupported(String),
     /// A transition was asked from a status the ticket is no longer in
     /// (a person moved it meanwhile); nothing was written.
     #[error("ticket {id} is in status {current:?}, not {expected:?}")]
@@ -197,8 +232,30 @@ pub trait Tracker: Send + Sync {
     /// skipped and reported in [`Listing::warnings`], never fatal.
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError>;
 
+    /// [`Tracker::list`] narrowed by `filter` where the tracker can filter server-side
+    /// (labels, assignee, a query clause). The pipeline applies the filter to what comes
+    /// back anyway, so an adapter may return more than the filter allows, never less.
+    /// The default lists unfiltered.
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        let _ = filter;
+        self.list(statuses).await
+    }
+
     /// Re-read one ticket, bypassing any cache.
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError>;
+
+    /// The tickets blocking `id` through tracker-native links, each with its status, in
+    /// one or a few requests. The default: [`TrackerError::Unsupported`].
+    async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
+        Err(TrackerError::Unsupported(format!(
+            "{} has no blockers to read for {id}",
+            self.name()
+        )))
+    }
 
     /// All comments on a ticket, oldest first.
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError>;

@@ -134,14 +134,14 @@ pub(super) fn try_claim(
             (&key.tracker, &key.ticket_id, &key.role, now_ms, &req.stage),
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )?;
-    if role_live >= i64::from(req.caps.role) {
+    if role_live >= i64::from(req.limits.role) {
         return Ok(ClaimOutcome::Ceiling(CeilingScope::Role));
     }
-    if global_live >= i64::from(req.caps.global) {
+    if global_live >= i64::from(req.limits.global) {
         return Ok(ClaimOutcome::Ceiling(CeilingScope::Global));
     }
     if req
-        .caps
+        .limits
         .status
         .is_some_and(|cap| stage_live >= i64::from(cap))
     {
@@ -258,15 +258,29 @@ pub(super) fn release(
     Ok(deleted > 0)
 }
 
-/// Every claim row, live or expired, ordered by key.
-pub(super) fn all(conn: &Connection) -> Result<Vec<Claim>, LedgerError> {
+/// Claim rows of `tracker` (every tracker's when `None`), live or expired, ordered by key.
+pub(super) fn all(conn: &Connection, tracker: Option<&str>) -> Result<Vec<Claim>, LedgerError> {
     let mut stmt = conn.prepare_cached(concat!(
         "SELECT ",
         claim_columns!(),
-        " FROM claims ORDER BY tracker, ticket_id, role"
+        " FROM claims WHERE ?1 IS NULL OR tracker = ?1 ORDER BY tracker, ticket_id, role"
     ))?;
-    let rows = stmt.query_map([], StoredClaim::from_row)?;
+    let rows = stmt.query_map([tracker], StoredClaim::from_row)?;
     rows.map(|row| row?.into_claim()).collect()
+}
+
+/// The claim row of `key`, if any.
+pub(super) fn one(conn: &Connection, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
+    find(conn, key)?.map(StoredClaim::into_claim).transpose()
+}
+
+/// Whether `claimer_id` holds the row of `key` (live or not yet taken over).
+pub(super) fn is_held_by(
+    conn: &Connection,
+    key: &ClaimKey,
+    claimer_id: &str,
+) -> Result<bool, LedgerError> {
+    Ok(find(conn, key)?.is_some_and(|stored| stored.claimer_id == claimer_id))
 }
 
 /// Set the cancel flag; whether a row exists.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::DateTime;
 
-use crate::ledger::{LedgerError, OutboxState, RunPhase, Timestamp};
+use crate::ledger::{FollowUp, LedgerError, OutboxState, RunPhase, Timestamp};
 
 /// A timestamp as stored: integer milliseconds since the Unix epoch (UTC).
 pub(super) fn to_millis(t: Timestamp) -> i64 {
@@ -67,6 +67,32 @@ pub(super) fn parse_outbox_state(name: &str) -> Result<OutboxState, LedgerError>
         other => Err(LedgerError::Corrupt(format!(
             "unknown outbox state {other:?}"
         ))),
+    }
+}
+
+/// A follow-up as stored: its JSON.
+pub(super) fn follow_up_text(follow_up: &FollowUp) -> String {
+    serde_json::to_string(follow_up).unwrap_or_else(|_| "{\"kind\":\"clear\"}".to_string())
+}
+
+/// Decode a stored follow-up.
+pub(super) fn parse_follow_up(text: &str) -> Result<FollowUp, LedgerError> {
+    serde_json::from_str(text)
+        .map_err(|err| LedgerError::Corrupt(format!("follow-up {text:?}: {err}")))
+}
+
+/// The follow-up of an entry stored before follow-ups were (schema 3 or older), from
+/// what the row itself says: a ticket that moved on clears; a success that stays runs
+/// again; a failure that stays is retried (bounded by `retry.max_attempts` like any
+/// other failure), never held on a guess. `docs/operations.md` (upgrades) says so.
+pub(super) fn legacy_follow_up(outcome: &str, stays: bool) -> FollowUp {
+    match (outcome, stays) {
+        (_, false) => FollowUp::Clear,
+        ("success", true) => FollowUp::Continue { after_seconds: 1 },
+        (_, true) => FollowUp::Retry {
+            after_seconds: 10,
+            reason_code: "upgrade.replayed".to_string(),
+        },
     }
 }
 

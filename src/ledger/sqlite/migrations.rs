@@ -128,6 +128,27 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX run_usage_by_ticket ON run_usage (tracker, ticket_id);
     CREATE INDEX runs_by_ticket ON runs (tracker, ticket_id);
     ",
+    // 4: the follow-up decided with an outcome and the write lease of an outbox entry
+    // (one writer per entry at a time); agent session ids and routes in run history;
+    // cache and reasoning tokens in their own columns; when each ticket's blockers were
+    // last read. Rows from before have no follow-up (NULL): see `codec::legacy_follow_up`.
+    "
+    ALTER TABLE outbox ADD COLUMN follow_up TEXT;
+    ALTER TABLE outbox ADD COLUMN lease_holder TEXT;
+    ALTER TABLE outbox ADD COLUMN lease_expires_at INTEGER;
+    ALTER TABLE runs ADD COLUMN session_id TEXT;
+    ALTER TABLE runs ADD COLUMN route TEXT;
+    ALTER TABLE run_usage ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE run_usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE run_usage ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX runs_by_key ON runs (tracker, ticket_id, role, stage_attempt);
+    CREATE TABLE blocker_checks (
+        tracker    TEXT    NOT NULL,
+        ticket_id  TEXT    NOT NULL,
+        checked_at INTEGER NOT NULL,
+        PRIMARY KEY (tracker, ticket_id)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this build writes and understands.

@@ -74,7 +74,7 @@ pub(crate) enum StatusLabels {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Classified {
     /// A ticket (its status may be empty when it has no status label).
-    Ticket(Ticket),
+    Ticket(Box<Ticket>),
     /// A pull request: the issues API returns them too, but they are not tickets.
     PullRequest,
     /// Two or more status labels: skipped with a warning naming them.
@@ -133,7 +133,7 @@ impl WireIssue {
                 None => labels.push(name.to_string()),
             }
         }
-        Classified::Ticket(Ticket {
+        Classified::Ticket(Box::new(Ticket {
             id: self.number.to_string(),
             title: self.title.clone(),
             body: self.body.clone().unwrap_or_default(),
@@ -144,7 +144,9 @@ impl WireIssue {
             updated_at: self.updated_at,
             url: self.html_url.clone(),
             closed: self.state == "closed",
-        })
+            assignees: Vec::new(),
+            blocked_by: None,
+        }))
     }
 }
 

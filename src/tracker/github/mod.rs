@@ -208,6 +208,7 @@ impl Tracker for GithubTracker {
         Capabilities {
             native_statuses: false,
             idempotency_header: false,
+            blockers: false,
         }
     }
 
@@ -264,7 +265,7 @@ impl Tracker for GithubTracker {
         for issue in issues.values() {
             match issue.classify(&self.labels) {
                 Classified::Ticket(ticket) if statuses.contains(&ticket.status) => {
-                    listing.tickets.push(ticket)
+                    listing.tickets.push(*ticket)
                 }
                 Classified::Ticket(_) | Classified::PullRequest => {}
                 Classified::Ambiguous { number, labels } => listing.warnings.push(format!(
@@ -280,7 +281,7 @@ impl Tracker for GithubTracker {
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let issue = self.wire_issue(id).await?;
         match issue.classify(&self.labels) {
-            Classified::Ticket(ticket) => Ok(ticket),
+            Classified::Ticket(ticket) => Ok(*ticket),
             Classified::PullRequest => Err(TrackerError::NotFound(format!(
                 "#{id} is a pull request, not an issue"
             ))),

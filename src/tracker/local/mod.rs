@@ -324,6 +324,7 @@ impl Tracker for LocalBoard {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
+            blockers: false,
         }
     }
 

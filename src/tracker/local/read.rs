@@ -105,6 +105,8 @@ pub(super) fn load_ticket(
             updated_at,
             url: None,
             closed: false,
+            assignees: Vec::new(),
+            blocked_by: None,
         }),
         front.notes,
     ))

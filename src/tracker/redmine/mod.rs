@@ -222,6 +222,7 @@ impl Tracker for RedmineTracker {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
+            blockers: false,
         }
     }
 

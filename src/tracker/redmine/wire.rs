@@ -294,6 +294,8 @@ pub fn ticket(
         updated_at: issue.updated_on,
         url: Some(format!("{base_url}/issues/{}", issue.id)),
         closed,
+        assignees: Vec::new(),
+        blocked_by: None,
     }
 }
 

@@ -2,7 +2,7 @@
 //! tick, a SQLite ledger in a temp dir and an injected clock. Also measures what a
 //! tick costs in requests and rate-limit units (docs/trackers/github.md quotes it).
 
-mod github_model;
+use crate::github_model;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! These drive real tick processes against real time: the property is about a lease
 //! being renewed on the wall clock, so it cannot be faked here.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -9,7 +9,9 @@ use chrono::{DateTime, Duration, SubsecRound, Utc};
 
 use sortie::block::{idempotency_key, parse_blocks, OutcomeBlock};
 use sortie::config::Config;
-use sortie::ledger::{ClaimKey, Ledger, OutboxEntry, OutboxState, SqliteLedger};
+use sortie::ledger::{
+    ClaimKey, FollowUp, Ledger, OutboxEntry, OutboxPut, OutboxState, Scope, SqliteLedger,
+};
 use sortie::pipeline::{Clock, Faults, Pipeline, TickOptions};
 use sortie::tracker::memory::MemoryTracker;
 use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
@@ -116,6 +118,7 @@ fn stored_architect_success(now: DateTime<Utc>) -> OutboxEntry {
         next_attempt_at: now,
         last_error: None,
         created_at: now,
+        follow_up: FollowUp::Clear,
     }
 }
 
@@ -139,7 +142,7 @@ async fn transient_failures_retry_with_backoff_then_fail_finally() {
     assert_eq!(r.runs.len(), 1);
     assert_eq!(r.runs[0].outcome, "failure");
     assert_eq!(tracker.snapshot("7").unwrap().status, "ready-for-design");
-    let retries = ledger.retries().unwrap();
+    let retries = ledger.retries(Scope::All).unwrap();
     assert_eq!(retries.len(), 1);
     assert_eq!(retries[0].due_at, clock.now() + Duration::seconds(10));
 
@@ -159,7 +162,7 @@ async fn transient_failures_retry_with_backoff_then_fail_finally() {
     let r = p.tick(TickOptions::default()).await.unwrap();
     assert_eq!((r.runs.len(), r.runs[0].attempt), (1, 2));
     assert_eq!(
-        ledger.retries().unwrap()[0].due_at,
+        ledger.retries(Scope::All).unwrap()[0].due_at,
         clock.now() + Duration::seconds(20)
     );
 
@@ -168,7 +171,7 @@ async fn transient_failures_retry_with_backoff_then_fail_finally() {
     let r = p.tick(TickOptions::default()).await.unwrap();
     assert_eq!(r.runs[0].attempt, 3);
     assert_eq!(tracker.snapshot("7").unwrap().status, "design-blocked");
-    assert!(ledger.retries().unwrap().is_empty());
+    assert!(ledger.retries(Scope::All).unwrap().is_empty());
 
     let b = blocks(&tracker, "7");
     assert_eq!(b.len(), 3);
@@ -205,7 +208,7 @@ async fn final_failure_without_failure_status_holds_the_ticket_until_a_person_mo
 
     p.tick(TickOptions::default()).await.unwrap();
     assert_eq!(tracker.snapshot("1").unwrap().status, "ready-for-design");
-    assert_eq!(ledger.holds().unwrap().len(), 1);
+    assert_eq!(ledger.holds(Scope::All).unwrap().len(), 1);
 
     clock.advance(3600);
     let r = p.tick(TickOptions::default()).await.unwrap();
@@ -240,7 +243,10 @@ async fn a_stored_outcome_is_finished_from_the_outbox_without_running_the_agent(
     // As if a run crashed after storing its outcome: the outbox holds it, the
     // ticket is still `designing`, and the claim has expired.
     let entry = stored_architect_success(clock.now());
-    assert!(ledger.outbox_put(&entry).unwrap());
+    assert_eq!(
+        crate::common::store_crashed_outcome(&*ledger, &entry, clock.now()),
+        OutboxPut::Stored
+    );
 
     let r = p.tick(TickOptions::default()).await.unwrap();
     assert_eq!(r.replays.len(), 1, "{}", r.to_text());
@@ -271,7 +277,7 @@ async fn a_comment_already_posted_is_not_posted_again_on_replay() {
     let entry = stored_architect_success(clock.now());
     // The crash fell between the comment and the transition.
     tracker.add_comment("5", "sortie", &entry.comment_body);
-    ledger.outbox_put(&entry).unwrap();
+    crate::common::store_crashed_outcome(&*ledger, &entry, clock.now());
     let r = p.tick(TickOptions { dry_run: false }).await.unwrap();
     assert_eq!(r.replays[0].result, "done");
     let architect_blocks = blocks(&tracker, "5")
@@ -371,7 +377,10 @@ async fn terminal_wins_a_ticket_closed_during_the_run_gets_no_write_back() {
         tracker.inner.comment_snapshot("9").is_empty(),
         "nothing written on a closed ticket"
     );
-    assert!(ledger.claims().unwrap().is_empty(), "claim released");
+    assert!(
+        ledger.claims(Scope::All).unwrap().is_empty(),
+        "claim released"
+    );
     assert!(ledger.outbox_pending("memory").unwrap().is_empty());
 }
 
@@ -408,7 +417,7 @@ async fn a_transition_the_workflow_refuses_is_reported_and_the_ticket_held_not_b
     );
     assert_eq!(f.to_status, "designing", "the status the ticket really has");
     assert_ne!(f.idempotency_key, b[0].idempotency_key(), "its own key");
-    assert_eq!(ledger.holds().unwrap().len(), 1);
+    assert_eq!(ledger.holds(Scope::All).unwrap().len(), 1);
 
     // Held: later ticks neither re-run it nor post again.
     clock.advance(3600);

@@ -177,3 +177,34 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .expect("runtime")
         .block_on(f)
 }
+
+/// Store `entry` in the outbox as a run that crashed right after storing it would have
+/// left it: claimed and stored at `at` by `crashed-run`, with the claim's lease and the
+/// entry's write lease both run out at `at` (so the next tick may replay it).
+pub fn store_crashed_outcome(
+    ledger: &dyn sortie::ledger::Ledger,
+    entry: &sortie::ledger::OutboxEntry,
+    at: sortie::ledger::Timestamp,
+) -> sortie::ledger::OutboxPut {
+    use sortie::ledger::{ClaimLimits, ClaimOutcome, ClaimRequest};
+    let request = ClaimRequest {
+        key: entry.key.clone(),
+        stage: entry.stage.clone(),
+        claimer_id: "crashed-run".to_string(),
+        run_id: entry.run_id.clone(),
+        ttl: std::time::Duration::ZERO,
+        limits: ClaimLimits {
+            global: u32::MAX,
+            role: u32::MAX,
+            status: None,
+        },
+        attempt_floor: entry.stage_attempt,
+    };
+    match ledger.try_claim(&request, at).expect("claim") {
+        ClaimOutcome::Acquired(_) => {}
+        other => panic!("could not claim {}: {other:?}", entry.key),
+    }
+    ledger
+        .outbox_put(entry, "crashed-run", std::time::Duration::ZERO, at)
+        .expect("outbox put")
+}

@@ -12,7 +12,9 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use chrono::DateTime;
-use sortie::ledger::{Caps, ClaimKey, ClaimOutcome, ClaimRequest, Ledger, SqliteLedger, Timestamp};
+use sortie::ledger::{
+    ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, Scope, SqliteLedger, Timestamp,
+};
 
 const CONTENDERS: usize = 8;
 const LEDGER_ENV: &str = "SORTIE_RACE_LEDGER";
@@ -31,7 +33,7 @@ fn request(claimer: &str) -> ClaimRequest {
         claimer_id: claimer.into(),
         run_id: format!("run-{claimer}"),
         ttl: Duration::from_secs(600),
-        caps: Caps {
+        limits: ClaimLimits {
             global: 100,
             role: 100,
             status: None,
@@ -75,7 +77,7 @@ fn assert_one_winner(outcomes: &[String]) {
 
 fn assert_ledger_holds_one_claim(path: &Path, outcomes: &[String]) {
     let ledger = SqliteLedger::open(path).unwrap();
-    let claims = ledger.claims().unwrap();
+    let claims = ledger.claims(Scope::All).unwrap();
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].stage_attempt, 1);
     assert!(outcomes.contains(&format!("acquired {}", claims[0].claimer_id)));
@@ -121,7 +123,11 @@ fn eight_processes_racing_for_one_key_produce_one_winner() {
         .map(|i| {
             Command::new(&exe)
                 .args([
-                    "eight_processes_racing_for_one_key_produce_one_winner",
+                    // The test's own name inside this binary (`ledger_race::...`).
+                    &format!(
+                        "{}::eight_processes_racing_for_one_key_produce_one_winner",
+                        module_path!().split_once("::").map_or("", |(_, m)| m)
+                    ),
                     "--exact",
                     "--nocapture",
                     "--test-threads=1",

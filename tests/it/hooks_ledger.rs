@@ -100,6 +100,13 @@ fn a_ledger_from_before_hooks_is_migrated_and_keeps_its_rows() {
             "DROP TABLE hook_deliveries;
              DROP TABLE run_usage;
              DROP INDEX runs_by_ticket;
+             DROP TABLE blocker_checks;
+             DROP INDEX runs_by_key;
+             ALTER TABLE outbox DROP COLUMN follow_up;
+             ALTER TABLE outbox DROP COLUMN lease_holder;
+             ALTER TABLE outbox DROP COLUMN lease_expires_at;
+             ALTER TABLE runs DROP COLUMN session_id;
+             ALTER TABLE runs DROP COLUMN route;
              INSERT INTO attempts VALUES ('local', 'T-1', 'qa', 4);
              PRAGMA user_version = 1;",
         )

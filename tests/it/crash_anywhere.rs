@@ -2,10 +2,10 @@
 //! moments, and lose their ledger), and the board still converges with nothing lost,
 //! no comment posted twice, and no agent re-run once its outcome was stored.
 //!
-//! `cargo test --release --test crash_anywhere -- --nocapture` prints the table that
+//! `cargo test --release --test it crash_anywhere -- --nocapture` prints the table that
 //! `docs/reliability.md` records.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;

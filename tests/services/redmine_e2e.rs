@@ -22,7 +22,7 @@ use sortie::tracker::redmine::RedmineTracker;
 use sortie::tracker::{Tracker, TrackerError};
 
 const KEY_ENV: &str = "SORTIE_TEST_REDMINE_API_KEY";
-const HOW_TO_START: &str = "these tests need a real Redmine: run `./scripts/test --test redmine_e2e`, \
+const HOW_TO_START: &str = "these tests need a real Redmine: run `./scripts/test --test services redmine_e2e`, \
 or start one by hand with `export SORTIE_TEST_SERVICES=$(mktemp -d); bash scripts/services/redmine.sh; \
 set -a; . $SORTIE_TEST_SERVICES/redmine.env; set +a` (see scripts/services/README.md)";
 

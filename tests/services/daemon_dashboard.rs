@@ -4,7 +4,7 @@
 //! Needs the chromium test service: `scripts/test` runs `scripts/services/chromium.sh`,
 //! which installs Debian's `chromium` and exports `SORTIE_TEST_CHROMIUM`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 fn chromium() -> String {
     std::env::var("SORTIE_TEST_CHROMIUM").unwrap_or_else(|_| {
         panic!(
-            "SORTIE_TEST_CHROMIUM is not set: run `scripts/test --test daemon_dashboard`, or \
+            "SORTIE_TEST_CHROMIUM is not set: run `scripts/test --test services daemon_dashboard`, or \
              `export SORTIE_TEST_SERVICES=$(mktemp -d); bash scripts/services/chromium.sh; \
              set -a; . $SORTIE_TEST_SERVICES/chromium.env; set +a`"
         )

@@ -2,7 +2,7 @@
 //! command, no comment, no run log, prompt, result or ledger file contains it, and the
 //! agent does not receive it.
 
-mod github_model;
+use crate::github_model;
 
 use std::path::Path;
 

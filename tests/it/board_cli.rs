@@ -168,7 +168,9 @@ fn json_output_carries_every_field() {
       "created_at": "<time>",
       "updated_at": "<time>",
       "url": null,
-      "closed": false
+      "closed": false,
+      "assignees": [],
+      "blocked_by": null
     }
   ],
   "warnings": []
@@ -191,7 +193,9 @@ fn json_output_carries_every_field() {
     "created_at": "<time>",
     "updated_at": "<time>",
     "url": null,
-    "closed": false
+    "closed": false,
+    "assignees": [],
+    "blocked_by": null
   },
   "comments": [
     {

@@ -1,7 +1,7 @@
 //! The GitHub adapter against the in-memory GitHub model: what it reads, what it
 //! writes, how many requests it makes, and how it behaves when GitHub says no.
 
-mod github_model;
+use crate::github_model;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -59,6 +59,8 @@ fn three_stage_fixture_loads_with_every_field() {
         tracker: TrackerConfig::Local {
             path: dir.join("board"),
         },
+        filter: Default::default(),
+        blockers: Default::default(),
         state_root: dir.join("state"),
         roles_dir: dir.join("roles"),
         claim_ttl: Duration::from_secs(600),

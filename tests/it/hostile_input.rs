@@ -1,7 +1,7 @@
 //! Hostile and odd input is data, never code: shell-looking titles, NUL bytes, huge
 //! bodies, prompt-injection text. Workspaces stay under the state root.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 

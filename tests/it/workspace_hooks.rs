@@ -1,7 +1,7 @@
 //! Workspace hooks run at the right moments, a failing `before_run` fails the run,
 //! and pruning removes only the workspaces of finished tickets.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 

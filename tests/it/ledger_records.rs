@@ -2,8 +2,8 @@
 
 use chrono::DateTime;
 use sortie::ledger::{
-    ClaimKey, Hold, Ledger, LedgerError, OutboxEntry, OutboxState, RetryEntry, RunPhase, RunRecord,
-    SqliteLedger, Timestamp,
+    ClaimKey, FollowUp, Hold, Ledger, LedgerError, OutboxEntry, OutboxPut, OutboxState, RetryEntry,
+    RunPhase, RunRecord, Scope, SqliteLedger, Timestamp,
 };
 
 fn at(secs: i64) -> Timestamp {
@@ -30,7 +30,13 @@ fn outbox_entry(idempotency_key: &str, tracker: &str, created: i64) -> OutboxEnt
         next_attempt_at: at(created),
         last_error: None,
         created_at: at(created),
+        follow_up: FollowUp::Clear,
     }
+}
+
+/// Store `entry` as its run would: under a claim of its key.
+fn put(ledger: &SqliteLedger, entry: &OutboxEntry) -> OutboxPut {
+    crate::common::store_crashed_outcome(ledger, entry, entry.created_at)
 }
 
 #[test]
@@ -97,11 +103,11 @@ fn a_file_that_is_not_a_ledger_is_an_open_error_naming_it() {
 fn outbox_put_is_idempotent_on_the_key() {
     let ledger = SqliteLedger::open_in_memory().unwrap();
     let entry = outbox_entry("k1", "local", 0);
-    assert!(ledger.outbox_put(&entry).unwrap());
+    assert_eq!(put(&ledger, &entry), OutboxPut::Stored);
 
     let mut different = entry.clone();
     different.comment_body = "a second rendering must not replace the first".into();
-    assert!(!ledger.outbox_put(&different).unwrap());
+    assert_eq!(put(&ledger, &different), OutboxPut::Exists);
     assert_eq!(ledger.outbox_get("k1").unwrap(), Some(entry));
     assert_eq!(ledger.outbox_get("missing").unwrap(), None);
 }
@@ -113,7 +119,7 @@ fn outbox_pending_and_update_round_trip() {
     let newer = outbox_entry("newer", "local", 10);
     let elsewhere = outbox_entry("elsewhere", "github:o/r", 5);
     for e in [&newer, &older, &elsewhere] {
-        assert!(ledger.outbox_put(e).unwrap());
+        assert_eq!(put(&ledger, e), OutboxPut::Stored);
     }
     assert_eq!(
         ledger.outbox_pending("local").unwrap(),
@@ -153,16 +159,11 @@ fn outbox_entries_survive_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
     let entry = outbox_entry("k1", "local", 0);
-    SqliteLedger::open(&path)
-        .unwrap()
-        .outbox_put(&entry)
-        .unwrap();
+    put(&SqliteLedger::open(&path).unwrap(), &entry);
     let reopened = SqliteLedger::open(&path).unwrap();
     assert_eq!(reopened.outbox_pending("local").unwrap(), vec![entry]);
     // Ordinary writes still work after the durable one switched synchronous back.
-    reopened
-        .outbox_put(&outbox_entry("k2", "local", 1))
-        .unwrap();
+    put(&reopened, &outbox_entry("k2", "local", 1));
     assert_eq!(reopened.outbox_pending("local").unwrap().len(), 2);
 }
 
@@ -181,12 +182,15 @@ fn retries_are_queued_replaced_listed_by_due_time_and_cleared() {
     // A later failure of the same key replaces its entry.
     ledger.schedule_retry(&retry("T-1", 2, 10)).unwrap();
     assert_eq!(
-        ledger.retries().unwrap(),
+        ledger.retries(Scope::All).unwrap(),
         vec![retry("T-1", 2, 10), retry("T-2", 1, 20)]
     );
     assert!(ledger.clear_retry(&key("T-1", "backend")).unwrap());
     assert!(!ledger.clear_retry(&key("T-1", "backend")).unwrap());
-    assert_eq!(ledger.retries().unwrap(), vec![retry("T-2", 1, 20)]);
+    assert_eq!(
+        ledger.retries(Scope::All).unwrap(),
+        vec![retry("T-2", 1, 20)]
+    );
 }
 
 #[test]
@@ -202,12 +206,15 @@ fn holds_are_recorded_replaced_and_cleared() {
     ledger.put_hold(&hold("T-1", "review")).unwrap();
     ledger.put_hold(&hold("T-1", "testing")).unwrap();
     assert_eq!(
-        ledger.holds().unwrap(),
+        ledger.holds(Scope::All).unwrap(),
         vec![hold("T-1", "testing"), hold("T-2", "review")]
     );
     assert!(ledger.clear_hold(&key("T-2", "qa")).unwrap());
     assert!(!ledger.clear_hold(&key("T-2", "qa")).unwrap());
-    assert_eq!(ledger.holds().unwrap(), vec![hold("T-1", "testing")]);
+    assert_eq!(
+        ledger.holds(Scope::All).unwrap(),
+        vec![hold("T-1", "testing")]
+    );
 }
 
 #[test]
@@ -224,6 +231,8 @@ fn runs_are_upserted_by_run_id_and_listed_newest_first() {
         reason_code: None,
         log_path: None,
         started_at: at(started),
+        session_id: None,
+        route: None,
         finished_at: None,
     };
     ledger.record_run(&run("r1", 0)).unwrap();
@@ -239,9 +248,12 @@ fn runs_are_upserted_by_run_id_and_listed_newest_first() {
     ledger.record_run(&finished).unwrap();
 
     assert_eq!(
-        ledger.recent_runs(10).unwrap(),
+        ledger.recent_runs(Scope::All, 10).unwrap(),
         vec![run("r3", 20), run("r2", 10), finished]
     );
-    assert_eq!(ledger.recent_runs(1).unwrap(), vec![run("r3", 20)]);
-    assert!(ledger.recent_runs(0).unwrap().is_empty());
+    assert_eq!(
+        ledger.recent_runs(Scope::All, 1).unwrap(),
+        vec![run("r3", 20)]
+    );
+    assert!(ledger.recent_runs(Scope::All, 0).unwrap().is_empty());
 }

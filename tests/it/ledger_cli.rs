@@ -6,7 +6,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use sortie::ledger::{Caps, ClaimKey, ClaimOutcome, ClaimRequest, Ledger, SqliteLedger};
+use sortie::ledger::{
+    ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, Scope, SqliteLedger,
+};
 
 /// Seeds a ledger under `<dir>/state/ledger.db` holding:
 /// - `local/T-7/backend`: live, claimed 2h ago by `host:11:aaaa`, lease left 3h30m, attempt 1;
@@ -24,7 +26,7 @@ fn seed(dir: &Path) -> SqliteLedger {
             claimer_id: claimer.into(),
             run_id: "run-1".into(),
             ttl: Duration::from_secs(ttl),
-            caps: Caps {
+            limits: ClaimLimits {
                 global: 10,
                 role: 10,
                 status: None,
@@ -143,7 +145,11 @@ fn release_refuses_a_live_claim_without_force_and_names_the_holder() {
     assert!(err.contains("held by host:11:aaaa"), "{err}");
     assert!(err.contains("lease left 3h30m"), "{err}");
     assert!(err.contains("--force"), "{err}");
-    assert_eq!(ledger.claims().unwrap().len(), 2, "nothing was released");
+    assert_eq!(
+        ledger.claims(Scope::All).unwrap().len(),
+        2,
+        "nothing was released"
+    );
 
     let out = sortie(
         dir.path(),
@@ -155,7 +161,7 @@ fn release_refuses_a_live_claim_without_force_and_names_the_holder() {
         "released local/T-7/backend (held by host:11:aaaa, lease left 3h30m)\n"
     );
     let left: Vec<String> = ledger
-        .claims()
+        .claims(Scope::All)
         .unwrap()
         .iter()
         .map(|c| c.key.to_string())
@@ -173,7 +179,7 @@ fn release_frees_an_expired_claim_without_force() {
         text(&out.stdout),
         "released local/T-9/qa (held by host:22:bbbb, lease expired 1d00h ago)\n"
     );
-    assert_eq!(ledger.claims().unwrap().len(), 1);
+    assert_eq!(ledger.claims(Scope::All).unwrap().len(), 1);
     // The attempt history outlives the release.
     assert_eq!(
         ledger

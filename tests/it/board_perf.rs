@@ -1,6 +1,6 @@
 //! A quick, untimed look at how long listing a 10,000-ticket board takes.
 //!
-//! Run with `cargo test --release --test board_perf -- --ignored --nocapture`.
+//! Run with `cargo test --release --test it board_perf -- --ignored --nocapture`.
 
 use std::time::Instant;
 

@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use sortie::config::Config;
-use sortie::ledger::{Caps, ClaimKey, ClaimOutcome, ClaimRequest, Hold, Ledger, SqliteLedger};
+use sortie::ledger::{
+    ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Hold, Ledger, Scope, SqliteLedger,
+};
 use sortie::pipeline::{Clock, Faults, Pipeline, PipelineError, TickOptions};
 use sortie::tracker::memory::MemoryTracker;
 use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
@@ -193,7 +195,7 @@ async fn a_failed_listing_fails_the_tick_and_touches_nothing() {
         "{err}"
     );
     assert_eq!(s.tracker.inner.writes(), 0, "nothing moved");
-    assert!(s.ledger.claims().unwrap().is_empty());
+    assert!(s.ledger.claims(Scope::All).unwrap().is_empty());
     // The next tick, with the tracker back, does the work.
     let r = s.pipeline.tick(TickOptions::default()).await.unwrap();
     assert_eq!(r.runs.len(), 1);
@@ -300,7 +302,7 @@ async fn a_listing_that_drops_tickets_cancels_nothing_and_clears_no_hold() {
                 claimer_id: "otherhost:1:abc".into(),
                 run_id: "r-other".into(),
                 ttl: Duration::from_secs(600),
-                caps: Caps {
+                limits: ClaimLimits {
                     global: 10,
                     role: 10,
                     status: None,
@@ -326,9 +328,9 @@ async fn a_listing_that_drops_tickets_cancels_nothing_and_clears_no_hold() {
         "a short listing cancelled work: {}",
         r.to_text()
     );
-    assert!(!s.ledger.claims().unwrap()[0].cancel_requested);
+    assert!(!s.ledger.claims(Scope::All).unwrap()[0].cancel_requested);
     assert_eq!(
-        s.ledger.holds().unwrap().len(),
+        s.ledger.holds(Scope::All).unwrap().len(),
         1,
         "the hold survives a short listing"
     );

@@ -1,7 +1,7 @@
 //! End to end through the real binary on a temp local board: the pipeline moves
 //! tickets architect -> backend -> qa and leaves the right blocks behind.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! Secrets stay secret: a tracker token in sortie's environment does not reach the
-//! agent unless the config passes it on explicitly. (Its own test binary: it sets a
-//! process-wide environment variable.)
+//! agent unless the config passes it on explicitly. (It sets a process-wide environment
+//! variable that no other test reads.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;

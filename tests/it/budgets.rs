@@ -2,7 +2,7 @@
 //! `pipeline status`, and a ticket over its budget gets one `budget.exceeded` failure
 //! block instead of another run.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use sortie::block::OutcomeBlock;

@@ -2,7 +2,7 @@
 //! signals. These are about a loop, leases and process groups on the wall clock, so
 //! they use real time; every wait is bounded and polls for an observable change.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::Sandbox;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use sortie::ledger::{Ledger, SqliteLedger};
+use sortie::ledger::{Ledger, Scope, SqliteLedger};
 
 /// A one-stage pipeline whose agent sleeps `sleep` seconds, with extra top-level keys.
 fn one_stage(sleep: u64, extra: &str) -> String {
@@ -298,7 +298,10 @@ fn sigterm_with_a_tiny_grace_cancels_the_run_and_releases_its_claim() {
     assert!(d.wait_exit(10), "exit 0 after cancelling");
     assert!(started.elapsed() < Duration::from_secs(10));
     let ledger = SqliteLedger::open(&sb.path().join("state/ledger.db")).unwrap();
-    assert!(ledger.claims().unwrap().is_empty(), "claim released");
+    assert!(
+        ledger.claims(Scope::All).unwrap().is_empty(),
+        "claim released"
+    );
     assert!(sb.comments(&id).is_empty(), "nothing written");
     assert!(sb.blocks(&id).is_empty());
 }

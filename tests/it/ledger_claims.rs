@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use chrono::DateTime;
 use sortie::ledger::{
-    Caps, CeilingScope, Claim, ClaimKey, ClaimOutcome, ClaimRequest, Ledger, RenewOutcome,
-    SqliteLedger, Timestamp,
+    CeilingScope, Claim, ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, RenewOutcome,
+    Scope, SqliteLedger, Timestamp,
 };
 
 const TTL: Duration = Duration::from_secs(600);
-const WIDE_CAPS: Caps = Caps {
+const WIDE_CAPS: ClaimLimits = ClaimLimits {
     global: 100,
     role: 100,
     status: None,
@@ -31,7 +31,7 @@ fn request(key: &ClaimKey, claimer: &str) -> ClaimRequest {
         claimer_id: claimer.into(),
         run_id: format!("run-{claimer}"),
         ttl: TTL,
-        caps: WIDE_CAPS,
+        limits: WIDE_CAPS,
         attempt_floor: 0,
     }
 }
@@ -66,7 +66,7 @@ fn first_caller_wins_and_the_loser_learns_the_holder() {
             lease_expires_at: at(600),
         }
     );
-    assert_eq!(ledger.claims().unwrap(), vec![claim]);
+    assert_eq!(ledger.claims(Scope::All).unwrap(), vec![claim]);
 }
 
 #[test]
@@ -99,7 +99,7 @@ fn an_expired_lease_is_taken_over_with_a_higher_attempt() {
         RenewOutcome::Lost
     );
     assert!(!ledger.release(&k, "dead").unwrap());
-    assert_eq!(ledger.claims().unwrap()[0].claimer_id, "alive");
+    assert_eq!(ledger.claims(Scope::All).unwrap()[0].claimer_id, "alive");
 }
 
 #[test]
@@ -117,28 +117,28 @@ fn a_live_lease_one_millisecond_before_expiry_is_still_held() {
 #[test]
 fn the_role_ceiling_counts_only_live_claims_of_that_role() {
     let ledger = ledger();
-    let caps = Caps {
+    let caps = ClaimLimits {
         global: 100,
         role: 1,
         status: None,
     };
     let mut first = request(&key("T-1", "backend"), "a");
-    first.caps = caps;
+    first.limits = caps;
     acquired(ledger.try_claim(&first, at(0)).unwrap());
 
     let mut second = request(&key("T-2", "backend"), "b");
-    second.caps = caps;
+    second.limits = caps;
     assert_eq!(
         ledger.try_claim(&second, at(10)).unwrap(),
         ClaimOutcome::Ceiling(CeilingScope::Role)
     );
     // Nothing was written for the refused claim.
-    assert_eq!(ledger.claims().unwrap().len(), 1);
+    assert_eq!(ledger.claims(Scope::All).unwrap().len(), 1);
     assert_eq!(ledger.last_attempt(&second.key).unwrap(), 0);
 
     // Another role is not limited by backend's cap.
     let mut qa = request(&key("T-2", "qa"), "b");
-    qa.caps = caps;
+    qa.limits = caps;
     acquired(ledger.try_claim(&qa, at(10)).unwrap());
 
     // Once the first backend lease expired it no longer counts.
@@ -148,23 +148,23 @@ fn the_role_ceiling_counts_only_live_claims_of_that_role() {
 #[test]
 fn the_global_ceiling_counts_live_claims_of_this_tracker_across_roles() {
     let ledger = ledger();
-    let caps = Caps {
+    let caps = ClaimLimits {
         global: 2,
         role: 10,
         status: None,
     };
     for (ticket, role) in [("T-1", "architect"), ("T-2", "backend")] {
         let mut req = request(&key(ticket, role), "a");
-        req.caps = caps;
+        req.limits = caps;
         acquired(ledger.try_claim(&req, at(0)).unwrap());
     }
     // Another tracker's claims do not count against this tracker's cap.
     let mut elsewhere = request(&ClaimKey::new("github:o/r", "9", "qa"), "a");
-    elsewhere.caps = caps;
+    elsewhere.limits = caps;
     acquired(ledger.try_claim(&elsewhere, at(0)).unwrap());
 
     let mut third = request(&key("T-3", "qa"), "a");
-    third.caps = caps;
+    third.limits = caps;
     assert_eq!(
         ledger.try_claim(&third, at(1)).unwrap(),
         ClaimOutcome::Ceiling(CeilingScope::Global)
@@ -176,33 +176,33 @@ fn the_global_ceiling_counts_live_claims_of_this_tracker_across_roles() {
 #[test]
 fn the_status_ceiling_applies_only_when_set_and_only_to_that_stage() {
     let ledger = ledger();
-    let capped = Caps {
+    let capped = ClaimLimits {
         global: 10,
         role: 10,
         status: Some(1),
     };
     let mut first = request(&key("T-1", "backend"), "a");
-    first.caps = capped;
+    first.limits = capped;
     acquired(ledger.try_claim(&first, at(0)).unwrap());
 
     let mut same_stage = request(&key("T-2", "qa"), "a");
-    same_stage.caps = capped;
+    same_stage.limits = capped;
     assert_eq!(
         ledger.try_claim(&same_stage, at(1)).unwrap(),
         ClaimOutcome::Ceiling(CeilingScope::Status)
     );
 
     let mut other_stage = request(&key("T-3", "qa"), "a");
-    other_stage.caps = capped;
+    other_stage.limits = capped;
     other_stage.stage = "review".into();
     acquired(ledger.try_claim(&other_stage, at(1)).unwrap());
 
-    same_stage.caps.status = None;
+    same_stage.limits.status = None;
     acquired(ledger.try_claim(&same_stage, at(1)).unwrap());
 
     // Expired claims do not count against it either.
     let mut later = request(&key("T-4", "docs"), "a");
-    later.caps = capped;
+    later.limits = capped;
     acquired(ledger.try_claim(&later, at(10_000)).unwrap());
 }
 
@@ -210,7 +210,7 @@ fn the_status_ceiling_applies_only_when_set_and_only_to_that_stage() {
 fn a_zero_cap_refuses_every_claim() {
     let ledger = ledger();
     let mut req = request(&key("T-1", "backend"), "a");
-    req.caps.role = 0;
+    req.limits.role = 0;
     assert_eq!(
         ledger.try_claim(&req, at(0)).unwrap(),
         ClaimOutcome::Ceiling(CeilingScope::Role)
@@ -223,15 +223,15 @@ fn only_the_owner_releases_but_force_release_removes_any_claim() {
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "owner"), at(0)).unwrap());
     assert!(!ledger.release(&k, "intruder").unwrap());
-    assert_eq!(ledger.claims().unwrap().len(), 1);
+    assert_eq!(ledger.claims(Scope::All).unwrap().len(), 1);
     assert!(ledger.release(&k, "owner").unwrap());
-    assert!(ledger.claims().unwrap().is_empty());
+    assert!(ledger.claims(Scope::All).unwrap().is_empty());
     assert!(!ledger.release(&k, "owner").unwrap());
 
     acquired(ledger.try_claim(&request(&k, "owner"), at(1)).unwrap());
     assert!(ledger.force_release(&k).unwrap());
     assert!(!ledger.force_release(&k).unwrap());
-    assert!(ledger.claims().unwrap().is_empty());
+    assert!(ledger.claims(Scope::All).unwrap().is_empty());
 }
 
 #[test]
@@ -259,7 +259,7 @@ fn renew_extends_only_for_the_holder_and_reports_a_cancel_request() {
             cancel_requested: true,
         }
     );
-    assert!(ledger.claims().unwrap()[0].cancel_requested);
+    assert!(ledger.claims(Scope::All).unwrap()[0].cancel_requested);
     // The renewed lease keeps others out past the original expiry.
     assert!(matches!(
         ledger.try_claim(&request(&k, "other"), at(700)).unwrap(),
@@ -300,11 +300,11 @@ fn agent_pid_is_recorded_only_by_the_holder() {
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "holder"), at(0)).unwrap());
     ledger.set_agent_pid(&k, "other", Some(7)).unwrap();
-    assert_eq!(ledger.claims().unwrap()[0].agent_pid, None);
+    assert_eq!(ledger.claims(Scope::All).unwrap()[0].agent_pid, None);
     ledger.set_agent_pid(&k, "holder", Some(4242)).unwrap();
-    assert_eq!(ledger.claims().unwrap()[0].agent_pid, Some(4242));
+    assert_eq!(ledger.claims(Scope::All).unwrap()[0].agent_pid, Some(4242));
     ledger.set_agent_pid(&k, "holder", None).unwrap();
-    assert_eq!(ledger.claims().unwrap()[0].agent_pid, None);
+    assert_eq!(ledger.claims(Scope::All).unwrap()[0].agent_pid, None);
 }
 
 #[test]
@@ -318,7 +318,7 @@ fn claims_lists_live_and_expired_rows_ordered_by_key() {
         );
     }
     let keys: Vec<String> = ledger
-        .claims()
+        .claims(Scope::All)
         .unwrap()
         .iter()
         .map(|c| c.key.to_string())

@@ -1,7 +1,7 @@
 //! `sortie tracker check` on a GitHub config, through the real binary: the token comes
 //! from the variable `token_env` names, and a missing one is a clear error.
 
-mod github_model;
+use crate::github_model;
 
 use std::path::Path;
 

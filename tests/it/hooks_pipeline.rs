@@ -2,7 +2,7 @@
 //! when the write-back is replayed after a crash, and a hanging hook does not hold the
 //! pipeline up past its timeout.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
