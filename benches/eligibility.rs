@@ -1,4 +1,5 @@
-//! Eligibility and ordering over 10,000 in-memory tickets: the pure core of a tick.
+//! Eligibility, ordering and the plan over 10,000 in-memory tickets: the pure core of a
+//! tick.
 //!
 //! `cargo bench --bench eligibility`
 
@@ -8,8 +9,9 @@ use chrono::{TimeZone, Utc};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
 use sortie::config::Config;
-use sortie::ledger::{Claim, ClaimKey, RetryEntry};
-use sortie::pipeline::eligibility::{candidates, LedgerSnapshot};
+use sortie::ledger::{Claim, ClaimKey, LedgerSnapshot, RetryEntry};
+use sortie::pipeline::decide::plan::{plan, PlanInput};
+use sortie::pipeline::eligibility::candidates;
 use sortie::tracker::Ticket;
 
 const CONFIG: &str = r#"
@@ -79,15 +81,28 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     let snapshot = LedgerSnapshot {
-        claims: &claims,
-        retries: &retries,
-        holds: &[],
-        pending_writebacks: Default::default(),
+        claims,
+        retries,
+        ..LedgerSnapshot::default()
     };
     c.bench_function("eligibility_and_order_10k", |b| {
         b.iter(|| {
             let (ordered, skips) = candidates(&config, black_box(&tickets), &snapshot, now);
             black_box((ordered.len(), skips.len()))
+        })
+    });
+    let (histories, unreadable) = (Default::default(), Default::default());
+    c.bench_function("plan_10k", |b| {
+        b.iter(|| {
+            let p = plan(PlanInput {
+                config: &config,
+                tickets: black_box(&tickets),
+                ledger: &snapshot,
+                histories: &histories,
+                unreadable: &unreadable,
+                now,
+            });
+            black_box((p.dispatches.len(), p.skips.len(), p.needs_history.len()))
         })
     });
 }

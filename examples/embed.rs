@@ -69,7 +69,7 @@ impl Tracker for Inbox {
             .collect();
         Ok(Listing {
             tickets,
-            warnings: Vec::new(),
+            ..Listing::default()
         })
     }
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {

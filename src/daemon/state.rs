@@ -320,6 +320,7 @@ mod tests {
             writeback: None,
             note: None,
             log_path: None,
+            duration_seconds: None,
         }
     }
 

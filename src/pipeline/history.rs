@@ -81,6 +81,19 @@ impl TicketHistory {
             .unwrap_or(0)
     }
 
+    /// Failure blocks of `role` since its last success block (0 when its latest block
+    /// is a success or it has none): the failures in a row the retry budget counts.
+    pub fn failures_in_a_row(&self, role: &str) -> u32 {
+        let mut n = 0;
+        for block in self.blocks.iter().rev().filter(|b| b.role() == role) {
+            match block {
+                OutcomeBlock::Failure(_) => n += 1,
+                OutcomeBlock::Success(_) => break,
+            }
+        }
+        n
+    }
+
     /// Whether a block carries `idempotency_key`.
     pub fn contains_key(&self, idempotency_key: &str) -> bool {
         self.blocks

@@ -26,8 +26,8 @@ impl Pipeline {
     /// `before_remove` hook first. A ticket the tracker cannot be asked about keeps its
     /// workspace. With `dry_run`, only say what would be removed.
     pub async fn prune_workspaces(&self, dry_run: bool) -> Result<Vec<PruneLine>, PipelineError> {
-        let inner = &self.inner;
-        let state_root = &inner.config.state_root;
+        let ctx = &self.ctx;
+        let state_root = &ctx.config.state_root;
         let workspaces = crate::agent::list_workspaces(state_root).map_err(|e| {
             PipelineError::Io(format!(
                 "cannot list workspaces under {}: {e}",
@@ -47,8 +47,8 @@ impl Pipeline {
                 lines.push(line);
                 continue;
             };
-            let finished = match inner.tracker.get(&id).await {
-                Ok(t) if t.closed || inner.config.is_terminal(&t.status) => {
+            let finished = match ctx.tracker.get(&id).await {
+                Ok(t) if t.closed || ctx.config.is_terminal(&t.status) => {
                     Some(format!("ticket is {}", t.status))
                 }
                 Ok(t) => {
@@ -66,7 +66,7 @@ impl Pipeline {
                 if dry_run {
                     line.action = "would remove".to_string();
                 } else {
-                    if let Some(hook) = &inner.config.workspace.hooks.before_remove {
+                    if let Some(hook) = &ctx.config.workspace.hooks.before_remove {
                         let env = [
                             ("SORTIE_TICKET_ID".to_string(), id.clone()),
                             ("SORTIE_WORKSPACE".to_string(), dir.display().to_string()),
@@ -75,7 +75,7 @@ impl Pipeline {
                             hook,
                             &dir,
                             &env,
-                            inner.config.workspace.hook_timeout,
+                            ctx.config.workspace.hook_timeout,
                         )
                         .await
                         {
@@ -98,11 +98,11 @@ impl Pipeline {
 
     /// Count this tick and prune when `workspace.prune_every_ticks` ticks have passed.
     pub(super) async fn maybe_prune(&self) {
-        let every = self.inner.config.workspace.prune_every_ticks;
+        let every = self.ctx.config.workspace.prune_every_ticks;
         if every == 0 {
             return;
         }
-        let path = self.inner.config.state_root.join(COUNTER_FILE);
+        let path = self.ctx.config.state_root.join(COUNTER_FILE);
         let count = std::fs::read_to_string(&path)
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())

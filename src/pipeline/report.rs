@@ -28,6 +28,9 @@ pub struct TickReport {
     pub runs: Vec<RunLine>,
     /// Tickets on pipeline statuses that were not dispatched, and why.
     pub skips: Vec<SkipLine>,
+    /// Tickets the board holds on statuses no stage claims and no terminal set names,
+    /// counted by status (boards that can list them cheaply: the local board).
+    pub unclaimed_statuses: std::collections::BTreeMap<String, usize>,
 }
 
 /// One run.
@@ -53,6 +56,8 @@ pub struct RunLine {
     pub note: Option<String>,
     /// The run's log, when an agent ran.
     pub log_path: Option<String>,
+    /// How long the run took, seconds, once it ended.
+    pub duration_seconds: Option<f64>,
 }
 
 /// A ticket that was not dispatched.
@@ -96,19 +101,20 @@ pub struct CancelLine {
 }
 
 impl TickReport {
-    /// The report as lines for a person at a terminal.
+    /// The report as lines for a person at a terminal: every number says what it is
+    /// (`ticket 1 role architect attempt 2`), so the lines read without the docs.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         if self.dry_run {
             out.push_str("dry run: nothing is claimed, run or written\n");
         }
         for w in &self.warnings {
-            let _ = writeln!(out, "warning  {w}");
+            let _ = writeln!(out, "warning: {w}");
         }
         for r in &self.replays {
             let _ = writeln!(
                 out,
-                "replayed {} {} #{}: {}",
+                "replayed ticket {} role {} attempt {}: {}",
                 r.ticket, r.role, r.attempt, r.result
             );
         }
@@ -120,45 +126,31 @@ impl TickReport {
             };
             let _ = writeln!(
                 out,
-                "{verb} {} {} held by {}: {}",
+                "{verb} ticket {} role {} (held by {}): {}",
                 c.ticket, c.role, c.holder, c.reason
             );
         }
         for r in &self.runs {
-            if r.outcome == "would_run" {
-                let _ = writeln!(
-                    out,
-                    "would run {} {} (status {}){}",
-                    r.ticket,
-                    r.role,
-                    r.from_status,
-                    note(&r.note)
-                );
-                continue;
-            }
-            let mut line = format!("run {} {} #{} {}", r.ticket, r.role, r.attempt, r.outcome);
-            if let Some(code) = &r.reason_code {
-                let _ = write!(line, " {code}");
-            }
-            match &r.to_status {
-                Some(to) if to != &r.from_status => {
-                    let _ = write!(line, ": {} -> {to}", r.from_status);
-                }
-                _ => {
-                    let _ = write!(line, ": stays {}", r.from_status);
-                }
-            }
-            if let Some(wb) = r.writeback.as_deref().filter(|wb| *wb != "done") {
-                let _ = write!(line, " (write-back {wb})");
-            }
-            line.push_str(&note(&r.note));
-            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "{}", r.to_text());
         }
         for s in &self.skips {
             let _ = writeln!(
                 out,
-                "skip {} {} (status {}): {}",
+                "skip ticket {} role {} (status {}): {}",
                 s.ticket, s.role, s.status, s.reason
+            );
+        }
+        if !self.unclaimed_statuses.is_empty() {
+            let total: usize = self.unclaimed_statuses.values().sum();
+            let list: Vec<String> = self
+                .unclaimed_statuses
+                .iter()
+                .map(|(status, n)| format!("{status} ({n})"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{total} ticket(s) on statuses no stage claims: {}",
+                list.join(", ")
             );
         }
         if self.runs.is_empty() && self.replays.is_empty() && self.cancels.is_empty() {
@@ -167,12 +159,57 @@ impl TickReport {
             } else {
                 let _ = writeln!(
                     out,
-                    "nothing to dispatch: {} ticket(s) on pipeline statuses, none eligible",
+                    "nothing to dispatch: {} ticket(s) on the pipeline's statuses, none eligible",
                     self.tickets_listed
                 );
             }
         }
         out
+    }
+}
+
+impl RunLine {
+    /// One line for a person: `run ticket 1 role architect attempt 1: success
+    /// ready-for-design -> design-approved (0.5 s)`.
+    pub fn to_text(&self) -> String {
+        if self.outcome == "would_run" {
+            return format!(
+                "would run ticket {} role {} (status {}){}",
+                self.ticket,
+                self.role,
+                self.from_status,
+                note(&self.note)
+            );
+        }
+        let mut line = format!(
+            "run ticket {} role {} attempt {}: {}",
+            self.ticket, self.role, self.attempt, self.outcome
+        );
+        if let Some(code) = &self.reason_code {
+            let _ = write!(line, " {code}");
+        }
+        match &self.to_status {
+            Some(to) if to != &self.from_status => {
+                let _ = write!(line, " {} -> {to}", self.from_status);
+            }
+            _ => {
+                let _ = write!(line, ", stays {}", self.from_status);
+            }
+        }
+        if let Some(wb) = self.writeback.as_deref().filter(|wb| *wb != "done") {
+            let _ = write!(line, " (write-back {wb})");
+        }
+        let mut notes: Vec<String> = Vec::new();
+        if let Some(secs) = self.duration_seconds {
+            notes.push(format!("{secs:.1} s"));
+        }
+        if let Some(n) = &self.note {
+            notes.push(n.clone());
+        }
+        if !notes.is_empty() {
+            let _ = write!(line, " ({})", notes.join("; "));
+        }
+        line
     }
 }
 

@@ -1,71 +1,68 @@
-//! One claimed run: in-progress write, agent with a renewed lease, outcome into the
-//! outbox, write-back, release.
+//! Apply one dispatch: in-progress write, agent with a renewed lease and a watched
+//! cancel flag, outcome decision, outbox, write-back, release.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::context::{run_ref, Context};
+use super::decide::outcome::{decide, RunFacts};
 use super::history::TicketHistory;
 use super::report::RunLine;
+use super::supervisor::{LiveRun, Supervisor};
 use super::writeback::{self, WritebackResult};
-use super::Inner;
 use crate::agent::{
     run_agent, AgentOutcome, AgentSpec, CancelReason, CommentVars, FailureVars, PriorVars,
     PromptContext, RunEnd, RunPlan, StageVars, TicketVars,
 };
-use crate::block::{
-    idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock, SuccessBlock,
-};
+use crate::block::{render_comment, Category, NextAction, OutcomeBlock};
 use crate::config::Stage;
 use crate::hooks::Event;
 use crate::ledger::{
-    Claim, FollowUp, OutboxEntry, OutboxPut, OutboxState, RenewOutcome, RunPhase, RunRecord,
-    RunUsage,
+    Claim, OutboxEntry, OutboxPut, OutboxState, RenewOutcome, RunPhase, RunRecord, RunUsage,
 };
 use crate::tracker::{Ticket, TrackerError};
 
+/// How often a run looks at its claim's cancel flag: a person closing the ticket stops
+/// the agent within this (plus the next tick that notices the move).
+pub const CANCEL_POLL: Duration = Duration::from_secs(2);
+
 /// Run the agent for a claim this process holds, and write the result back.
 pub(super) async fn run_claimed(
-    inner: Arc<Inner>,
+    ctx: Arc<Context>,
+    supervisor: Arc<Supervisor>,
     ticket: Ticket,
     stage_idx: usize,
     claim: Claim,
     history: TicketHistory,
 ) -> RunLine {
-    let stage = inner.config.stages[stage_idx].clone();
-    let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt);
-    let live = super::LiveRun {
+    let stage = ctx.config.stages[stage_idx].clone();
+    let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt, run_id = %claim.run_id);
+    supervisor.started(LiveRun {
         ticket: ticket.id.clone(),
         role: stage.role.clone(),
         attempt: claim.stage_attempt,
         run_id: claim.run_id.clone(),
-        started_at: inner.clock.now(),
-        log_path: crate::agent::run_dir(&inner.config.state_root, &claim.run_id)
+        started_at: ctx.clock.now(),
+        log_path: crate::agent::run_dir(&ctx.config.state_root, &claim.run_id)
             .join("agent.log")
             .display()
             .to_string(),
-    };
+    });
     let run_id = claim.run_id.clone();
-    inner
-        .live
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(run_id.clone(), live);
-    let line = run_stage(inner.clone(), ticket, stage, claim, history)
+    let line = run_stage(&ctx, &supervisor, ticket, stage, claim, history)
         .instrument(span)
         .await;
-    inner
-        .live
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&run_id);
+    supervisor.ended(&run_id);
     line
 }
 
 async fn run_stage(
-    inner: Arc<Inner>,
+    ctx: &Arc<Context>,
+    supervisor: &Supervisor,
     ticket: Ticket,
     stage: Stage,
     claim: Claim,
@@ -82,32 +79,42 @@ async fn run_stage(
         writeback: None,
         note: None,
         log_path: None,
+        duration_seconds: None,
     };
-    inner.faults.hit("after_claim");
-    // The run's start, for its duration in run history: from here, whatever ends it.
-    let begun_at = inner.clock.now();
+    ctx.faults.hit("after_claim");
+    let run = Finish {
+        ctx,
+        ticket: &ticket,
+        stage: &stage,
+        claim: &claim,
+        history: &history,
+        // The run's start, for its duration in run history: from here, whatever ends it.
+        begun_at: ctx.clock.now(),
+    };
 
-    if let Some(over) = over_budget(&inner, &ticket.id) {
+    if let Some(over) = over_budget(ctx, &ticket.id) {
         let outcome = AgentOutcome::failure(
             "budget.exceeded",
             Category::Policy,
             NextAction::Escalate,
             over,
         );
-        return finish(
-            &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
-        )
-        .await;
+        return run.finish(outcome, None, run.begun_at, line).await;
     }
 
+    // Where sortie moved the ticket, so an interrupted run can move it back.
+    let mut moved_to: Option<&str> = None;
     if let Some(in_progress) = &stage.in_progress_status {
         if ticket.status == stage.claim_status {
-            match inner
+            match ctx
                 .tracker
                 .transition(&ticket.id, &stage.claim_status, in_progress)
                 .await
             {
-                Ok(()) => inner.faults.hit("after_in_progress"),
+                Ok(()) => {
+                    ctx.faults.hit("after_in_progress");
+                    moved_to = Some(in_progress);
+                }
                 Err(refused @ TrackerError::TransitionRefused { .. }) => {
                     // The workflow will not let the ticket start: an observation worth a
                     // failure block (and a hold), not a silent retry every tick.
@@ -117,10 +124,7 @@ async fn run_stage(
                         NextAction::Manual,
                         refused.to_string(),
                     );
-                    return finish(
-                        &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
-                    )
-                    .await;
+                    return run.finish(outcome, None, run.begun_at, line).await;
                 }
                 Err(err) => {
                     line.note = Some(match err {
@@ -129,13 +133,14 @@ async fn run_stage(
                         }
                         other => format!("could not set {in_progress}: {other}"),
                     });
-                    release(&inner, &claim);
+                    release(ctx, &claim);
                     return line;
                 }
             }
         }
     }
 
+    let workspace = crate::agent::workspace_dir(&ctx.config.state_root, &ticket.id);
     let hook_env = vec![
         ("SORTIE_TICKET_ID".to_string(), env_value(&ticket.id)),
         ("SORTIE_ROLE".to_string(), stage.role.clone()),
@@ -145,26 +150,21 @@ async fn run_stage(
         ),
         (
             "SORTIE_WORKSPACE".to_string(),
-            crate::agent::workspace_dir(&inner.config.state_root, &ticket.id)
-                .display()
-                .to_string(),
+            workspace.display().to_string(),
         ),
     ];
-    if let Err(detail) = prepare_workspace(&inner, &ticket, &hook_env).await {
+    if let Err(detail) = prepare_workspace(ctx, &ticket, &hook_env).await {
         let outcome = AgentOutcome::failure(
             "workspace.hook_failed",
             Category::Transient,
             NextAction::Retry,
             detail,
         );
-        return finish(
-            &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
-        )
-        .await;
+        return run.finish(outcome, None, run.begun_at, line).await;
     }
 
-    let run_dir = crate::agent::run_dir(&inner.config.state_root, &claim.run_id);
-    let prompt = match inner.templates.render(
+    let run_dir = crate::agent::run_dir(&ctx.config.state_root, &claim.run_id);
+    let prompt = match ctx.templates.render(
         &stage.role,
         &prompt_context(&ticket, &stage, claim.stage_attempt, &history),
     ) {
@@ -176,50 +176,40 @@ async fn run_stage(
                 NextAction::Escalate,
                 err.to_string(),
             );
-            return finish(
-                &inner, &ticket, &stage, &claim, outcome, None, begun_at, line,
-            )
-            .await;
+            return run.finish(outcome, None, run.begun_at, line).await;
         }
     };
     // The role file's front matter overrides the config's agent settings.
-    let agent = inner
-        .templates
-        .settings(&stage.role)
-        .apply(&inner.config.agent);
-    let mut plan = RunPlan::for_agent(
-        &agent,
-        prompt,
-        crate::agent::workspace_dir(&inner.config.state_root, &ticket.id),
-        run_dir,
-    );
-    plan.env_remove = inner.config.secret_env_names();
+    let agent = ctx.templates.settings(&stage.role).apply(&ctx.config.agent);
+    let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
+    plan.env_remove = ctx.config.secret_env_names();
     let vars = agent_vars(&ticket, &stage, &claim, &plan);
-    let started_at = inner.clock.now();
+    let started_at = ctx.clock.now();
+    let log_path = plan.run_dir.join("agent.log");
     record_run(
-        &inner,
+        ctx,
         &claim,
         RunPhase::Running,
         None,
         None,
-        Some(&plan.run_dir.join("agent.log")),
+        Some(&log_path),
         started_at,
         None,
     );
 
-    // A child of the pipeline's shutdown token: the end of a shutdown grace stops it.
-    let cancel = inner.shutdown.child_token();
+    // A child of the supervisor's token: a shutdown or an operator's signal stops it.
+    let cancel = supervisor.run_token();
     let cancel_reason = Arc::new(Mutex::new(None));
-    let heartbeat = tokio::spawn(heartbeat(
-        inner.clone(),
+    let watch = tokio::spawn(watch_claim(
+        ctx.clone(),
         claim.clone(),
         cancel.clone(),
         cancel_reason.clone(),
     ));
-    let ledger = inner.ledger.clone();
+    let ledger = ctx.ledger.clone();
     let (key, claimer) = (claim.key.clone(), claim.claimer_id.clone());
-    let faults = inner.faults.clone();
-    inner.notify(Event::run_started(&inner.run_ref(&claim)));
+    let faults = ctx.faults.clone();
+    ctx.events.notify(Event::run_started(&run_ref(&claim)));
     let end = run_agent(AgentSpec { plan: &plan, vars }, cancel, move |pid| {
         if let Err(err) = ledger.set_agent_pid(&key, &claimer, Some(pid)) {
             tracing::warn!(%err, "could not record agent pid");
@@ -227,16 +217,16 @@ async fn run_stage(
         faults.hit("mid_agent");
     })
     .await;
-    heartbeat.abort();
-    let _ = inner
+    watch.abort();
+    let _ = ctx
         .ledger
         .set_agent_pid(&claim.key, &claim.claimer_id, None);
-    if let Some(hook) = &inner.config.workspace.hooks.after_run {
+    if let Some(hook) = &ctx.config.workspace.hooks.after_run {
         if let Err(err) = crate::agent::run_hook(
             hook,
             &plan.workspace,
             &hook_env,
-            inner.config.workspace.hook_timeout,
+            ctx.config.workspace.hook_timeout,
         )
         .await
         {
@@ -246,40 +236,43 @@ async fn run_stage(
 
     match end {
         RunEnd::Cancelled { log_path } => {
-            let reason = cancel_reason.lock().expect("cancel reason lock").unwrap_or(
-                if inner.shutdown.is_cancelled() {
+            let reason = cancel_reason
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or(if supervisor.is_cancelled() {
                     CancelReason::Shutdown
                 } else {
                     CancelReason::TicketLeftStage
-                },
-            );
+                });
             line.outcome = "cancelled".to_string();
             line.log_path = Some(log_path.display().to_string());
+            line.duration_seconds = Some(seconds_between(started_at, ctx.clock.now()));
             line.note = Some(match reason {
                 CancelReason::LeaseLost => "lease lost; nothing written".to_string(),
-                CancelReason::TicketLeftStage => {
-                    "ticket left the stage; nothing written".to_string()
+                CancelReason::TicketLeftStage => cancelled_note(ctx, &ticket.id).await,
+                CancelReason::Shutdown => {
+                    interrupted_note(ctx, &ticket, &stage, moved_to, &mut line).await
                 }
-                CancelReason::Shutdown => "shutting down; nothing written".to_string(),
             });
             record_run(
-                &inner,
+                ctx,
                 &claim,
                 RunPhase::Cancelled,
                 Some("cancelled"),
                 None,
                 Some(&log_path),
                 started_at,
-                Some(inner.clock.now()),
+                Some(ctx.clock.now()),
             );
             let why = match reason {
                 CancelReason::LeaseLost => "lease_lost",
                 CancelReason::TicketLeftStage => "ticket_left_stage",
                 CancelReason::Shutdown => "shutdown",
             };
-            inner.notify(Event::run_cancelled(&inner.run_ref(&claim), why));
+            ctx.events
+                .notify(Event::run_cancelled(&run_ref(&claim), why));
             if reason != CancelReason::LeaseLost {
-                release(&inner, &claim);
+                release(ctx, &claim);
             }
             line
         }
@@ -295,9 +288,9 @@ async fn run_stage(
                     cache_write_tokens: 0,
                     reasoning_tokens: 0,
                     cost_usd: usage.cost_usd,
-                    recorded_at: inner.clock.now(),
+                    recorded_at: ctx.clock.now(),
                 };
-                if let Err(err) = inner.ledger.record_usage(&record) {
+                if let Err(err) = ctx.ledger.record_usage(&record) {
                     tracing::warn!(%err, "could not record the run's usage");
                 }
             }
@@ -305,16 +298,12 @@ async fn run_stage(
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
                 AgentOutcome::Success { .. } => None,
             };
-            inner.notify(Event::run_finished(
-                &inner.run_ref(&claim),
+            ctx.events.notify(Event::run_finished(
+                &run_ref(&claim),
                 report.outcome.is_success(),
                 reason_code,
             ));
-            finish(
-                &inner,
-                &ticket,
-                &stage,
-                &claim,
+            run.finish(
                 report.outcome,
                 Some(report.duration.as_secs_f64()),
                 started_at,
@@ -325,18 +314,75 @@ async fn run_stage(
     }
 }
 
+/// Seconds from `start` to `end`, never negative.
+fn seconds_between(
+    start: chrono::DateTime<chrono::Utc>,
+    end: chrono::DateTime<chrono::Utc>,
+) -> f64 {
+    ((end - start).num_milliseconds().max(0) as f64) / 1000.0
+}
+
+/// The note of a run cancelled because its ticket left the stage: where it is now.
+async fn cancelled_note(ctx: &Context, id: &str) -> String {
+    match ctx.tracker.get(id).await {
+        Ok(t) if t.closed => format!("ticket closed ({}); nothing written", t.status),
+        Ok(t) => format!("ticket is now {}; nothing written", t.status),
+        Err(TrackerError::NotFound(_)) => "ticket no longer exists; nothing written".to_string(),
+        Err(_) => "ticket left the stage; nothing written".to_string(),
+    }
+}
+
+/// An operator stopped the run (a signal, a shutdown past its grace): nothing is written
+/// on the ticket, and a ticket sortie moved to the in-progress status goes back to the
+/// claim status, so it runs again from where it was.
+async fn interrupted_note(
+    ctx: &Context,
+    ticket: &Ticket,
+    stage: &Stage,
+    moved_to: Option<&str>,
+    line: &mut RunLine,
+) -> String {
+    let Some(in_progress) = moved_to.or(stage
+        .in_progress_status
+        .as_deref()
+        .filter(|s| *s == ticket.status))
+    else {
+        return "interrupted; nothing written".to_string();
+    };
+    match ctx
+        .tracker
+        .transition(&ticket.id, in_progress, &stage.claim_status)
+        .await
+    {
+        Ok(()) => {
+            line.from_status = in_progress.to_string();
+            line.to_status = Some(stage.claim_status.clone());
+            format!(
+                "interrupted; nothing written, ticket back to {}",
+                stage.claim_status
+            )
+        }
+        Err(TrackerError::Conflict { current, .. }) => {
+            format!("interrupted; nothing written (a person moved the ticket to {current})")
+        }
+        Err(err) => {
+            format!("interrupted; nothing written, but the ticket stays {in_progress}: {err}")
+        }
+    }
+}
+
 /// Create the ticket's workspace if needed and run the `after_create` and
 /// `before_run` hooks. A failed `after_create` removes the half-made workspace so the
 /// next attempt starts clean.
 async fn prepare_workspace(
-    inner: &Inner,
+    ctx: &Context,
     ticket: &Ticket,
     env: &[(String, String)],
 ) -> Result<(), String> {
-    let state_root = &inner.config.state_root;
+    let state_root = &ctx.config.state_root;
     let dir = crate::agent::workspace_dir(state_root, &ticket.id);
-    let hooks = &inner.config.workspace.hooks;
-    let timeout = inner.config.workspace.hook_timeout;
+    let hooks = &ctx.config.workspace.hooks;
+    let timeout = ctx.config.workspace.hook_timeout;
     let created = crate::agent::ensure_workspace(state_root, &ticket.id)
         .map_err(|e| format!("cannot create workspace {}: {e}", dir.display()))?;
     if created {
@@ -356,15 +402,15 @@ async fn prepare_workspace(
 }
 
 /// Why the ticket may not run again under `budgets:`, if it may not.
-fn over_budget(inner: &Inner, ticket_id: &str) -> Option<String> {
-    let budgets = &inner.config.budgets;
+fn over_budget(ctx: &Context, ticket_id: &str) -> Option<String> {
+    let budgets = &ctx.config.budgets;
     if budgets.max_cost_usd_per_ticket.is_none()
         && budgets.max_tokens_per_ticket.is_none()
         && budgets.max_runs_per_ticket.is_none()
     {
         return None;
     }
-    let used = match inner.ledger.ticket_usage(inner.tracker.name(), ticket_id) {
+    let used = match ctx.ledger.ticket_usage(ctx.tracker_name(), ticket_id) {
         Ok(used) => used,
         Err(err) => {
             tracing::warn!(%err, "cannot read the ticket's usage; running without a budget check");
@@ -380,7 +426,7 @@ fn over_budget(inner: &Inner, ticket_id: &str) -> Option<String> {
         }
     }
     if let Some(max) = budgets.max_tokens_per_ticket {
-        let tokens = used.tokens_in + used.tokens_out;
+        let tokens = used.total_tokens();
         if tokens >= max {
             return Some(format!(
                 "the ticket has used {tokens} tokens; budgets.max_tokens_per_ticket is {max}"
@@ -398,275 +444,201 @@ fn over_budget(inner: &Inner, ticket_id: &str) -> Option<String> {
     None
 }
 
-/// Store the outcome in the outbox, write it back, release the claim.
-#[allow(clippy::too_many_arguments)]
-async fn finish(
-    inner: &Arc<Inner>,
-    ticket: &Ticket,
-    stage: &Stage,
-    claim: &Claim,
-    outcome: AgentOutcome,
-    duration: Option<f64>,
-    started_at: chrono::DateTime<chrono::Utc>,
-    mut line: RunLine,
-) -> RunLine {
-    let now = inner.clock.now();
-    // A run that lost its lease never writes back: someone else owns the ticket now.
-    match inner
-        .ledger
-        .renew(&claim.key, &claim.claimer_id, inner.config.claim_ttl, now)
-    {
-        Ok(RenewOutcome::Renewed { .. }) => {}
-        Ok(RenewOutcome::Lost) => {
-            line.outcome = "cancelled".to_string();
-            line.note = Some("lease lost before write-back; nothing written".to_string());
-            return line;
-        }
-        Err(err) => {
-            line.outcome = "cancelled".to_string();
-            line.note = Some(format!("ledger unavailable before write-back: {err}"));
-            return line;
-        }
-    }
-    let (block, prose, follow_up) = outcome_block(inner, ticket, stage, claim, &outcome, duration);
-    line.outcome = block.kind().to_string();
-    if let OutcomeBlock::Failure(f) = &block {
-        line.reason_code = Some(f.reason_code.clone());
-        if f.next_action == NextAction::Retry && f.to_status == stage.claim_status {
-            let delay = inner.config.retry.backoff(claim.stage_attempt).as_secs();
-            line.note = Some(format!("attempt {} in {delay}s", claim.stage_attempt + 1));
-        }
-    }
-    let entry = OutboxEntry {
-        idempotency_key: block.idempotency_key().to_string(),
-        key: claim.key.clone(),
-        stage: stage.claim_status.clone(),
-        stage_attempt: claim.stage_attempt,
-        run_id: claim.run_id.clone(),
-        outcome: block.kind().to_string(),
-        from_status: stage.claim_status.clone(),
-        to_status: block.to_status().to_string(),
-        comment_body: render_comment(&prose, &block),
-        state: OutboxState::Pending,
-        write_attempts: 0,
-        next_attempt_at: now,
-        last_error: None,
-        created_at: now,
-        follow_up,
-    };
-    match inner
-        .ledger
-        .outbox_put(&entry, &claim.claimer_id, inner.config.claim_ttl, now)
-    {
-        Ok(OutboxPut::Stored | OutboxPut::Exists) => {}
-        Ok(OutboxPut::LeaseLost) => {
-            line.outcome = "cancelled".to_string();
-            line.note = Some("lease lost before write-back; nothing written".to_string());
-            return line;
-        }
-        Err(err) => {
-            // Without a durable outcome nothing may be written; the lease will expire
-            // and the ticket will run again.
-            line.note = Some(format!("could not store the outcome: {err}"));
-            return line;
-        }
-    }
-    inner.faults.hit("after_outbox");
-    record_run(
-        inner,
-        claim,
-        RunPhase::Finished,
-        Some(&entry.outcome),
-        line.reason_code.as_deref(),
-        line.log_path.as_deref().map(std::path::Path::new),
-        started_at,
-        Some(inner.clock.now()),
-    );
-    let idempotency_key = entry.idempotency_key.clone();
-    let applied = writeback::apply(inner, entry).await;
-    if let Err(err) = inner
-        .ledger
-        .outbox_release(&idempotency_key, &claim.claimer_id)
-    {
-        tracing::warn!(%err, "could not release the outbox entry's write lease");
-    }
-    match applied {
-        Ok(result) => {
-            if let WritebackResult::Done { to_status } = &result {
-                line.to_status = Some(to_status.clone());
+/// What ending a run needs: the run's facts and where to write.
+struct Finish<'a> {
+    ctx: &'a Arc<Context>,
+    ticket: &'a Ticket,
+    stage: &'a Stage,
+    claim: &'a Claim,
+    history: &'a TicketHistory,
+    begun_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Finish<'_> {
+    /// Decide what `outcome` becomes, store it in the outbox, write it back, release.
+    async fn finish(
+        &self,
+        outcome: AgentOutcome,
+        duration: Option<f64>,
+        started_at: chrono::DateTime<chrono::Utc>,
+        mut line: RunLine,
+    ) -> RunLine {
+        let (ctx, stage, claim) = (self.ctx, self.stage, self.claim);
+        let now = ctx.clock.now();
+        line.duration_seconds = Some(duration.unwrap_or_else(|| seconds_between(started_at, now)));
+        // A run that lost its lease never writes back: someone else owns the ticket now.
+        match ctx
+            .ledger
+            .renew(&claim.key, &claim.claimer_id, ctx.config.claim_ttl, now)
+        {
+            Ok(RenewOutcome::Renewed { .. }) => {}
+            Ok(RenewOutcome::Lost) => {
+                line.outcome = "cancelled".to_string();
+                line.note = Some("lease lost before write-back; nothing written".to_string());
+                return line;
             }
-            line.writeback = Some(result.describe());
+            Err(err) => {
+                line.outcome = "cancelled".to_string();
+                line.note = Some(format!("ledger unavailable before write-back: {err}"));
+                return line;
+            }
         }
-        Err(err) => line.writeback = Some(format!("deferred: ledger error {err}")),
-    }
-    inner.faults.hit("before_release");
-    release(inner, claim);
-    line
-}
-
-/// The block, prose and follow-up for an outcome, deciding between retry and final failure.
-fn outcome_block(
-    inner: &Inner,
-    ticket: &Ticket,
-    stage: &Stage,
-    claim: &Claim,
-    outcome: &AgentOutcome,
-    duration: Option<f64>,
-) -> (OutcomeBlock, String, FollowUp) {
-    let attempt = claim.stage_attempt;
-    let key = idempotency_key(
-        inner.tracker.name(),
-        &ticket.id,
-        &stage.role,
-        &stage.claim_status,
-        attempt,
-    );
-    match outcome {
-        AgentOutcome::Success { summary, artifacts } => {
-            let to = stage
-                .success_status
-                .clone()
-                .unwrap_or_else(|| stage.claim_status.clone());
-            let prose = format!("sortie: **{}** succeeded on attempt {attempt}.", stage.role);
-            let block = OutcomeBlock::Success(SuccessBlock {
-                role: stage.role.clone(),
-                stage_attempt: attempt,
-                idempotency_key: key,
-                from_status: stage.claim_status.clone(),
-                to_status: to,
-                summary: summary.clone(),
-                run_id: Some(claim.run_id.clone()),
-                duration_seconds: duration,
-                artifacts: artifacts.clone(),
-                extra: BTreeMap::new(),
-            });
-            let follow_up = if stage.success_status.is_none() {
-                FollowUp::Continue { after_seconds: 1 }
-            } else {
-                FollowUp::Clear
-            };
-            (block, prose, follow_up)
+        let facts = RunFacts {
+            tracker: ctx.tracker_name(),
+            ticket_id: &self.ticket.id,
+            stage,
+            attempt: claim.stage_attempt,
+            run_id: &claim.run_id,
+            duration_seconds: duration,
+            failures_before: self.history.failures_in_a_row(&stage.role),
+        };
+        let decision = decide(&ctx.config.retry, &facts, &outcome);
+        line.outcome = decision.block.kind().to_string();
+        if let OutcomeBlock::Failure(f) = &decision.block {
+            line.reason_code = Some(f.reason_code.clone());
         }
-        AgentOutcome::Failure {
-            reason_code,
-            category,
-            next_action,
-            detail,
-        } => {
-            let max = inner.config.retry.max_attempts;
-            let wants_retry = *category == Category::Transient && *next_action == NextAction::Retry;
-            let retry = wants_retry && attempt < max;
-            let (to, next_action, detail, prose) = if retry {
-                let delay = inner.config.retry.backoff(attempt).as_secs();
-                let prose = format!(
-                    "sortie: **{}** failed on attempt {attempt} of {max} ({reason_code}); retrying in {delay}s.",
-                    stage.role
-                );
-                (
-                    stage.claim_status.clone(),
-                    NextAction::Retry,
-                    detail.clone(),
-                    prose,
-                )
-            } else {
-                let to = stage
-                    .failure_status
-                    .clone()
-                    .unwrap_or_else(|| stage.claim_status.clone());
-                let mut detail = detail.clone();
-                let mut next = *next_action;
-                if wants_retry {
-                    next = NextAction::Escalate;
-                    detail = format!("{detail}\nretry limit reached: attempt {attempt} of {max}")
-                        .trim_start()
-                        .to_string();
-                }
-                let prose = format!(
-                    "sortie: **{}** failed on attempt {attempt} ({reason_code}); {next}.",
-                    stage.role
-                );
-                (to, next, detail, prose)
-            };
-            let block = OutcomeBlock::Failure(FailureBlock {
-                role: stage.role.clone(),
-                stage_attempt: attempt,
-                idempotency_key: key,
-                from_status: stage.claim_status.clone(),
-                to_status: to,
-                reason_code: reason_code.clone(),
-                category: *category,
-                transient: *category == Category::Transient,
-                next_action,
-                detail,
-                run_id: Some(claim.run_id.clone()),
-                duration_seconds: duration,
-                extra: BTreeMap::new(),
-            });
-            let follow_up = if retry {
-                FollowUp::Retry {
-                    after_seconds: inner.config.retry.backoff(attempt).as_secs(),
-                    reason_code: reason_code.clone(),
-                }
-            } else if stage.failure_status.is_none() {
-                FollowUp::Hold {
-                    reason_code: reason_code.clone(),
-                }
-            } else {
-                FollowUp::Clear
-            };
-            (block, prose, follow_up)
+        if let crate::ledger::FollowUp::Retry { after_seconds, .. } = &decision.follow_up {
+            line.note = Some(format!(
+                "attempt {} in {after_seconds}s",
+                claim.stage_attempt + 1
+            ));
         }
+        let entry = OutboxEntry {
+            idempotency_key: decision.block.idempotency_key().to_string(),
+            key: claim.key.clone(),
+            stage: stage.claim_status.clone(),
+            stage_attempt: claim.stage_attempt,
+            run_id: claim.run_id.clone(),
+            outcome: decision.block.kind().to_string(),
+            from_status: stage.claim_status.clone(),
+            to_status: decision.block.to_status().to_string(),
+            comment_body: render_comment(&decision.prose, &decision.block),
+            state: OutboxState::Pending,
+            write_attempts: 0,
+            next_attempt_at: now,
+            last_error: None,
+            created_at: now,
+            follow_up: decision.follow_up,
+        };
+        // Fenced: stored only while this process still holds the claim.
+        match ctx
+            .ledger
+            .outbox_put(&entry, &claim.claimer_id, ctx.config.claim_ttl, now)
+        {
+            Ok(OutboxPut::Stored | OutboxPut::Exists) => {}
+            Ok(OutboxPut::LeaseLost) => {
+                line.outcome = "cancelled".to_string();
+                line.note = Some("lease lost before write-back; nothing written".to_string());
+                return line;
+            }
+            Err(err) => {
+                // Without a durable outcome nothing may be written; the lease will expire
+                // and the ticket will run again.
+                line.note = Some(format!("could not store the outcome: {err}"));
+                return line;
+            }
+        }
+        ctx.faults.hit("after_outbox");
+        record_run(
+            ctx,
+            claim,
+            RunPhase::Finished,
+            Some(&entry.outcome),
+            line.reason_code.as_deref(),
+            line.log_path.as_deref().map(std::path::Path::new),
+            started_at,
+            Some(ctx.clock.now()),
+        );
+        let idempotency_key = entry.idempotency_key.clone();
+        let applied = writeback::apply(ctx, entry).await;
+        if let Err(err) = ctx
+            .ledger
+            .outbox_release(&idempotency_key, &claim.claimer_id)
+        {
+            tracing::warn!(%err, "could not release the outbox entry's write lease");
+        }
+        match applied {
+            Ok(result) => {
+                match &result {
+                    WritebackResult::Done { to_status } => line.to_status = Some(to_status.clone()),
+                    WritebackResult::Dropped {
+                        status: Some(status),
+                        ..
+                    } => line.to_status = Some(status.clone()),
+                    _ => {}
+                }
+                line.writeback = Some(result.describe());
+            }
+            Err(err) => line.writeback = Some(format!("deferred: ledger error {err}")),
+        }
+        ctx.faults.hit("before_release");
+        release(ctx, claim);
+        line
     }
 }
 
-/// Renew the lease every TTL/3; cancel the run when it is lost or a cancel is requested.
-async fn heartbeat(
-    inner: Arc<Inner>,
+/// Renew the lease every TTL/3 and look at the claim's cancel flag every
+/// [`CANCEL_POLL`]; cancel the run when the lease is lost or a cancel is requested.
+async fn watch_claim(
+    ctx: Arc<Context>,
     claim: Claim,
     cancel: CancellationToken,
     reason: Arc<Mutex<Option<CancelReason>>>,
 ) {
-    let every = (inner.config.claim_ttl / 3).max(std::time::Duration::from_millis(100));
+    let renew_every = (ctx.config.claim_ttl / 3).max(Duration::from_millis(100));
+    let poll = CANCEL_POLL.min(renew_every);
+    let mut since_renewal = Duration::ZERO;
     loop {
-        tokio::time::sleep(every).await;
-        let stop = match inner.ledger.renew(
-            &claim.key,
-            &claim.claimer_id,
-            inner.config.claim_ttl,
-            inner.clock.now(),
-        ) {
-            Ok(RenewOutcome::Renewed {
-                cancel_requested: false,
-                ..
-            }) => None,
-            Ok(RenewOutcome::Renewed {
-                cancel_requested: true,
-                ..
-            }) => Some(CancelReason::TicketLeftStage),
-            Ok(RenewOutcome::Lost) => Some(CancelReason::LeaseLost),
-            Err(err) => {
-                tracing::warn!(%err, "lease renewal failed; will retry");
-                None
+        tokio::time::sleep(poll).await;
+        since_renewal += poll;
+        let stop = if since_renewal >= renew_every {
+            since_renewal = Duration::ZERO;
+            match ctx.ledger.renew(
+                &claim.key,
+                &claim.claimer_id,
+                ctx.config.claim_ttl,
+                ctx.clock.now(),
+            ) {
+                Ok(RenewOutcome::Renewed {
+                    cancel_requested, ..
+                }) => cancel_requested.then_some(CancelReason::TicketLeftStage),
+                Ok(RenewOutcome::Lost) => Some(CancelReason::LeaseLost),
+                Err(err) => {
+                    tracing::warn!(%err, "lease renewal failed; will retry");
+                    None
+                }
+            }
+        } else {
+            // A local read, cheap: the cancel flag set by whichever tick saw the move.
+            match ctx.ledger.claim(&claim.key) {
+                Ok(Some(row)) if row.claimer_id != claim.claimer_id => {
+                    Some(CancelReason::LeaseLost)
+                }
+                Ok(Some(row)) => row
+                    .cancel_requested
+                    .then_some(CancelReason::TicketLeftStage),
+                Ok(None) => Some(CancelReason::LeaseLost),
+                Err(_) => None,
             }
         };
         if let Some(why) = stop {
             tracing::info!(reason = ?why, "stopping the agent");
-            *reason.lock().expect("cancel reason lock") = Some(why);
+            *reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
             cancel.cancel();
             return;
         }
     }
 }
 
-fn release(inner: &Inner, claim: &Claim) {
-    if let Err(err) = inner.ledger.release(&claim.key, &claim.claimer_id) {
+fn release(ctx: &Context, claim: &Claim) {
+    if let Err(err) = ctx.ledger.release(&claim.key, &claim.claimer_id) {
         tracing::warn!(%err, "could not release claim; it will expire");
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn record_run(
-    inner: &Inner,
+    ctx: &Context,
     claim: &Claim,
     phase: RunPhase,
     outcome: Option<&str>,
@@ -690,7 +662,7 @@ fn record_run(
         session_id: None,
         route: None,
     };
-    if let Err(err) = inner.ledger.record_run(&record) {
+    if let Err(err) = ctx.ledger.record_run(&record) {
         tracing::warn!(%err, "could not record run history");
     }
 }

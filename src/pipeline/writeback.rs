@@ -6,9 +6,9 @@
 
 use chrono::Duration as ChronoDuration;
 
+use super::context::Context;
 use super::history::TicketHistory;
-use super::Inner;
-use std::sync::Arc;
+use super::observe::canonicalize;
 
 use crate::block::{
     idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock,
@@ -29,6 +29,8 @@ pub(super) enum WritebackResult {
     Dropped {
         /// Why.
         reason: String,
+        /// The status the ticket is in, when it was read.
+        status: Option<String>,
     },
     /// The tracker failed; the entry waits in the outbox for a later tick.
     Deferred {
@@ -42,7 +44,7 @@ impl WritebackResult {
     pub(super) fn describe(&self) -> String {
         match self {
             WritebackResult::Done { .. } => "done".to_string(),
-            WritebackResult::Dropped { reason } => format!("dropped: {reason}"),
+            WritebackResult::Dropped { reason, .. } => format!("dropped: {reason}"),
             WritebackResult::Deferred { error } => format!("deferred: {error}"),
         }
     }
@@ -50,87 +52,86 @@ impl WritebackResult {
 
 /// Apply `entry` to the tracker and record progress in the ledger after each step.
 pub(super) async fn apply(
-    inner: &Arc<Inner>,
+    ctx: &Context,
     mut entry: OutboxEntry,
 ) -> Result<WritebackResult, LedgerError> {
     let id = entry.key.ticket_id.clone();
-    let Some(stage) = inner
-        .config
-        .stages
-        .iter()
-        .find(|s| s.role == entry.key.role)
-    else {
+    let Some(stage) = ctx.config.stages.iter().find(|s| s.role == entry.key.role) else {
         let reason = format!("role {} is no longer in the pipeline", entry.key.role);
-        return drop_entry(inner, &mut entry, reason);
+        return drop_entry(ctx, &mut entry, reason, None);
     };
 
     // Terminal wins: re-read right before writing. A failed re-read is not evidence
     // of anything; the write waits.
-    let ticket = match inner.tracker.get(&id).await {
-        Ok(ticket) => ticket,
-        Err(TrackerError::NotFound(_)) => {
-            return drop_entry(inner, &mut entry, "ticket no longer exists".to_string())
+    let ticket = match ctx.tracker.get(&id).await {
+        Ok(mut ticket) => {
+            canonicalize(&ctx.config, &mut ticket);
+            ticket
         }
-        Err(err) => return defer(inner, &mut entry, err),
+        Err(TrackerError::NotFound(_)) => {
+            return drop_entry(ctx, &mut entry, "ticket no longer exists".to_string(), None)
+        }
+        Err(err) => return defer(ctx, &mut entry, err),
     };
-    if ticket.closed || inner.config.is_terminal(&ticket.status) {
+    if ticket.closed || ctx.config.is_terminal(&ticket.status) {
         return drop_entry(
-            inner,
+            ctx,
             &mut entry,
             format!("ticket is terminal ({})", ticket.status),
+            Some(ticket.status.clone()),
         );
     }
-    let owned =
-        stage.owned_statuses().any(|s| s == ticket.status) || ticket.status == entry.to_status;
+    let owned = stage
+        .owned_statuses()
+        .any(|s| crate::tracker::same_name(s, &ticket.status))
+        || crate::tracker::same_name(&ticket.status, &entry.to_status);
     if !owned {
         return drop_entry(
-            inner,
+            ctx,
             &mut entry,
             format!("moved by a person to {}", ticket.status),
+            Some(ticket.status.clone()),
         );
     }
 
     if entry.state == OutboxState::Pending {
-        let comments = match inner.tracker.comments(&id).await {
+        let comments = match ctx.tracker.comments(&id).await {
             Ok(comments) => comments,
-            Err(err) => return defer(inner, &mut entry, err),
+            Err(err) => return defer(ctx, &mut entry, err),
         };
-        let history = TicketHistory::from_comments(&comments, &inner.trusted);
+        let history = TicketHistory::from_comments(&comments, &ctx.trusted);
         if !history.contains_key(&entry.idempotency_key) {
-            if let Err(err) = inner
+            if let Err(err) = ctx
                 .tracker
                 .post_comment(&id, &entry.comment_body, &entry.idempotency_key)
                 .await
             {
-                return defer(inner, &mut entry, err);
+                return defer(ctx, &mut entry, err);
             }
         }
-        inner.faults.hit("after_comment");
+        ctx.faults.hit("after_comment");
         entry.state = OutboxState::CommentPosted;
-        inner.ledger.outbox_update(&entry)?;
+        ctx.ledger.outbox_update(&entry)?;
     }
 
-    if ticket.status != entry.to_status {
-        match inner
+    if !crate::tracker::same_name(&ticket.status, &entry.to_status) {
+        match ctx
             .tracker
             .transition(&id, &ticket.status, &entry.to_status)
             .await
         {
             Ok(()) => {}
             Err(TrackerError::Conflict { current, .. }) => {
-                return drop_entry(
-                    inner,
-                    &mut entry,
-                    format!("moved by a person to {current} during write-back"),
-                );
+                let reason = format!("moved by a person to {current} during write-back");
+                return drop_entry(ctx, &mut entry, reason, Some(current));
             }
             Err(refused @ TrackerError::TransitionRefused { .. }) => {
-                return refuse(inner, &mut entry, &ticket.status, refused).await;
+                return refuse(ctx, &mut entry, &ticket.status, refused).await;
             }
-            Err(err) => return defer(inner, &mut entry, err),
+            Err(err) => return defer(ctx, &mut entry, err),
         }
     }
-    inner.faults.hit("after_transition");
+    ctx.faults.hit("after_transition");
     // Hooks fire after the transition and before the entry is marked done, so a crash
     // in between replays the write-back and fires them then; deliveries are recorded,
     // so a replay skips hooks that already have it.
@@ -144,14 +145,11 @@ pub(super) async fn apply(
         success: entry.outcome == "success",
         idempotency_key: entry.idempotency_key.clone(),
     };
-    inner
-        .hooks
-        .fire_recorded(&*inner.ledger, Event::handoff(&handoff), inner.clock.now())
-        .await;
+    ctx.events.deliver(Event::handoff(&handoff)).await;
     entry.state = OutboxState::Done;
     entry.last_error = None;
-    inner.ledger.outbox_update(&entry)?;
-    follow_up(inner, &entry, &stage.claim_status)?;
+    ctx.ledger.outbox_update(&entry)?;
+    follow_up(ctx, &entry, &stage.claim_status)?;
     Ok(WritebackResult::Done {
         to_status: entry.to_status.clone(),
     })
@@ -159,16 +157,16 @@ pub(super) async fn apply(
 
 /// Apply the follow-up decided with the outcome: queue a retry, hold the ticket, run it
 /// again soon, or clear both.
-fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(), LedgerError> {
-    let now = inner.clock.now();
+fn follow_up(ctx: &Context, entry: &OutboxEntry, claim_status: &str) -> Result<(), LedgerError> {
+    let now = ctx.clock.now();
     let after = |secs: u64| now + ChronoDuration::seconds(i64::try_from(secs).unwrap_or(300));
     match &entry.follow_up {
         FollowUp::Retry {
             after_seconds,
             reason_code,
         } => {
-            inner.ledger.clear_hold(&entry.key)?;
-            inner.ledger.schedule_retry(&RetryEntry {
+            ctx.ledger.clear_hold(&entry.key)?;
+            ctx.ledger.schedule_retry(&RetryEntry {
                 key: entry.key.clone(),
                 stage: claim_status.to_string(),
                 failed_attempt: entry.stage_attempt,
@@ -177,8 +175,8 @@ fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(
             })?;
         }
         FollowUp::Hold { reason_code } => {
-            inner.ledger.clear_retry(&entry.key)?;
-            inner.ledger.put_hold(&Hold {
+            ctx.ledger.clear_retry(&entry.key)?;
+            ctx.ledger.put_hold(&Hold {
                 key: entry.key.clone(),
                 status: claim_status.to_string(),
                 reason_code: reason_code.clone(),
@@ -186,8 +184,8 @@ fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(
             })?;
         }
         FollowUp::Continue { after_seconds } => {
-            inner.ledger.clear_hold(&entry.key)?;
-            inner.ledger.schedule_retry(&RetryEntry {
+            ctx.ledger.clear_hold(&entry.key)?;
+            ctx.ledger.schedule_retry(&RetryEntry {
                 key: entry.key.clone(),
                 stage: claim_status.to_string(),
                 failed_attempt: entry.stage_attempt,
@@ -196,17 +194,18 @@ fn follow_up(inner: &Inner, entry: &OutboxEntry, claim_status: &str) -> Result<(
             })?;
         }
         FollowUp::Clear => {
-            inner.ledger.clear_retry(&entry.key)?;
-            inner.ledger.clear_hold(&entry.key)?;
+            ctx.ledger.clear_retry(&entry.key)?;
+            ctx.ledger.clear_hold(&entry.key)?;
         }
     }
     Ok(())
 }
 
 fn drop_entry(
-    inner: &Arc<Inner>,
+    ctx: &Context,
     entry: &mut OutboxEntry,
     reason: String,
+    status: Option<String>,
 ) -> Result<WritebackResult, LedgerError> {
     tracing::info!(ticket = %entry.key.ticket_id, role = %entry.key.role, %reason, "write-back dropped");
     let run = RunRef {
@@ -217,7 +216,7 @@ fn drop_entry(
         stage_attempt: entry.stage_attempt,
         run_id: entry.run_id.clone(),
     };
-    inner.notify(Event::writeback_dropped(
+    ctx.events.notify(Event::writeback_dropped(
         &run,
         &entry.idempotency_key,
         entry.outcome == "success",
@@ -225,20 +224,20 @@ fn drop_entry(
     ));
     entry.state = OutboxState::Dropped;
     entry.last_error = Some(reason.clone());
-    inner.ledger.outbox_update(entry)?;
-    inner.ledger.clear_retry(&entry.key)?;
-    inner.ledger.clear_hold(&entry.key)?;
-    Ok(WritebackResult::Dropped { reason })
+    ctx.ledger.outbox_update(entry)?;
+    ctx.ledger.clear_retry(&entry.key)?;
+    ctx.ledger.clear_hold(&entry.key)?;
+    Ok(WritebackResult::Dropped { reason, status })
 }
 
 fn defer(
-    inner: &Inner,
+    ctx: &Context,
     entry: &mut OutboxEntry,
     err: TrackerError,
 ) -> Result<WritebackResult, LedgerError> {
-    let now = inner.clock.now();
+    let now = ctx.clock.now();
     entry.write_attempts += 1;
-    let mut delay = inner.config.retry.backoff(entry.write_attempts);
+    let mut delay = ctx.config.retry.backoff(entry.write_attempts);
     if let TrackerError::RateLimited {
         retry_after: Some(after),
     } = &err
@@ -248,7 +247,7 @@ fn defer(
     entry.next_attempt_at =
         now + ChronoDuration::from_std(delay).unwrap_or(ChronoDuration::seconds(300));
     entry.last_error = Some(err.to_string());
-    inner.ledger.outbox_update(entry)?;
+    ctx.ledger.outbox_update(entry)?;
     tracing::warn!(ticket = %entry.key.ticket_id, role = %entry.key.role, error = %err, "write-back deferred");
     Ok(WritebackResult::Deferred {
         error: err.to_string(),
@@ -261,7 +260,7 @@ fn defer(
 /// The block has its own idempotency key (the stage part suffixed with
 /// `#transition.refused`): the attempt's key is already on the outcome comment.
 async fn refuse(
-    inner: &Arc<Inner>,
+    ctx: &Context,
     entry: &mut OutboxEntry,
     current: &str,
     refused: TrackerError,
@@ -293,13 +292,13 @@ async fn refuse(
         "sortie: the tracker refused to move this ticket from {current} to {}; a person must move it.",
         entry.to_status
     );
-    let posted = match inner.tracker.comments(&id).await {
+    let posted = match ctx.tracker.comments(&id).await {
         Ok(comments)
-            if TicketHistory::from_comments(&comments, &inner.trusted).contains_key(&key) =>
+            if TicketHistory::from_comments(&comments, &ctx.trusted).contains_key(&key) =>
         {
             Ok(())
         }
-        Ok(_) => inner
+        Ok(_) => ctx
             .tracker
             .post_comment(&id, &render_comment(&prose, &block), &key)
             .await
@@ -307,18 +306,21 @@ async fn refuse(
         Err(err) => Err(err),
     };
     if let Err(err) = posted {
-        return defer(inner, entry, err);
+        return defer(ctx, entry, err);
     }
-    inner.ledger.clear_retry(&entry.key)?;
-    inner.ledger.put_hold(&Hold {
+    ctx.ledger.clear_retry(&entry.key)?;
+    ctx.ledger.put_hold(&Hold {
         key: entry.key.clone(),
         status: current.to_string(),
         reason_code: "transition.refused".to_string(),
-        created_at: inner.clock.now(),
+        created_at: ctx.clock.now(),
     })?;
     let reason = format!("transition refused by the tracker; ticket held in {current}");
     entry.state = OutboxState::Dropped;
     entry.last_error = Some(reason.clone());
-    inner.ledger.outbox_update(entry)?;
-    Ok(WritebackResult::Dropped { reason })
+    ctx.ledger.outbox_update(entry)?;
+    Ok(WritebackResult::Dropped {
+        reason,
+        status: Some(current.to_string()),
+    })
 }

@@ -130,7 +130,7 @@ impl Tracker for MemoryTracker {
             .collect();
         Ok(Listing {
             tickets,
-            warnings: Vec::new(),
+            ..Listing::default()
         })
     }
 

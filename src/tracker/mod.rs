@@ -91,6 +91,9 @@ pub struct Listing {
     pub tickets: Vec<Ticket>,
     /// Human-readable reasons for entries that were skipped (broken files, hostile names, ...).
     pub warnings: Vec<String>,
+    /// Tickets seen on statuses that were not asked for, counted by status, where the
+    /// adapter sees them at no extra cost (the local board); empty otherwise.
+    pub other_statuses: std::collections::BTreeMap<String, usize>,
 }
 
 /// What an adapter can do natively; the pipeline adapts to it.

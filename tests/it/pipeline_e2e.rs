@@ -129,7 +129,7 @@ fn backend_does_not_take_a_ticket_without_an_architect_success_and_dry_run_says_
     let text = sb.ok(&["pipeline", "tick", "--config", "pipeline.yaml", "--dry-run"]);
     assert!(
         text.contains(&format!(
-            "skip {id} backend (status design-approved): prior role architect has no success block"
+            "skip ticket {id} role backend (status design-approved): prior role architect has no success block"
         )),
         "{text}"
     );
@@ -329,11 +329,11 @@ fn hostile_folders_and_broken_tickets_are_skipped_and_the_rest_still_moves() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains(&format!("warning  skipped ticket {broken} (")),
+        stdout.contains(&format!("warning: skipped ticket {broken} (")),
         "broken ticket named in a warning:\n{stdout}"
     );
     assert!(
-        stdout.contains(r#"warning  skipped folder "bad\nname""#),
+        stdout.contains(r#"warning: skipped folder "bad\nname""#),
         "hostile folder named:\n{stdout}"
     );
     assert_eq!(sb.ticket(&good).status, "design-approved");

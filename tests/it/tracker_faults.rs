@@ -338,7 +338,7 @@ async fn a_listing_that_drops_tickets_cancels_nothing_and_clears_no_hold() {
     assert!(r.runs.is_empty(), "{}", r.to_text());
     assert!(
         r.to_text()
-            .contains("skip 3 architect (status ready-for-design): role cap reached"),
+            .contains("skip ticket 3 role architect (status ready-for-design): role cap reached"),
         "{}",
         r.to_text()
     );

@@ -1,7 +1,9 @@
-//! Which tickets each stage wants now, in what order, and why the others wait.
+//! Which tickets each stage wants now, in what order, and why the others wait: the
+//! checks that need only the listing and the ledger snapshot (the plan adds the ones
+//! that need a ticket's history, and the caps).
 //!
-//! Pure: a function of the board listing and the ledger snapshot, so it is tested
-//! and benchmarked without disk, network or clock.
+//! Pure: a function of values, so it is tested and benchmarked without disk, network
+//! or clock.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -10,8 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{Config, Stage};
-use crate::ledger::{CeilingScope, Claim, Hold, RetryEntry};
-use crate::tracker::Ticket;
+use crate::ledger::{CeilingScope, Claim, Hold, LedgerSnapshot, RetryEntry};
+use crate::tracker::{same_name, Ticket};
 
 /// Why a ticket on a pipeline status is not dispatched this tick.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -72,7 +74,8 @@ impl std::fmt::Display for SkipReason {
             } => {
                 write!(
                     f,
-                    "claimed by {holder} (lease until {})",
+                    "claimed by {holder} (lease until {}; if that process is gone, \
+                     `sortie claims release` the claim with --force)",
                     lease_expires_at.format("%H:%M:%S")
                 )
             }
@@ -131,25 +134,12 @@ pub struct Skip<'a> {
     pub reason: SkipReason,
 }
 
-/// The ledger's view needed to decide eligibility.
-#[derive(Debug, Default)]
-pub struct LedgerSnapshot<'a> {
-    /// Live claims of this tracker.
-    pub claims: &'a [Claim],
-    /// Queued retries of this tracker.
-    pub retries: &'a [RetryEntry],
-    /// Holds of this tracker.
-    pub holds: &'a [Hold],
-    /// `(ticket_id, role)` pairs with an outbox entry not yet applied.
-    pub pending_writebacks: HashSet<(String, String)>,
-}
-
 /// The stage owning `status` (as claim or in-progress status), if any.
 pub fn stage_for_status(config: &Config, status: &str) -> Option<usize> {
     config
         .stages
         .iter()
-        .position(|s| s.claim_status == status || s.in_progress_status.as_deref() == Some(status))
+        .position(|s| s.owned_statuses().any(|owned| same_name(owned, status)))
 }
 
 /// Split the listed tickets into ordered candidates and skips.
@@ -160,9 +150,14 @@ pub fn stage_for_status(config: &Config, status: &str) -> Option<usize> {
 pub fn candidates<'a>(
     config: &Config,
     tickets: &'a [Ticket],
-    ledger: &LedgerSnapshot<'_>,
+    ledger: &LedgerSnapshot,
     now: DateTime<Utc>,
 ) -> (Vec<Candidate<'a>>, Vec<Skip<'a>>) {
+    let pending_writebacks: HashSet<(&str, &str)> = ledger
+        .outbox_pending
+        .iter()
+        .map(|e| (e.key.ticket_id.as_str(), e.key.role.as_str()))
+        .collect();
     let claims: HashMap<(&str, &str), &Claim> = ledger
         .claims
         .iter()
@@ -209,15 +204,12 @@ pub fn candidates<'a>(
                 continue;
             }
         }
-        if ledger
-            .pending_writebacks
-            .contains(&(ticket.id.clone(), stage.role.clone()))
-        {
+        if pending_writebacks.contains(&key) {
             skip(SkipReason::WritebackPending);
             continue;
         }
         if let Some(hold) = holds.get(&key) {
-            if hold.status == ticket.status {
+            if same_name(&hold.status, &ticket.status) {
                 skip(SkipReason::Held {
                     reason_code: hold.reason_code.clone(),
                 });
@@ -226,7 +218,7 @@ pub fn candidates<'a>(
         }
         let mut retry = false;
         if let Some(entry) = retries.get(&key) {
-            if entry.stage == stage.claim_status {
+            if same_name(&entry.stage, &stage.claim_status) {
                 if entry.due_at > now {
                     skip(SkipReason::RetryNotDue {
                         due_at: entry.due_at,
@@ -299,59 +291,6 @@ fn split_run(s: &str, digits: bool) -> (&str, &str) {
         .find(|c: char| c.is_ascii_digit() != digits)
         .unwrap_or(s.len());
     s.split_at(end)
-}
-
-/// Live in-flight counts used to apply caps while dispatching.
-#[derive(Debug, Default, Clone)]
-pub struct InFlight {
-    global: u32,
-    by_role: HashMap<String, u32>,
-    by_status: HashMap<String, u32>,
-}
-
-impl InFlight {
-    /// Counts from the live claims of this tracker.
-    pub fn from_claims(claims: &[Claim], now: DateTime<Utc>) -> Self {
-        let mut counts = InFlight::default();
-        for claim in claims.iter().filter(|c| c.lease_expires_at > now) {
-            counts.add(&claim.key.role, &claim.stage);
-        }
-        counts
-    }
-
-    /// Count one more run of `role` in `status`.
-    pub fn add(&mut self, role: &str, status: &str) {
-        self.global += 1;
-        *self.by_role.entry(role.to_string()).or_default() += 1;
-        *self.by_status.entry(status.to_string()).or_default() += 1;
-    }
-
-    /// The ceiling one more run of `stage` would break, if any.
-    pub fn ceiling(&self, config: &Config, stage: &Stage) -> Option<SkipReason> {
-        let reached = |scope, limit| Some(SkipReason::CapReached { scope, limit });
-        if self.global >= config.concurrency.max_in_flight {
-            return reached(CeilingScope::Global, config.concurrency.max_in_flight);
-        }
-        if self.by_role.get(&stage.role).copied().unwrap_or(0) >= stage.max_in_flight {
-            return reached(CeilingScope::Role, stage.max_in_flight);
-        }
-        if let Some(&limit) = config
-            .concurrency
-            .per_status_max_in_flight
-            .get(&stage.claim_status)
-        {
-            if self
-                .by_status
-                .get(&stage.claim_status)
-                .copied()
-                .unwrap_or(0)
-                >= limit
-            {
-                return reached(CeilingScope::Status, limit);
-            }
-        }
-        None
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! Who holds a claim: claimer ids (`host:pid:nonce`), and whether the process behind a
+//! claim of this host is still there.
+
+use chrono::{DateTime, Utc};
+
+/// The host part of claimer ids: `SORTIE_HOST_ID`, else the host name.
+pub fn host_id() -> String {
+    std::env::var("SORTIE_HOST_ID")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "host".to_string())
+        })
+}
+
+/// A new claimer id for this process: `host:pid:nonce`.
+pub fn new_claimer_id() -> String {
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}:{}:{}", host_id(), std::process::id(), &nonce[..8])
+}
+
+/// The host part of a claimer id.
+pub fn claimer_host(claimer_id: &str) -> &str {
+    claimer_id.rsplitn(3, ':').nth(2).unwrap_or("")
+}
+
+/// The process id part of a claimer id.
+pub fn claimer_pid(claimer_id: &str) -> Option<u32> {
+    claimer_id.rsplit(':').nth(1)?.parse().ok()
+}
+
+/// Whether the claim held by `claimer_id` since `claimed_at` belongs to a process of this
+/// host (`my_claimer_id`'s host) that no longer runs: no process has its pid, the one
+/// that has it is a zombie, or it started after the claim was taken (the pid was
+/// reused). Claims of other hosts, and processes that cannot be inspected, are not gone:
+/// only their lease says when they may be taken over.
+pub fn holder_is_gone(claimer_id: &str, claimed_at: DateTime<Utc>, my_claimer_id: &str) -> bool {
+    if claimer_id == my_claimer_id || claimer_host(claimer_id) != claimer_host(my_claimer_id) {
+        return false;
+    }
+    let Some(pid) = claimer_pid(claimer_id) else {
+        return false;
+    };
+    match process_start(pid) {
+        ProcessStart::Missing => true,
+        ProcessStart::Zombie => true,
+        // A second of slack: boot time and clock ticks are coarse.
+        ProcessStart::At(start) => start > claimed_at + chrono::Duration::seconds(1),
+        ProcessStart::Unknown => false,
+    }
+}
+
+/// What `/proc` says about a process.
+enum ProcessStart {
+    Missing,
+    Zombie,
+    At(DateTime<Utc>),
+    Unknown,
+}
+
+fn process_start(pid: u32) -> ProcessStart {
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return ProcessStart::Missing,
+        Err(_) => return ProcessStart::Unknown,
+    };
+    // The command name (field 2) may hold spaces and parentheses: fields after it
+    // start after the last `)`.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return ProcessStart::Unknown;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is the state (field 3); the start time is field 22, fields[19].
+    if fields.first() == Some(&"Z") {
+        return ProcessStart::Zombie;
+    }
+    let (Some(ticks), Some(boot)) = (
+        fields.get(19).and_then(|t| t.parse::<u64>().ok()),
+        boot_time(),
+    ) else {
+        return ProcessStart::Unknown;
+    };
+    // `/proc` reports times in USER_HZ, 100 per second on every Linux architecture
+    // sortie runs on.
+    let millis = ticks.saturating_mul(10);
+    match DateTime::from_timestamp(boot, 0) {
+        Some(boot) => ProcessStart::At(boot + chrono::Duration::milliseconds(millis as i64)),
+        None => ProcessStart::Unknown,
+    }
+}
+
+fn boot_time() -> Option<i64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claimer_ids_split_into_host_and_pid() {
+        assert_eq!(claimer_host("build-1:42:abcd1234"), "build-1");
+        assert_eq!(claimer_pid("build-1:42:abcd1234"), Some(42));
+        assert_eq!(claimer_host("a:b:42:abcd1234"), "a:b");
+        assert_eq!(claimer_pid("nonsense"), None);
+    }
+
+    #[test]
+    fn a_dead_process_of_this_host_is_gone_a_live_one_and_other_hosts_are_not() {
+        let me = new_claimer_id();
+        let host = claimer_host(&me).to_string();
+        let long_ago = Utc::now() - chrono::Duration::days(3650);
+        // This test process is alive and started before now.
+        let alive = format!("{host}:{}:00000000", std::process::id());
+        assert!(!holder_is_gone(&alive, Utc::now(), &me));
+        // ... but it started after a claim taken ten years ago: that pid was reused.
+        assert!(holder_is_gone(&alive, long_ago, &me));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let dead = format!("{host}:{pid}:00000000");
+        assert!(holder_is_gone(&dead, Utc::now(), &me));
+        let elsewhere = format!("{host}-other:{pid}:00000000");
+        assert!(!holder_is_gone(&elsewhere, Utc::now(), &me));
+        assert!(!holder_is_gone(&me, Utc::now(), &me));
+    }
+}
