@@ -109,13 +109,13 @@ fn daemon(
     insecure_listen: bool,
 ) -> anyhow::Result<u8> {
     let config = Config::load(&config_path)?;
-    let opts = crate::daemon::DaemonOptions {
-        config_path,
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(crate::daemon::run(
+        config,
+        &config_path,
         listen,
         insecure_listen,
-    };
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(crate::daemon::run(config, opts))?;
+    ))?;
     Ok(super::EXIT_OK)
 }
 

@@ -41,19 +41,55 @@ async fn dashboard() -> Html<&'static str> {
     Html(DASHBOARD)
 }
 
+/// Ready when a pipeline is built, the ledger answers, and a tick succeeded within
+/// three poll intervals; otherwise 503 with the reason.
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
-    let window = shared.pipeline().config().poll_interval * 3;
-    let last_ok = shared.status().last_ok_at;
-    let fresh = last_ok.is_some_and(|at| (Utc::now() - at).to_std().unwrap_or_default() <= window);
+    let unavailable =
+        |reason: String| (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response();
+    let Some(pipeline) = shared.pipeline() else {
+        let reason = shared
+            .status()
+            .not_ready
+            .clone()
+            .unwrap_or_else(|| "starting".to_string());
+        return unavailable(format!("not ready: {reason}"));
+    };
+    if let Err(err) = pipeline.ledger().ping() {
+        return unavailable(format!("not ready: {err}"));
+    }
+    let window = shared.config().poll_interval * 3;
+    let (last_ok, last_error) = {
+        let status = shared.status();
+        let error = status
+            .last_tick
+            .as_ref()
+            .filter(|t| !t.ok)
+            .and_then(|t| t.error.clone());
+        (status.last_ok_at, error)
+    };
+    let fresh =
+        last_ok.is_some_and(|at| (shared.now() - at).to_std().unwrap_or_default() <= window);
     if fresh {
         (StatusCode::OK, "ready\n").into_response()
+    } else if let Some(error) = last_error {
+        unavailable(format!("not ready: the last tick failed: {error}"))
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no successful tick within three poll intervals\n",
-        )
-            .into_response()
+        unavailable("not ready: no successful tick within three poll intervals".to_string())
     }
+}
+
+/// 503 for endpoints that need a pipeline before one could be built.
+fn no_pipeline(shared: &Shared) -> Response {
+    let reason = shared
+        .status()
+        .not_ready
+        .clone()
+        .unwrap_or_else(|| "starting".to_string());
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("no pipeline yet: {reason}\n"),
+    )
+        .into_response()
 }
 
 /// The config as `/api/v1/state` shows it.
@@ -124,17 +160,28 @@ struct StateView {
 }
 
 async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
-    let pipeline = shared.pipeline();
-    let config = pipeline.config();
+    let config = shared.config();
+    let config = &*config;
     let tracker = config.tracker.name();
-    let ledger = pipeline.ledger();
     let mut errors = Vec::new();
     let scope = Scope::Tracker(&tracker);
-    let retry_queue: Vec<RetryEntry> = or_note(&mut errors, "retries", ledger.retries(scope));
-    let held: Vec<Hold> = or_note(&mut errors, "holds", ledger.holds(scope));
-    let ledger_runs: Vec<RunRecord> =
-        or_note(&mut errors, "recent runs", ledger.recent_runs(scope, 20));
-    let now = Utc::now();
+    let (retry_queue, held, ledger_runs): (Vec<RetryEntry>, Vec<Hold>, Vec<RunRecord>) =
+        match shared.pipeline() {
+            Some(pipeline) => {
+                let ledger = pipeline.ledger();
+                (
+                    or_note(&mut errors, "retries", ledger.retries(scope)),
+                    or_note(&mut errors, "holds", ledger.holds(scope)),
+                    or_note(&mut errors, "recent runs", ledger.recent_runs(scope, 20)),
+                )
+            }
+            None => {
+                let reason = shared.status().not_ready.clone().unwrap_or_default();
+                errors.push(format!("no pipeline yet: {reason}"));
+                (Vec::new(), Vec::new(), Vec::new())
+            }
+        };
+    let now = shared.now();
     let live_runs = shared
         .all_pipelines()
         .iter()
@@ -175,7 +222,7 @@ fn or_note<T>(
 
 /// Whether a POST may go on: no token configured, or the right bearer token.
 fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    let Some(var) = shared.pipeline().config().http.token_env.clone() else {
+    let Some(var) = shared.config().http.token_env.clone() else {
         return true;
     };
     let Ok(token) = std::env::var(&var) else {
@@ -196,16 +243,22 @@ async fn refresh(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     if !authorized(&shared, &headers) {
         return (StatusCode::UNAUTHORIZED, "bearer token required\n").into_response();
     }
-    shared.refresh.notify_one();
-    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+    let coalesced = shared.request_tick();
+    (
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({"queued": true, "coalesced": coalesced})),
+    )
+        .into_response()
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    let pipeline = shared.pipeline();
+    let Some(pipeline) = shared.pipeline() else {
+        return no_pipeline(&shared);
+    };
     let config = pipeline.config();
     let tracker = config.tracker.name();
     let ledger = pipeline.ledger();
-    let now = Utc::now();
+    let now = shared.now();
     let gauges = Gauges {
         runs_in_flight: shared
             .all_pipelines()
@@ -249,13 +302,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
 
 /// `POST /hooks/github`: a signed delivery triggers a tick; its payload is not read.
 async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(var) = shared
-        .pipeline()
-        .config()
-        .http
-        .github_webhook_secret_env
-        .clone()
-    else {
+    let Some(var) = shared.config().http.github_webhook_secret_env.clone() else {
         return (
             StatusCode::NOT_FOUND,
             "http.github_webhook_secret_env is not configured\n",
@@ -285,7 +332,7 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     if mac.verify_slice(&signature).is_err() {
         return (StatusCode::UNAUTHORIZED, "signature does not match\n").into_response();
     }
-    shared.refresh.notify_one();
+    shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
 }
 
@@ -314,7 +361,9 @@ struct TicketView {
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
 async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    let pipeline = shared.pipeline();
+    let Some(pipeline) = shared.pipeline() else {
+        return no_pipeline(&shared);
+    };
     let tracker = pipeline.tracker();
     let ticket = match tracker.get(&id).await {
         Ok(t) => t,

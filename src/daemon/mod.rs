@@ -1,29 +1,34 @@
 //! The daemon (`sortie pipeline run`): a loop that drives the tick on a timer, on
-//! demand and on webhooks, reloads the config when it changes, drains runs on
-//! shutdown, and serves its state over HTTP.
+//! demand, on webhooks and whenever a run ends, reloads the config when it changes,
+//! drains runs on shutdown, and serves its state over HTTP.
 //!
 //! It never decides what runs: that is the tick's job ([`Pipeline::tick_detached`]),
-//! so a daemon and cron ticks on the same ledger coexist.
+//! so a daemon and cron ticks on the same ledger coexist. [`serve`] takes its listener
+//! and its shutdown as arguments (the CLI binds the socket, installs the signal
+//! handlers and prints), so tests drive it in-process.
 
 mod http;
 pub mod state;
 mod watch;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use chrono::Utc;
-use tokio::signal::unix::{signal, SignalKind};
+use chrono::{DateTime, Utc};
+use tokio::net::TcpListener;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::state::{DaemonStatus, TickSummary};
 use self::watch::Fingerprint;
 use crate::config::Config;
 use crate::ledger::{Ledger, SqliteLedger};
-use crate::pipeline::{Pipeline, TickOptions};
+use crate::pipeline::{Clock, Pipeline, PipelineError, SystemClock, TickOptions};
 
 /// Why the daemon could not start. Errors after start are reported, not returned.
 #[derive(Debug, thiserror::Error)]
@@ -44,41 +49,93 @@ pub enum DaemonError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
-    /// The first pipeline could not be built (tracker, ledger or role templates).
+    /// The first pipeline could not be built for a reason a person must fix (a role
+    /// template, a missing agent program). An unreachable tracker or ledger is not one:
+    /// the daemon starts, reports not ready, and retries each poll.
     #[error("{0}")]
     Pipeline(String),
 }
 
+/// A future building a pipeline for a config.
+pub type BuildFuture = Pin<Box<dyn Future<Output = Result<Pipeline, PipelineError>> + Send>>;
+
+/// How the daemon builds a pipeline for a config (and for every reload): given the
+/// config and the notifier the pipeline must wake the daemon with when a run ends.
+pub type PipelineFactory = Arc<dyn Fn(Config, Arc<Notify>) -> BuildFuture + Send + Sync>;
+
 /// How to run the daemon.
-#[derive(Debug, Clone)]
-pub struct DaemonOptions {
+#[derive(Clone)]
+pub struct ServeOptions {
     /// The config file (watched for changes, with the role files).
     pub config_path: PathBuf,
-    /// Where the HTTP surface listens.
-    pub listen: SocketAddr,
-    /// Allow a non-loopback listen address without a token.
-    pub insecure_listen: bool,
+    /// Builds pipelines; [`default_factory`] opens the config's tracker and ledger.
+    pub factory: PipelineFactory,
+    /// Where "now" comes from for the status the daemon reports.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl ServeOptions {
+    /// The production options for `config_path`.
+    pub fn new(config_path: PathBuf) -> Self {
+        ServeOptions {
+            config_path,
+            factory: default_factory(),
+            clock: Arc::new(SystemClock::from_env()),
+        }
+    }
+}
+
+/// Builds the pipeline a config describes: its tracker (counted for `/metrics`), its
+/// ledger and its role templates.
+pub fn default_factory() -> PipelineFactory {
+    Arc::new(|config: Config, run_ended: Arc<Notify>| -> BuildFuture {
+        Box::pin(async move {
+            let tracker = crate::tracker::open(&config)?;
+            let tracker: Arc<dyn crate::tracker::Tracker> =
+                Arc::new(crate::tracker::counting::CountingTracker::new(tracker));
+            let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+            Pipeline::builder(config, tracker, ledger)
+                .run_ended(run_ended)
+                .build()
+                .await
+        })
+    })
 }
 
 /// What the HTTP handlers and the loop share.
 pub(crate) struct Shared {
     config_path: PathBuf,
-    /// The pipeline ticks run on (the last good config).
-    current: RwLock<Arc<Pipeline>>,
+    /// The last valid config loaded from disk.
+    config: RwLock<Arc<Config>>,
+    /// The pipeline ticks run on (built from the last good config), once it could be built.
+    current: RwLock<Option<Arc<Pipeline>>>,
     /// Pipelines of replaced configs whose runs have not finished.
     retired: Mutex<Vec<Arc<Pipeline>>>,
     status: Mutex<DaemonStatus>,
-    /// One stored permit: many refresh calls while a tick is pending make one tick.
-    refresh: Notify,
-    started_at: chrono::DateTime<Utc>,
+    /// One stored permit: refresh requests, webhook hints and ended runs while a tick is
+    /// pending make one tick.
+    wake: Arc<Notify>,
+    clock: Arc<dyn Clock>,
+    started_at: DateTime<Utc>,
 }
 
 impl Shared {
-    fn pipeline(&self) -> Arc<Pipeline> {
+    fn pipeline(&self) -> Option<Arc<Pipeline>> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 
     fn status(&self) -> std::sync::MutexGuard<'_, DaemonStatus> {
@@ -86,7 +143,7 @@ impl Shared {
     }
 
     fn all_pipelines(&self) -> Vec<Arc<Pipeline>> {
-        let mut all = vec![self.pipeline()];
+        let mut all: Vec<Arc<Pipeline>> = self.pipeline().into_iter().collect();
         all.extend(
             self.retired
                 .lock()
@@ -101,9 +158,10 @@ impl Shared {
     fn collect_finished(&self) {
         for pipeline in self.all_pipelines() {
             let lines = pipeline.collect_finished();
+            let now = self.now();
             let mut status = self.status();
             for line in lines {
-                status.record_run(line);
+                status.record_run(line, now);
             }
         }
         self.retired
@@ -111,72 +169,53 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|p| !p.live_runs().is_empty());
     }
-}
 
-/// Build a pipeline for `config` (its tracker, its ledger, its role templates).
-async fn build_pipeline(config: Config) -> Result<Pipeline, String> {
-    let tracker = crate::tracker::open(&config).map_err(|e| format!("tracker: {e}"))?;
-    // Counted for `/metrics` (tracker requests by kind and result).
-    let tracker: Arc<dyn crate::tracker::Tracker> =
-        Arc::new(crate::tracker::counting::CountingTracker::new(tracker));
-    let ledger: Arc<dyn Ledger> =
-        Arc::new(SqliteLedger::open(&config.ledger_path()).map_err(|e| format!("ledger: {e}"))?);
-    Pipeline::new(config, tracker, ledger)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// Run the daemon until SIGTERM or SIGINT, then drain. Prints `listening on
-/// http://ADDR` on stdout once the socket is bound.
-pub async fn run(config: Config, opts: DaemonOptions) -> Result<(), DaemonError> {
-    if !opts.listen.ip().is_loopback() && config.http.token_env.is_none() && !opts.insecure_listen {
-        return Err(DaemonError::InsecureListen(opts.listen));
+    /// Ask for a tick as soon as the loop is free; whether one was already asked for.
+    fn request_tick(&self) -> bool {
+        let mut status = self.status();
+        let coalesced = status.tick_requested;
+        status.tick_requested = true;
+        drop(status);
+        self.wake.notify_one();
+        coalesced
     }
-    let pipeline = build_pipeline(config)
-        .await
-        .map_err(DaemonError::Pipeline)?;
-    let mut fingerprint = Fingerprint::of(&opts.config_path, pipeline.config());
+}
+
+/// Run the daemon on `listener` until `shutdown` completes, then drain: live runs get
+/// `shutdown_grace_seconds` to finish (cut short when `hurry` completes), the rest are
+/// interrupted. Starts even when the tracker or the ledger cannot be reached (not
+/// ready until they can); refuses to start only for a problem a person must fix.
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    opts: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send,
+    hurry: impl Future<Output = ()> + Send,
+) -> Result<(), DaemonError> {
+    let wake = Arc::new(Notify::new());
     let shared = Arc::new(Shared {
         config_path: opts.config_path.clone(),
-        current: RwLock::new(Arc::new(pipeline)),
+        config: RwLock::new(Arc::new(config.clone())),
+        current: RwLock::new(None),
         retired: Mutex::new(Vec::new()),
         status: Mutex::new(DaemonStatus::default()),
-        refresh: Notify::new(),
-        started_at: Utc::now(),
+        wake: wake.clone(),
+        started_at: opts.clock.now(),
+        clock: opts.clock.clone(),
     });
+    let mut applied = Fingerprint::of(&opts.config_path, &config);
+    match (opts.factory)(config, wake.clone()).await {
+        Ok(pipeline) => {
+            *shared.current.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(pipeline))
+        }
+        Err(err) if err.is_transient() => {
+            tracing::warn!(error = %err, "cannot build the pipeline yet; serving, not ready, retrying each poll");
+            shared.status().not_ready = Some(err.to_string());
+        }
+        Err(err) => return Err(DaemonError::Pipeline(err.to_string())),
+    }
 
     let stop = CancellationToken::new();
-    let hurry = CancellationToken::new();
-    let mut term = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
-    {
-        let (stop, hurry) = (stop.clone(), hurry.clone());
-        tokio::spawn(async move {
-            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-            tracing::info!("shutting down: no new claims; live runs get the grace to finish");
-            stop.cancel();
-            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-            tracing::warn!("second signal: cancelling live runs now");
-            hurry.cancel();
-        });
-    }
-
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|cause| DaemonError::Bind {
-            addr: opts.listen,
-            cause,
-        })?;
-    let bound = listener.local_addr().map_err(|cause| DaemonError::Bind {
-        addr: opts.listen,
-        cause,
-    })?;
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "listening on http://{bound}");
-        let _ = out.flush();
-    }
     let server = {
         let app = http::router(shared.clone());
         let stop = stop.clone();
@@ -190,51 +229,64 @@ pub async fn run(config: Config, opts: DaemonOptions) -> Result<(), DaemonError>
         })
     };
 
+    tokio::pin!(shutdown);
     let mut next = Instant::now();
     let mut collect = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tokio::time::sleep_until(next.into()) => {}
-            _ = shared.refresh.notified() => {}
+            _ = &mut shutdown => break,
+            _ = tokio::time::sleep_until(next) => {}
+            _ = wake.notified() => {}
             _ = collect.tick() => {
                 shared.collect_finished();
                 continue;
             }
         }
+        shared.status().tick_requested = false;
         shared.collect_finished();
-        reload_if_changed(&shared, &mut fingerprint).await;
-        tick_once(&shared, &stop).await;
-        next = Instant::now() + shared.pipeline().config().poll_interval;
+        reload_if_changed(&shared, &opts, &mut applied).await;
+        if let Some(pipeline) = shared.pipeline() {
+            tick_once(&shared, &pipeline, &mut shutdown).await;
+        }
+        next = Instant::now() + shared.config().poll_interval;
     }
 
+    tracing::info!("shutting down: no new claims; live runs get the grace to finish");
     shared.status().shutting_down = true;
-    let grace = shared.pipeline().config().shutdown_grace;
+    let grace = shared.config().shutdown_grace;
+    let hurry = hurry;
+    tokio::pin!(hurry);
     for pipeline in shared.all_pipelines() {
-        let lines = pipeline.shutdown_until(grace, hurry.cancelled()).await;
+        let lines = pipeline.shutdown_until(grace, &mut hurry).await;
+        let now = shared.now();
         let mut status = shared.status();
         for line in lines {
-            status.record_run(line);
+            status.record_run(line, now);
         }
     }
+    stop.cancel();
     let _ = server.await;
     tracing::info!("drained; exiting");
     Ok(())
 }
 
-/// Run one detached tick on the current pipeline; a signal meanwhile stops its claiming.
-async fn tick_once(shared: &Shared, stop: &CancellationToken) {
-    let pipeline = shared.pipeline();
+/// Run one detached tick on `pipeline`; a shutdown meanwhile stops its claiming.
+async fn tick_once(
+    shared: &Shared,
+    pipeline: &Pipeline,
+    shutdown: &mut Pin<&mut impl Future<Output = ()>>,
+) {
     let before: std::collections::HashSet<String> =
         pipeline.live_runs().into_iter().map(|r| r.run_id).collect();
-    let started_at = Utc::now();
+    let started_at = shared.now();
     let clock = Instant::now();
     let tick = pipeline.tick_detached(TickOptions::default());
     tokio::pin!(tick);
-    let result = loop {
-        tokio::select! {
-            result = &mut tick => break result,
-            _ = stop.cancelled() => pipeline.stop_claiming(),
+    let result = tokio::select! {
+        result = &mut tick => result,
+        _ = shutdown.as_mut() => {
+            pipeline.stop_claiming();
+            tick.await
         }
     };
     let duration_seconds = clock.elapsed().as_secs_f64();
@@ -268,44 +320,130 @@ async fn tick_once(shared: &Shared, stop: &CancellationToken) {
             }
         }
     };
-    shared.status().record_tick(summary);
+    let now = shared.now();
+    shared.status().record_tick(summary, now);
 }
 
-/// When the config file or a role file changed, validate the result and switch to it;
-/// keep the running config and report the error when it is not valid.
-async fn reload_if_changed(shared: &Shared, fingerprint: &mut Fingerprint) {
-    let running = shared.pipeline();
-    let now = Fingerprint::of(&shared.config_path, running.config());
-    if now == *fingerprint {
+/// When the config file or a role file changed, or the last build could not reach the
+/// tracker or the ledger, load and build again and switch to the result. A file that is
+/// not valid keeps the running config (reported until the file changes again); a build
+/// that could not reach a service is retried at the next poll.
+async fn reload_if_changed(shared: &Shared, opts: &ServeOptions, applied: &mut Fingerprint) {
+    let config = shared.config();
+    let on_disk = Fingerprint::of(&shared.config_path, &config);
+    let unbuilt = shared.pipeline().is_none();
+    if on_disk == *applied && !unbuilt {
         return;
     }
-    *fingerprint = now;
-    match load_and_build(&shared.config_path).await {
+    let changed = on_disk != *applied;
+    let loaded = if changed {
+        match Config::load(&shared.config_path) {
+            Ok(config) => config,
+            Err(err) => {
+                let message = format!("{err:#}");
+                tracing::error!(error = %message, "config edit rejected; running on the last good config");
+                *applied = on_disk;
+                let mut status = shared.status();
+                status.config_error = Some(message);
+                status.counters.reload_failures += 1;
+                return;
+            }
+        }
+    } else {
+        (*config).clone()
+    };
+    match (opts.factory)(loaded.clone(), shared.wake.clone()).await {
         Ok(pipeline) => {
             // The new config may name other role files: watch those from now on.
-            *fingerprint = Fingerprint::of(&shared.config_path, pipeline.config());
-            tracing::info!(config = %shared.config_path.display(), "config reloaded");
-            running.stop_claiming();
-            *shared.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(pipeline);
-            shared
-                .retired
-                .lock()
+            *applied = Fingerprint::of(&shared.config_path, &loaded);
+            *shared.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(loaded);
+            let previous = shared
+                .current
+                .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(running);
+                .replace(Arc::new(pipeline));
             let mut status = shared.status();
+            status.not_ready = None;
             status.config_error = None;
-            status.counters.reloads += 1;
+            if let Some(running) = previous {
+                tracing::info!(config = %shared.config_path.display(), "config reloaded");
+                running.stop_claiming();
+                shared
+                    .retired
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(running);
+                status.counters.reloads += 1;
+            } else {
+                tracing::info!("pipeline built; ready once a tick succeeds");
+            }
+        }
+        Err(err) if err.is_transient() => {
+            // Not the file's fault: keep `applied` as it was, so the next poll tries again.
+            tracing::warn!(error = %err, "cannot build the pipeline now; will retry at the next poll");
+            shared.status().not_ready = Some(err.to_string());
         }
         Err(err) => {
-            tracing::error!(error = %err, "config edit rejected; running on the last good config");
+            let message = err.to_string();
+            tracing::error!(error = %message, "config edit rejected; running on the last good config");
+            *applied = on_disk;
             let mut status = shared.status();
-            status.config_error = Some(err);
+            status.config_error = Some(message);
             status.counters.reload_failures += 1;
         }
     }
 }
 
-async fn load_and_build(path: &Path) -> Result<Pipeline, String> {
-    let config = Config::load(path).map_err(|e| format!("{e:#}"))?;
-    build_pipeline(config).await
+/// What `sortie pipeline run` does around [`serve`]: refuse a non-loopback address
+/// without a token, bind, print `listening on http://ADDR`, and stop on SIGTERM or
+/// SIGINT (a second signal cuts the grace short).
+pub async fn run(
+    config: Config,
+    config_path: &Path,
+    listen: SocketAddr,
+    insecure_listen: bool,
+) -> Result<(), DaemonError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    if !listen.ip().is_loopback() && config.http.token_env.is_none() && !insecure_listen {
+        return Err(DaemonError::InsecureListen(listen));
+    }
+    let mut term = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|cause| DaemonError::Bind {
+            addr: listen,
+            cause,
+        })?;
+    let bound = listener.local_addr().map_err(|cause| DaemonError::Bind {
+        addr: listen,
+        cause,
+    })?;
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{bound}");
+        let _ = out.flush();
+    }
+    let first = CancellationToken::new();
+    let second = CancellationToken::new();
+    {
+        let (first, second) = (first.clone(), second.clone());
+        tokio::spawn(async move {
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            first.cancel();
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            tracing::warn!("second signal: cancelling live runs now");
+            second.cancel();
+        });
+    }
+    let opts = ServeOptions::new(config_path.to_path_buf());
+    serve(
+        listener,
+        config,
+        opts,
+        first.cancelled_owned(),
+        second.cancelled_owned(),
+    )
+    .await
 }

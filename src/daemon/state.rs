@@ -12,6 +12,9 @@ use crate::pipeline::report::RunLine;
 /// How many finished runs `/api/v1/state` keeps.
 const RECENT_RUNS: usize = 50;
 
+/// Upper bounds of the run duration histogram, seconds.
+const RUN_BUCKETS: &[f64] = &[0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0];
+
 /// Upper bounds of the tick duration histogram, seconds.
 const TICK_BUCKETS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
@@ -57,6 +60,10 @@ pub struct DaemonStatus {
     pub config_error: Option<String>,
     /// Whether a shutdown has started.
     pub shutting_down: bool,
+    /// Why no pipeline could be built yet (the tracker or the ledger unreachable).
+    pub not_ready: Option<String>,
+    /// A tick was asked for (refresh, webhook, an ended run) and has not started yet.
+    pub tick_requested: bool,
     /// Finished runs, newest first.
     pub recent: VecDeque<FinishedRun>,
     /// Counters.
@@ -72,6 +79,10 @@ pub struct Counters {
     pub tick_buckets: Vec<u64>,
     /// Sum of tick durations.
     pub tick_sum: f64,
+    /// Run duration histogram: counts per bucket (non-cumulative).
+    pub run_buckets: Vec<u64>,
+    /// Sum of run durations.
+    pub run_sum: f64,
     /// Runs by (role, outcome).
     pub runs: BTreeMap<(String, String), u64>,
     /// Write-backs by (role, outcome).
@@ -83,8 +94,8 @@ pub struct Counters {
 }
 
 impl DaemonStatus {
-    /// Record a finished tick.
-    pub fn record_tick(&mut self, summary: TickSummary) {
+    /// Record a finished tick that ended at `now`.
+    pub fn record_tick(&mut self, summary: TickSummary, now: DateTime<Utc>) {
         let c = &mut self.counters;
         *c.ticks
             .entry(if summary.ok { "ok" } else { "error" })
@@ -99,20 +110,32 @@ impl DaemonStatus {
         c.tick_buckets[idx] += 1;
         c.tick_sum += summary.duration_seconds;
         if summary.ok {
-            self.last_ok_at = Some(Utc::now());
+            self.last_ok_at = Some(now);
         }
         self.last_tick = Some(summary);
     }
 
-    /// Record a run that ended.
-    pub fn record_run(&mut self, line: RunLine) {
+    /// Record a run that ended (collected at `now`).
+    pub fn record_run(&mut self, line: RunLine, now: DateTime<Utc>) {
+        if let Some(secs) = line.duration_seconds {
+            let c = &mut self.counters;
+            if c.run_buckets.is_empty() {
+                c.run_buckets = vec![0; RUN_BUCKETS.len() + 1];
+            }
+            let idx = RUN_BUCKETS
+                .iter()
+                .position(|b| secs <= *b)
+                .unwrap_or(RUN_BUCKETS.len());
+            c.run_buckets[idx] += 1;
+            c.run_sum += secs;
+        }
         let key = (line.role.clone(), line.outcome.clone());
         *self.counters.runs.entry(key.clone()).or_default() += 1;
         if line.to_status.is_some() && (line.outcome == "success" || line.outcome == "failure") {
             *self.counters.handoffs.entry(key).or_default() += 1;
         }
         self.recent.push_front(FinishedRun {
-            finished_at: Utc::now(),
+            finished_at: now,
             line,
         });
         self.recent.truncate(RECENT_RUNS);
@@ -188,6 +211,26 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
     );
     let _ = writeln!(out, "sortie_tick_duration_seconds_sum {}", c.tick_sum);
     let _ = writeln!(out, "sortie_tick_duration_seconds_count {cumulative}");
+    let _ = writeln!(
+        out,
+        "# HELP sortie_run_duration_seconds How long runs took, from start to write-back."
+    );
+    let _ = writeln!(out, "# TYPE sortie_run_duration_seconds histogram");
+    let mut cumulative = 0;
+    for (i, bound) in RUN_BUCKETS.iter().enumerate() {
+        cumulative += c.run_buckets.get(i).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "sortie_run_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+        );
+    }
+    cumulative += c.run_buckets.get(RUN_BUCKETS.len()).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "sortie_run_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+    );
+    let _ = writeln!(out, "sortie_run_duration_seconds_sum {}", c.run_sum);
+    let _ = writeln!(out, "sortie_run_duration_seconds_count {cumulative}");
     for (name, help, map) in [
         (
             "sortie_runs_total",
@@ -327,8 +370,8 @@ mod tests {
     #[test]
     fn cancelled_runs_count_as_runs_but_not_handoffs() {
         let mut s = DaemonStatus::default();
-        s.record_run(line("backend", "success", Some("qa")));
-        s.record_run(line("backend", "cancelled", None));
+        s.record_run(line("backend", "success", Some("qa")), Utc::now());
+        s.record_run(line("backend", "cancelled", None), Utc::now());
         let text = render_metrics(&s, &Gauges::default());
         assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"success\"} 1"));
         assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"cancelled\"} 1"));
@@ -340,21 +383,47 @@ mod tests {
     fn tick_histogram_is_cumulative() {
         let mut s = DaemonStatus::default();
         for d in [0.01, 0.3, 100.0] {
-            s.record_tick(TickSummary {
-                started_at: Utc::now(),
-                duration_seconds: d,
-                ok: true,
-                error: None,
-                runs_started: 0,
-                skipped: 0,
-                cancels: 0,
-                replays: 0,
-            });
+            s.record_tick(
+                TickSummary {
+                    started_at: Utc::now(),
+                    duration_seconds: d,
+                    ok: true,
+                    error: None,
+                    runs_started: 0,
+                    skipped: 0,
+                    cancels: 0,
+                    replays: 0,
+                },
+                Utc::now(),
+            );
         }
         let text = render_metrics(&s, &Gauges::default());
         assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.05\"} 1\n"));
         assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.5\"} 2\n"));
         assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("sortie_ticks_total{result=\"ok\"} 3\n"));
+    }
+
+    #[test]
+    fn run_durations_land_in_their_histogram() {
+        let mut s = DaemonStatus::default();
+        for secs in [0.4, 0.6, 7.0] {
+            let mut l = line("qa", "success", Some("done"));
+            l.duration_seconds = Some(secs);
+            s.record_run(l, Utc::now());
+        }
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(
+            text.contains("sortie_run_duration_seconds_bucket{le=\"0.5\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_run_duration_seconds_bucket{le=\"1\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_run_duration_seconds_count 3\n"),
+            "{text}"
+        );
     }
 }

@@ -171,6 +171,7 @@ pub struct PipelineBuilder {
     faults: Faults,
     hooks: Option<HookRegistry>,
     require_agents: bool,
+    run_ended: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl PipelineBuilder {
@@ -197,6 +198,13 @@ impl PipelineBuilder {
     /// ([`Pipeline::missing_agents`]).
     pub fn require_agents(mut self, require: bool) -> Self {
         self.require_agents = require;
+        self
+    }
+
+    /// Notify `notify` each time a run ends (a daemon shares one across the pipelines of
+    /// successive configs, and with its refresh requests, so they coalesce).
+    pub fn run_ended(mut self, notify: Arc<tokio::sync::Notify>) -> Self {
+        self.run_ended = Some(notify);
         self
     }
 
@@ -231,9 +239,13 @@ impl PipelineBuilder {
             faults: self.faults,
             events,
         };
+        let supervisor = match self.run_ended {
+            Some(notify) => Supervisor::notifying(notify),
+            None => Supervisor::default(),
+        };
         Ok(Pipeline {
             ctx: Arc::new(ctx),
-            supervisor: Arc::new(Supervisor::default()),
+            supervisor: Arc::new(supervisor),
         })
     }
 }
@@ -269,6 +281,7 @@ impl Pipeline {
             faults: Faults::from_env(),
             hooks: None,
             require_agents: true,
+            run_ended: None,
         }
     }
 

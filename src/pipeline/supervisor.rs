@@ -48,6 +48,14 @@ pub(crate) struct Supervisor {
 }
 
 impl Supervisor {
+    /// A supervisor that notifies `run_ended` when a run ends.
+    pub fn notifying(run_ended: Arc<Notify>) -> Self {
+        Supervisor {
+            run_ended,
+            ..Supervisor::default()
+        }
+    }
+
     /// Whether ticks may still claim.
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)

@@ -296,6 +296,10 @@ struct Scripted {
     inner: MemoryTracker,
     move_on_reread: Option<String>,
     refuse_to: Option<String>,
+    /// Reading comments takes this long (a slow tracker: concurrent writers overlap).
+    slow_comments: Option<std::time::Duration>,
+    /// Every transition asked for, `(from, to)`.
+    transitions: Mutex<Vec<(String, String)>>,
 }
 
 #[async_trait]
@@ -319,12 +323,19 @@ impl Tracker for Scripted {
         self.inner.get(id).await
     }
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        if let Some(delay) = self.slow_comments {
+            tokio::time::sleep(delay).await;
+        }
         self.inner.comments(id).await
     }
     async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
         self.inner.post_comment(id, body, key).await
     }
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        self.transitions
+            .lock()
+            .unwrap()
+            .push((from.to_string(), to.to_string()));
         if self.refuse_to.as_deref() == Some(to) {
             let current = self
                 .inner
@@ -424,4 +435,63 @@ async fn a_transition_the_workflow_refuses_is_reported_and_the_ticket_held_not_b
     let r = p.tick(TickOptions::default()).await.unwrap();
     assert!(r.runs.is_empty() && r.replays.is_empty(), "{}", r.to_text());
     assert_eq!(blocks(&tracker.inner, "4").len(), 2);
+}
+
+/// Regression (#12, defect 5): three ticks replaying one stored outcome at once, on a
+/// tracker slow enough that every replay reads the comments before any posts, leave one
+/// comment and one transition: only the holder of the entry's write lease writes it.
+#[tokio::test]
+async fn concurrent_replays_of_one_stored_outcome_post_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &["true"], 3, None);
+    let tracker = Arc::new(Scripted {
+        slow_comments: Some(std::time::Duration::from_millis(200)),
+        ..Scripted::default()
+    });
+    tracker
+        .inner
+        .insert(MemoryTracker::ticket("5", "t", "designing"));
+    let clock = StepClock::new();
+    let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).expect("ledger"));
+    let entry = stored_architect_success(clock.now());
+    crate::common::store_crashed_outcome(&*ledger, &entry, clock.now());
+    let mut ticks = Vec::new();
+    for _ in 0..3 {
+        ticks.push(
+            Pipeline::with_clock(
+                cfg.clone(),
+                tracker.clone(),
+                ledger.clone(),
+                clock.clone(),
+                Faults::none(),
+            )
+            .await
+            .expect("pipeline"),
+        );
+    }
+    let (a, b, c) = tokio::join!(
+        ticks[0].tick(TickOptions::default()),
+        ticks[1].tick(TickOptions::default()),
+        ticks[2].tick(TickOptions::default()),
+    );
+    let replays: usize = [a, b, c]
+        .into_iter()
+        .map(|r| r.unwrap().replays.len())
+        .sum();
+    assert_eq!(replays, 1, "exactly one tick replays the entry");
+    let with_key = tracker
+        .inner
+        .comment_snapshot("5")
+        .iter()
+        .filter(|c| c.body.contains(&entry.idempotency_key))
+        .count();
+    assert_eq!(with_key, 1, "one comment with the idempotency key");
+    let to_design_approved = tracker
+        .transitions
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, to)| to == "design-approved")
+        .count();
+    assert_eq!(to_design_approved, 1, "one transition");
 }
