@@ -17,6 +17,7 @@ mod config_load;
 mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
+mod daemon_serve;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;

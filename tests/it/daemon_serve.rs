@@ -1,0 +1,288 @@
+//! The daemon driven in-process through `sortie::daemon::serve`: its listener, its
+//! shutdown and its pipeline factory are injected, so these need no signal and no
+//! binary. Issue #12: reload and start while the tracker is down, work-conserving loop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sortie::config::{Config, TicketFilter};
+use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
+use sortie::ledger::{Ledger, SqliteLedger};
+use sortie::pipeline::{Pipeline, SystemClock};
+use sortie::tracker::memory::MemoryTracker;
+use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
+use tokio::sync::Notify;
+
+/// The memory tracker, unreachable while `down` is set.
+struct Switchable {
+    inner: MemoryTracker,
+    down: AtomicBool,
+}
+
+impl Switchable {
+    fn check(&self) -> Result<(), TrackerError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(TrackerError::Unavailable(
+                "connection refused (test)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Tracker for Switchable {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn identity(&self) -> Result<String, TrackerError> {
+        self.check()?;
+        self.inner.identity().await
+    }
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.check()?;
+        self.inner.list(statuses).await
+    }
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        _filter: &TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        self.list(statuses).await
+    }
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        self.check()?;
+        self.inner.get(id).await
+    }
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        self.check()?;
+        self.inner.comments(id).await
+    }
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        self.check()?;
+        self.inner.post_comment(id, body, key).await
+    }
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        self.check()?;
+        self.inner.transition(id, from, to).await
+    }
+}
+
+fn config_text(dir: &std::path::Path, poll: u64, per_role: u32, agent: &str) -> String {
+    format!(
+        r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: {poll}
+shutdown_grace_seconds: 5
+concurrency: {{max_in_flight: 16, per_role_max_in_flight: {per_role}}}
+agent: {{command: ["sh", "-c", "{agent}"], timeout_seconds: 60}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+  - {{role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}}
+  - {{role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}}
+"#,
+        state = dir.join("state").display(),
+        roles = crate::common::repo().join("roles").display(),
+    )
+}
+
+/// A running in-process daemon.
+struct Daemon {
+    url: String,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<Result<(), sortie::daemon::DaemonError>>,
+    http: reqwest::Client,
+}
+
+impl Daemon {
+    async fn start(path: std::path::PathBuf, tracker: Arc<Switchable>) -> Daemon {
+        let config = Config::load(&path).expect("config");
+        let ledger: Arc<dyn Ledger> =
+            Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
+        let factory: PipelineFactory = Arc::new(move |config: Config, wake: Arc<Notify>| {
+            let (tracker, ledger) = (tracker.clone(), ledger.clone());
+            Box::pin(async move {
+                Pipeline::builder(config, tracker, ledger)
+                    .run_ended(wake)
+                    .build()
+                    .await
+            }) as BuildFuture
+        });
+        let opts = ServeOptions {
+            config_path: path,
+            factory,
+            clock: Arc::new(SystemClock::default()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stop = Arc::new(Notify::new());
+        let stopped = stop.clone();
+        let task = tokio::spawn(serve(
+            listener,
+            config,
+            opts,
+            async move { stopped.notified().await },
+            std::future::pending(),
+        ));
+        Daemon {
+            url,
+            stop,
+            task,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("daemon answers");
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    }
+
+    async fn state(&self) -> serde_json::Value {
+        serde_json::from_str(&self.get("/api/v1/state").await.1).expect("state is JSON")
+    }
+
+    /// Poll `probe` every 100 ms for up to `within`.
+    async fn until<F, Fut>(&self, within: Duration, what: &str, mut probe: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if probe().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("timed out waiting for: {what}");
+    }
+
+    async fn stop(self) {
+        self.stop.notify_one();
+        self.task.await.unwrap().expect("daemon stops cleanly");
+    }
+}
+
+fn tracker(down: bool) -> Arc<Switchable> {
+    Arc::new(Switchable {
+        inner: MemoryTracker::new(),
+        down: AtomicBool::new(down),
+    })
+}
+
+/// Regression (#12, defect 3): a valid edit made while the tracker is down is applied
+/// once the tracker is back (it used to be reported as a config error and forgotten).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_edit_made_while_the_tracker_is_down_is_applied_once_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), 1, 1, "true")).unwrap();
+    let board = tracker(false);
+    let d = Daemon::start(path.clone(), board.clone()).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+
+    board.down.store(true, Ordering::SeqCst);
+    // mtime granularity: make sure the edit is seen as a change.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(&path, config_text(dir.path(), 2, 1, "true")).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let state = d.state().await;
+    assert_eq!(
+        state["config"]["poll_interval_seconds"], 1,
+        "old config while down"
+    );
+    assert!(
+        state["config_error"].is_null(),
+        "an unreachable tracker is not a config error: {}",
+        state["config_error"]
+    );
+    let (code, body) = d.get("/readyz").await;
+    assert_eq!(code, 503, "{body}");
+
+    board.down.store(false, Ordering::SeqCst);
+    d.until(Duration::from_secs(10), "the edit applied", || async {
+        d.state().await["config"]["poll_interval_seconds"] == 2
+    })
+    .await;
+    d.stop().await;
+}
+
+/// Regression (#12, defect 3): the daemon starts while the tracker is unreachable: it
+/// serves /healthz, says why it is not ready on /readyz, and becomes ready once the
+/// tracker answers (it used to exit at start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_starts_while_the_tracker_is_unreachable_and_gets_ready_when_it_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), 1, 1, "true")).unwrap();
+    let board = tracker(true);
+    let d = Daemon::start(path, board.clone()).await;
+    d.until(Duration::from_secs(5), "healthz", || async {
+        d.get("/healthz").await.0 == 200
+    })
+    .await;
+    let (code, body) = d.get("/readyz").await;
+    assert_eq!(code, 503);
+    assert!(body.contains("connection refused"), "{body}");
+
+    board
+        .inner
+        .insert(MemoryTracker::ticket("1", "t", "ready-for-design"));
+    board.down.store(false, Ordering::SeqCst);
+    d.until(Duration::from_secs(15), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    d.until(Duration::from_secs(15), "ticket 1 done", || async {
+        board
+            .inner
+            .snapshot("1")
+            .is_some_and(|t| t.status == "done")
+    })
+    .await;
+    d.stop().await;
+}
+
+/// #12, behaviour 1: the daemon is work-conserving. With a 30 s poll interval, a ticket
+/// handed to the next stage starts when the write-back that freed it is done, so nine
+/// runs of three tickets through three stages finish long before the second poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ends_starts_the_next_stage_without_waiting_for_the_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), 30, 1, "sleep 0.2")).unwrap();
+    let board = tracker(false);
+    for id in ["1", "2", "3"] {
+        board
+            .inner
+            .insert(MemoryTracker::ticket(id, "t", "ready-for-design"));
+    }
+    let started = Instant::now();
+    let d = Daemon::start(path, board.clone()).await;
+    d.until(
+        Duration::from_secs(25),
+        "every ticket done before the next poll",
+        || async {
+            ["1", "2", "3"]
+                .iter()
+                .all(|id| board.inner.snapshot(id).is_some_and(|t| t.status == "done"))
+        },
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    d.stop().await;
+}
