@@ -37,3 +37,4 @@ mod pipeline_lib;
 mod secrets;
 mod tracker_faults;
 mod workspace_hooks;
+mod workspace_safety;
