@@ -14,6 +14,7 @@ mod board_perf;
 mod budgets;
 mod config_cli;
 mod config_default;
+mod config_home;
 mod config_load;
 mod config_rules;
 mod crash_anywhere;
