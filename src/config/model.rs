@@ -404,15 +404,31 @@ impl Config {
         self.terminal_states.iter().any(|t| t == status)
     }
 
-    /// Names of the environment variables holding secrets this config uses (tracker
-    /// tokens). They are removed from agents' environments unless `agent.env` passes
-    /// them on explicitly.
+    /// Names of the environment variables holding secrets this config uses: the
+    /// tracker's token, the HTTP API bearer token (`http.token_env`), the webhook
+    /// secrets (`http.*_webhook_secret_env`) and every hook's `secret_env`; each once,
+    /// in that order. They are removed from agents' environments unless `agent.env`
+    /// passes them on explicitly.
     pub fn secret_env_names(&self) -> Vec<String> {
-        match &self.tracker {
-            TrackerConfig::Local { .. } => Vec::new(),
-            TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
-            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
+        let tracker = match &self.tracker {
+            TrackerConfig::Local { .. } => None,
+            TrackerConfig::Github { token_env, .. } => Some(token_env),
+            TrackerConfig::Redmine { api_key_env, .. } => Some(api_key_env),
+        };
+        let http = [&self.http.token_env, &self.http.github_webhook_secret_env]
+            .into_iter()
+            .flatten();
+        let hooks = self.hooks.iter().filter_map(|hook| match &hook.target {
+            HookTarget::Webhook { secret_env, .. } => secret_env.as_ref(),
+            HookTarget::Command { .. } => None,
+        });
+        let mut out: Vec<String> = Vec::new();
+        for name in tracker.into_iter().chain(http).chain(hooks) {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
         }
+        out
     }
 
     /// Path of the ledger database.
