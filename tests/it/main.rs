@@ -37,6 +37,7 @@ mod ledger_records;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod secrets;
+mod status_names;
 mod tracker_faults;
 mod workspace_hooks;
 mod workspace_safety;
