@@ -119,3 +119,87 @@ fn the_local_board_lists_and_moves_statuses_ignoring_case() {
     let err = common::block_on(board.transition(&id, "in review", "todo")).unwrap_err();
     assert!(matches!(err, TrackerError::Conflict { .. }), "{err}");
 }
+
+const STAGES: &str = r#"
+tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+terminal_states: [done, cancelled]
+pipeline_stages:
+  - {role: architect, claim_status: todo, success_status: In Review}
+  - {role: backend, claim_status: in review, success_status: Done}
+"#;
+
+fn load(text: &str) -> Result<sortie::config::Config, String> {
+    sortie::config::Config::parse_str(text, None).map_err(|e| e.to_string())
+}
+
+#[test]
+fn config_rules_treat_statuses_that_differ_by_case_as_one() {
+    let two_owners = STAGES
+        .replace("claim_status: todo", "claim_status: Review")
+        .replace("claim_status: in review", "claim_status: review");
+    let err = load(&two_owners).unwrap_err();
+    assert!(
+        err.contains("two stages cannot own the same status"),
+        "{err}"
+    );
+
+    let self_loop = STAGES.replace("success_status: In Review", "success_status: TODO");
+    let err = load(&self_loop).unwrap_err();
+    assert!(err.contains("re-dispatch"), "{err}");
+
+    let terminal = STAGES.replace("claim_status: todo", "claim_status: Cancelled");
+    let err = load(&terminal).unwrap_err();
+    assert!(err.contains("is a terminal state"), "{err}");
+
+    let caps = STAGES.replace(
+        "terminal_states:",
+        "concurrency: {per_status_max_in_flight: {IN REVIEW: 2}}\nterminal_states:",
+    );
+    let config = load(&caps).unwrap();
+    assert_eq!(
+        config.concurrency.per_status_max_in_flight.get("in review"),
+        Some(&2),
+        "keyed by the stage's own spelling"
+    );
+    let twice = STAGES.replace(
+        "terminal_states:",
+        "concurrency: {per_status_max_in_flight: {In review: 2, in review: 3}}\nterminal_states:",
+    );
+    let err = load(&twice).unwrap_err();
+    assert!(err.contains("written again"), "{err}");
+}
+
+#[test]
+fn canonical_status_maps_a_tracker_spelling_onto_the_configured_one() {
+    let config = load(STAGES).unwrap();
+    assert_eq!(config.canonical_status("in review"), Some("In Review"));
+    assert_eq!(config.canonical_status(" IN REVIEW "), Some("In Review"));
+    assert_eq!(config.canonical_status("done"), Some("Done"));
+    assert_eq!(config.canonical_status("TODO"), Some("todo"));
+    assert_eq!(config.canonical_status("triage"), None);
+    assert!(config.is_terminal("DONE"));
+    assert_eq!(config.pipeline_statuses(), ["todo", "in review"]);
+}
+
+#[test]
+fn validate_warns_when_two_configured_statuses_differ_only_by_case() {
+    let sb = Sandbox::with_config(&STAGES.replace(
+        "agent:",
+        &format!(
+            "roles_dir: {}\nagent:",
+            common::repo().join("roles").display()
+        ),
+    ));
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("statuses `In Review` and `in review` differ only by case")
+            && stderr.contains("`Done` and `done`"),
+        "{stderr}"
+    );
+    let clean = Sandbox::three_stages(1);
+    let out = clean.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("differ only by case"));
+}
