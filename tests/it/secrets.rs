@@ -176,17 +176,23 @@ pipeline_stages:
         ("SORTIE_TEST_HOOK_SECRET", "hook-hmac-55de"),
     ];
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
-        .args(["pipeline", "tick", "--config", "pipeline.yaml"])
+        .args(["pipeline", "tick", "--config", "pipeline.yaml", "-vv"])
         .current_dir(dir.path())
         .envs(secrets)
         .output()
         .await
         .expect("run sortie");
-    assert!(
-        out.status.success(),
-        "{}",
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(out.status.success(), "{said}");
+    for (name, value) in secrets {
+        assert!(!said.contains(value), "sortie printed {name}:\n{said}");
+        let leaked = files_containing(&dir.path().join("state"), value.as_bytes());
+        assert!(leaked.is_empty(), "{name} is in {leaked:?}");
+    }
     assert!(
         model
             .issue(number)
