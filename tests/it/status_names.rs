@@ -203,3 +203,16 @@ fn validate_warns_when_two_configured_statuses_differ_only_by_case() {
     let out = clean.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("differ only by case"));
 }
+
+#[tokio::test]
+async fn the_memory_tracker_compares_statuses_the_same_way() {
+    use sortie::tracker::memory::MemoryTracker;
+    let t = MemoryTracker::new();
+    t.insert(MemoryTracker::ticket("1", "t", "In Review"));
+    let listing = t.list(&["in review".to_string()]).await.unwrap();
+    assert_eq!(listing.tickets.len(), 1);
+    t.transition("1", "in review", "IN REVIEW").await.unwrap();
+    assert_eq!(t.snapshot("1").unwrap().status, "In Review");
+    t.transition("1", " in review", "done").await.unwrap();
+    assert_eq!(t.snapshot("1").unwrap().status, "done");
+}
