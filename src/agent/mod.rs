@@ -6,6 +6,7 @@
 //! preset (`claude-code`, `codex`) sortie also reads the CLI's JSON event stream on stdout
 //! for the outcome, summary and usage (`presets`).
 
+mod confine;
 mod orphans;
 mod outcome;
 mod presets;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use crate::config::{AgentConfig, AgentPreset};
 
+pub use confine::{check_workspace, UnsafeWorkspace, UNSAFE_WORKSPACE};
 pub use orphans::reap_run;
 pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage};
 pub use presets::{preset_argv, EventStream, MAX_EVENT_LINE_BYTES, MAX_STREAM_TEXT_BYTES};
@@ -30,8 +32,8 @@ pub use prompt::{
     StageVars, TicketVars,
 };
 pub use workspace::{
-    ensure_workspace, list_workspaces, remove_workspace, run_dir, run_hook, workspace_dir,
-    workspace_name, workspace_owner_file,
+    adopt_legacy_workspace, ensure_workspace, legacy_workspace_name, list_workspaces,
+    remove_workspace, run_dir, run_hook, workspace_dir, workspace_name, workspace_owner_file,
 };
 
 /// Environment variables handed to every agent, besides the inherited ones and `agent.env`.

@@ -380,6 +380,17 @@ fn parse_settings(path: &Path, text: &str, offset: usize) -> Result<RoleSettings
                 message: "front matter: command must name a program".to_string(),
             });
         }
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        command[0] = match crate::config::expand_home(&command[0], home.as_deref()) {
+            Some(program) => program,
+            None => {
+                return Err(PromptError::Template {
+                    path: path.to_path_buf(),
+                    line: 2,
+                    message: "front matter: the command starts with `~`, which expands to $HOME, but $HOME is not set".to_string(),
+                })
+            }
+        };
         let program = Path::new(&command[0]);
         if program.is_relative() && command[0].contains('/') {
             let base = path.parent().unwrap_or(Path::new("."));

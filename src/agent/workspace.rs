@@ -4,20 +4,78 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+/// Hex digits of the hash suffix: 16 digits, 64 bits of SHA-256.
+const HASH_HEX_DIGITS: usize = 16;
+/// How many sanitized characters of the id a hashed name keeps before its suffix.
+const KEPT_CHARS: usize = 40;
+/// Between the sanitized id and the hash suffix of a hashed name.
+const HASH_SEPARATOR: &str = "--";
+
+/// Whether `c` may appear in a workspace name.
+fn is_safe(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+/// Whether `name` has the shape of a hashed name (`<safe>--<16 hex digits>`), so a
+/// plain id can never take the name a hashed id maps to.
+fn looks_hashed(name: &str) -> bool {
+    let Some(split) = name.len().checked_sub(HASH_HEX_DIGITS) else {
+        return false;
+    };
+    if !name.is_char_boundary(split) {
+        return false;
+    }
+    let (head, tail) = name.split_at(split);
+    head.ends_with(HASH_SEPARATOR)
+        && tail
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
 /// A file-name-safe, collision-free name for a ticket's workspace.
 ///
-/// Ids made only of `[A-Za-z0-9._-]` (and not starting with `.`) are used as they
-/// are; anything else is reduced to its safe characters and suffixed with a short
-/// hash of the original id, so two hostile ids never share a workspace and no id
-/// can climb out of the workspace root.
+/// Ids made only of `[A-Za-z0-9._-]` (at most 64 of them, not starting with `.`) are
+/// used as they are. Any other id has every other character replaced with `_` (a
+/// leading `.` too), is cut to 40 characters and gets `--` and 64 bits of the SHA-256
+/// of the original id as a suffix: ids that sanitize alike (`a/b`, `a b`, `a_b--…`)
+/// never share a workspace, and no id can climb out of the workspace root. A plain
+/// id that already has the shape of a hashed name is hashed too, so it cannot take
+/// another id's workspace.
 pub fn workspace_name(ticket_id: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     let plain = !ticket_id.is_empty()
         && ticket_id.len() <= 64
         && !ticket_id.starts_with('.')
-        && ticket_id.chars().all(safe);
+        && ticket_id.chars().all(is_safe)
+        && !looks_hashed(ticket_id);
     if plain {
         return ticket_id.to_string();
+    }
+    let mut cleaned: String = ticket_id
+        .chars()
+        .take(KEPT_CHARS)
+        .map(|c| if is_safe(c) { c } else { '_' })
+        .collect();
+    if cleaned.starts_with('.') {
+        cleaned.replace_range(..1, "_");
+    }
+    if cleaned.is_empty() {
+        cleaned.push_str("ticket");
+    }
+    let digest = hex::encode(Sha256::digest(ticket_id.as_bytes()));
+    format!("{cleaned}{HASH_SEPARATOR}{}", &digest[..HASH_HEX_DIGITS])
+}
+
+/// The name sortie before 0.3 gave the workspace of `ticket_id` (unsafe characters
+/// dropped, a `~` and 48 bits of hash), when it differs from today's name. Used only to
+/// find and rename workspaces made by an older sortie.
+pub fn legacy_workspace_name(ticket_id: &str) -> Option<String> {
+    let plain = !ticket_id.is_empty()
+        && ticket_id.len() <= 64
+        && !ticket_id.starts_with('.')
+        && ticket_id.chars().all(is_safe);
+    if plain {
+        // Plain ids kept their name then, and keep it now unless they look hashed.
+        return (workspace_name(ticket_id) != ticket_id).then(|| ticket_id.to_string());
     }
     let cleaned: String = ticket_id
         .chars()
@@ -25,15 +83,12 @@ pub fn workspace_name(ticket_id: &str) -> String {
         .take(40)
         .collect();
     let digest = hex::encode(Sha256::digest(ticket_id.as_bytes()));
-    format!(
-        "{}~{}",
-        if cleaned.is_empty() {
-            "ticket"
-        } else {
-            &cleaned
-        },
-        &digest[..12]
-    )
+    let cleaned = if cleaned.is_empty() {
+        "ticket"
+    } else {
+        &cleaned
+    };
+    Some(format!("{cleaned}~{}", &digest[..12]))
 }
 
 /// The workspace of `ticket_id`, shared by every role that works on it.
@@ -58,18 +113,65 @@ pub fn workspace_owner_file(state_root: &Path, ticket_id: &str) -> PathBuf {
 }
 
 /// Create the workspace of `ticket_id` if it does not exist; returns whether it was
-/// created now (so `after_create` hooks run once).
+/// created now (so `after_create` hooks run once). A workspace an older sortie made
+/// under its old name is renamed first, never duplicated. Whatever already sits at the
+/// workspace path (even a symlink or a file) counts as existing and is left for
+/// [`check_workspace`](crate::agent::check_workspace) to judge: it is never followed
+/// or replaced here.
 pub fn ensure_workspace(state_root: &Path, ticket_id: &str) -> std::io::Result<bool> {
+    adopt_legacy_workspace(state_root, ticket_id)?;
     let dir = workspace_dir(state_root, ticket_id);
-    if dir.is_dir() {
-        return Ok(false);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(_) => return Ok(false),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
     }
     std::fs::create_dir_all(&dir)?;
-    let owner = workspace_owner_file(state_root, ticket_id);
-    if let Some(parent) = owner.parent() {
-        std::fs::create_dir_all(parent)?;
+    write_owner(state_root, &workspace_name(ticket_id), ticket_id)?;
+    Ok(true)
+}
+
+fn write_owner(state_root: &Path, name: &str, ticket_id: &str) -> std::io::Result<()> {
+    let ids = state_root.join("workspace-ids");
+    std::fs::create_dir_all(&ids)?;
+    std::fs::write(ids.join(name), ticket_id)
+}
+
+/// Rename the workspace an older sortie made for `ticket_id` under its old name
+/// ([`legacy_workspace_name`]) to today's name, with its owner record; returns whether
+/// it did. Nothing happens when today's workspace exists already, when the old path is
+/// not a plain directory, or when its owner record names another ticket.
+pub fn adopt_legacy_workspace(state_root: &Path, ticket_id: &str) -> std::io::Result<bool> {
+    let Some(old) = legacy_workspace_name(ticket_id) else {
+        return Ok(false);
+    };
+    let new_dir = workspace_dir(state_root, ticket_id);
+    if std::fs::symlink_metadata(&new_dir).is_ok() {
+        return Ok(false);
     }
-    std::fs::write(owner, ticket_id)?;
+    let old_dir = state_root.join("workspaces").join(&old);
+    match std::fs::symlink_metadata(&old_dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Ok(false),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(err) => return Err(err),
+    }
+    let old_owner = state_root.join("workspace-ids").join(&old);
+    match std::fs::read_to_string(&old_owner) {
+        Ok(owner) if owner != ticket_id => return Ok(false),
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    std::fs::rename(&old_dir, &new_dir)?;
+    write_owner(state_root, &workspace_name(ticket_id), ticket_id)?;
+    let _ = std::fs::remove_file(old_owner);
+    tracing::info!(
+        ticket = %ticket_id,
+        from = %old_dir.display(),
+        to = %new_dir.display(),
+        "renamed a workspace made under an older naming scheme"
+    );
     Ok(true)
 }
 
@@ -194,5 +296,93 @@ mod tests {
     fn similar_hostile_ids_do_not_collide() {
         assert_ne!(workspace_name("a/b"), workspace_name("a\\b"));
         assert_ne!(workspace_name("a/b"), workspace_name("ab"));
+        assert_ne!(workspace_name("a/b"), workspace_name("a b"));
+        // A plain id shaped like another id's hashed name does not take its workspace.
+        let hashed = workspace_name("a/b");
+        assert_ne!(workspace_name(&hashed), hashed);
+    }
+
+    // Regression for issue #14: unsafe characters are replaced, not dropped, and the
+    // suffix carries 64 bits of hash.
+    #[test]
+    fn unsafe_characters_are_replaced_and_the_hash_has_64_bits() {
+        let name = workspace_name("team/PROJ 7");
+        let (kept, hash) = name.rsplit_once("--").expect("a hash suffix");
+        assert_eq!(kept, "team_PROJ_7");
+        assert_eq!(hash.len(), 16);
+        assert!(hash.chars().all(|c| c.is_ascii_hexdigit()));
+        assert!(name.chars().all(is_safe), "{name}");
+        assert_eq!(
+            workspace_name(".hidden").split_once("--").unwrap().0,
+            "_hidden"
+        );
+        assert_eq!(workspace_name("").split_once("--").unwrap().0, "ticket");
+        assert_eq!(
+            workspace_name("\u{e9}t\u{e9}").split_once("--").unwrap().0,
+            "_t_"
+        );
+    }
+
+    #[test]
+    fn legacy_names_are_those_of_the_old_scheme() {
+        assert_eq!(legacy_workspace_name("42"), None);
+        let old = legacy_workspace_name("a/b").unwrap();
+        assert!(
+            old.starts_with("ab~") && old.len() == "ab~".len() + 12,
+            "{old}"
+        );
+    }
+
+    #[test]
+    fn a_workspace_under_its_old_name_is_renamed_not_duplicated() {
+        let state = tempfile::tempdir().unwrap();
+        let id = "team/PROJ 7";
+        let old = state
+            .path()
+            .join("workspaces")
+            .join(legacy_workspace_name(id).unwrap());
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("work.txt"), "kept").unwrap();
+        let ids = state.path().join("workspace-ids");
+        std::fs::create_dir_all(&ids).unwrap();
+        std::fs::write(ids.join(legacy_workspace_name(id).unwrap()), id).unwrap();
+
+        let created = ensure_workspace(state.path(), id).unwrap();
+        assert!(!created, "the old workspace was reused, not created anew");
+        let dir = workspace_dir(state.path(), id);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("work.txt")).unwrap(),
+            "kept"
+        );
+        assert!(!old.exists());
+        let listed = list_workspaces(state.path()).unwrap();
+        assert_eq!(listed, vec![(dir, Some(id.to_string()))]);
+    }
+
+    #[test]
+    fn an_old_workspace_of_another_ticket_is_not_taken() {
+        let state = tempfile::tempdir().unwrap();
+        let id = "team/PROJ 7";
+        let old_name = legacy_workspace_name(id).unwrap();
+        std::fs::create_dir_all(state.path().join("workspaces").join(&old_name)).unwrap();
+        let ids = state.path().join("workspace-ids");
+        std::fs::create_dir_all(&ids).unwrap();
+        std::fs::write(ids.join(&old_name), "someone else").unwrap();
+        assert!(ensure_workspace(state.path(), id).unwrap());
+        assert!(state.path().join("workspaces").join(&old_name).is_dir());
+    }
+
+    #[test]
+    fn whatever_sits_at_the_workspace_path_is_not_replaced() {
+        let state = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(state.path().join("workspaces")).unwrap();
+        let dir = workspace_dir(state.path(), "7");
+        std::os::unix::fs::symlink(outside.path().join("missing"), &dir).unwrap();
+        assert!(!ensure_workspace(state.path(), "7").unwrap());
+        assert!(
+            !outside.path().join("missing").exists(),
+            "the link was not followed"
+        );
     }
 }

@@ -11,6 +11,8 @@ pub mod tracker;
 pub mod validate;
 pub mod workspaces;
 
+use std::path::{Path, PathBuf};
+
 use clap::{Parser, Subcommand};
 
 /// Exit code: the command ran.
@@ -59,6 +61,52 @@ pub enum Command {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// The config file looked for in the current directory when `--config` is not given.
+pub const DEFAULT_CONFIG_FILE: &str = "sortie.yaml";
+/// The environment variable naming the config file when `--config` is not given and
+/// the current directory has no `sortie.yaml`.
+pub const CONFIG_ENV: &str = "SORTIE_CONFIG";
+
+/// The config file a command uses: `--config` when given, else `sortie.yaml` in the
+/// current directory, else `$SORTIE_CONFIG`; a usage error naming both otherwise.
+pub fn config_file(given: Option<PathBuf>) -> Result<PathBuf, UsageError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    locate_config(given, &cwd, std::env::var_os(CONFIG_ENV))
+}
+
+/// [`config_file`] with the current directory and `$SORTIE_CONFIG` given (pure but for
+/// checking which files exist).
+pub fn locate_config(
+    given: Option<PathBuf>,
+    cwd: &Path,
+    env: Option<std::ffi::OsString>,
+) -> Result<PathBuf, UsageError> {
+    if let Some(given) = given {
+        return Ok(given);
+    }
+    let local = cwd.join(DEFAULT_CONFIG_FILE);
+    if local.is_file() {
+        // Shown and reloaded as the person would type it.
+        return Ok(PathBuf::from(DEFAULT_CONFIG_FILE));
+    }
+    let env = env.filter(|v| !v.is_empty()).map(PathBuf::from);
+    match env {
+        Some(path) if path.exists() => Ok(path),
+        Some(path) => Err(UsageError(format!(
+            "no config file: --config is not given, there is no {DEFAULT_CONFIG_FILE} in {} \
+             and ${CONFIG_ENV} names {}, which does not exist",
+            cwd.display(),
+            path.display()
+        ))),
+        None => Err(UsageError(format!(
+            "no config file: --config is not given, there is no {DEFAULT_CONFIG_FILE} in {} \
+             and ${CONFIG_ENV} is not set; pass --config FILE, create {DEFAULT_CONFIG_FILE} \
+             or set ${CONFIG_ENV}",
+            cwd.display()
+        ))),
+    }
+}
 
 /// Run one parsed command line and return its exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -112,4 +160,52 @@ pub fn init_logging(verbose: u8) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_config_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("sortie.yaml"), "").unwrap();
+        let got = locate_config(
+            Some("other.yaml".into()),
+            dir.path(),
+            Some("env.yaml".into()),
+        );
+        assert_eq!(got.unwrap(), PathBuf::from("other.yaml"));
+    }
+
+    #[test]
+    fn sortie_yaml_in_the_current_directory_comes_before_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let env_file = dir.path().join("env.yaml");
+        std::fs::write(&env_file, "").unwrap();
+        let from_env = locate_config(None, dir.path(), Some(env_file.clone().into()));
+        assert_eq!(from_env.unwrap(), env_file);
+        std::fs::write(dir.path().join("sortie.yaml"), "").unwrap();
+        let local = locate_config(None, dir.path(), Some(env_file.into()));
+        assert_eq!(local.unwrap(), PathBuf::from("sortie.yaml"));
+    }
+
+    #[test]
+    fn without_either_the_error_names_both() {
+        let dir = tempfile::tempdir().unwrap();
+        for env in [
+            None,
+            Some("".into()),
+            Some(dir.path().join("gone.yaml").into()),
+        ] {
+            let err = locate_config(None, dir.path(), env.clone()).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("sortie.yaml") && text.contains("$SORTIE_CONFIG"),
+                "{env:?}: {text}"
+            );
+        }
+        let err = locate_config(None, dir.path(), Some(dir.path().join("gone.yaml").into()));
+        assert!(err.unwrap_err().to_string().contains("gone.yaml"));
+    }
 }

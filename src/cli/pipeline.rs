@@ -8,7 +8,7 @@ use chrono::Utc;
 use clap::Subcommand;
 use serde::Serialize;
 
-use super::UsageError;
+use super::{config_file, UsageError};
 use crate::config::Config;
 use crate::ledger::{
     Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, SqliteLedger,
@@ -21,15 +21,15 @@ use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 pub enum PipelineCommand {
     /// Check a config and print the pipeline as a chain; exit 2 with every error otherwise.
     Validate {
-        /// Pipeline config file.
+        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
         #[arg(long, short = 'c')]
-        config: PathBuf,
+        config: Option<PathBuf>,
     },
     /// Run one reconcile sweep: claim, run and write back what the board asks for.
     Tick {
-        /// Pipeline config file.
+        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
         #[arg(long, short = 'c')]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// Claim nothing, run nothing, write nothing: say what would run and why the rest would not.
         #[arg(long)]
         dry_run: bool,
@@ -40,9 +40,10 @@ pub enum PipelineCommand {
     /// Run as a daemon: tick every `poll_interval_seconds`, on `POST /api/v1/refresh`
     /// and on GitHub webhooks; serve state and metrics over HTTP; drain on SIGTERM.
     Run {
-        /// Pipeline config file (reloaded when it or a role file changes).
+        /// Pipeline config file (reloaded when it or a role file changes). Default:
+        /// `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
         #[arg(long, short = 'c')]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// HTTP address to listen on (port 0 picks a free port; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:8626")]
         listen: std::net::SocketAddr,
@@ -52,9 +53,9 @@ pub enum PipelineCommand {
     },
     /// Show live claims, the retry queue, held tickets and recent runs.
     Status {
-        /// Pipeline config file.
+        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
         #[arg(long, short = 'c')]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -64,18 +65,18 @@ pub enum PipelineCommand {
 /// Run a pipeline command.
 pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
     match cmd {
-        PipelineCommand::Validate { config } => super::validate::run(&config),
+        PipelineCommand::Validate { config } => super::validate::run(&config_file(config)?),
         PipelineCommand::Tick {
             config,
             dry_run,
             json,
-        } => tick(&config, dry_run, json),
-        PipelineCommand::Status { config, json } => status(&config, json),
+        } => tick(&config_file(config)?, dry_run, json),
+        PipelineCommand::Status { config, json } => status(&config_file(config)?, json),
         PipelineCommand::Run {
             config,
             listen,
             insecure_listen,
-        } => daemon(config, listen, insecure_listen),
+        } => daemon(config_file(config)?, listen, insecure_listen),
     }
 }
 

@@ -14,9 +14,9 @@ pub enum TrackerCommand {
     ///
     /// Exit 0 when every check passed, 1 otherwise.
     Check {
-        /// Pipeline config file.
+        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
         #[arg(long, short = 'c')]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// Create status labels that do not exist yet (trackers that model statuses as labels).
         #[arg(long)]
         create_missing_labels: bool,
@@ -33,7 +33,7 @@ pub fn run(cmd: TrackerCommand) -> anyhow::Result<u8> {
             config,
             create_missing_labels,
             json,
-        } => check(&config, create_missing_labels, json),
+        } => check(&super::config_file(config)?, create_missing_labels, json),
     }
 }
 

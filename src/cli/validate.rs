@@ -34,6 +34,12 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
                     )?;
                 }
             }
+            for (first, again) in cfg.status_case_variants() {
+                writeln!(
+                    std::io::stderr().lock(),
+                    "warning: statuses `{first}` and `{again}` differ only by case; sortie treats them as one status",
+                )?;
+            }
             let mut out = std::io::stdout().lock();
             out.write_all(describe(&cfg).as_bytes())?;
             out.flush()?;

@@ -26,6 +26,7 @@ use serde_yaml::Value;
 
 pub use diagnostic::{Diagnostic, MAX_DIAGNOSTICS};
 pub use model::*;
+pub(crate) use values::expand_home;
 
 use diagnostic::Problems;
 use locate::{FieldPath, LocateError, Locator, Position, MAX_NESTING};

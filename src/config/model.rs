@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::tracker::same_name;
+
 /// A complete, validated pipeline configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
@@ -386,12 +388,13 @@ impl Stage {
 }
 
 impl Config {
-    /// Every status any stage claims from or runs in, deduplicated, in stage order.
+    /// Every status any stage claims from or runs in, deduplicated (ignoring case), in
+    /// stage order.
     pub fn pipeline_statuses(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for stage in &self.stages {
             for s in stage.owned_statuses() {
-                if !out.iter().any(|o| o == s) {
+                if !out.iter().any(|o| same_name(o, s)) {
                     out.push(s.to_string());
                 }
             }
@@ -399,20 +402,82 @@ impl Config {
         out
     }
 
-    /// Whether `status` is one of the terminal states.
+    /// Whether `status` is one of the terminal states (ignoring case and surrounding
+    /// whitespace).
     pub fn is_terminal(&self, status: &str) -> bool {
-        self.terminal_states.iter().any(|t| t == status)
+        self.terminal_states.iter().any(|t| same_name(t, status))
     }
 
-    /// Names of the environment variables holding secrets this config uses (tracker
-    /// tokens). They are removed from agents' environments unless `agent.env` passes
-    /// them on explicitly.
-    pub fn secret_env_names(&self) -> Vec<String> {
-        match &self.tracker {
-            TrackerConfig::Local { .. } => Vec::new(),
-            TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
-            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
+    /// Every status the config names, as written, in this order: each stage's claim,
+    /// in-progress, success and failure status, then the terminal states. Spellings
+    /// that differ only by case are all kept (see [`Config::status_case_variants`]).
+    pub fn configured_statuses(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        let stages = self.stages.iter().flat_map(|s| {
+            [
+                Some(s.claim_status.as_str()),
+                s.in_progress_status.as_deref(),
+                s.success_status.as_deref(),
+                s.failure_status.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+        });
+        for status in stages.chain(self.terminal_states.iter().map(String::as_str)) {
+            if !out.contains(&status) {
+                out.push(status);
+            }
         }
+        out
+    }
+
+    /// The config's spelling of a status read from the tracker (`In Review ` is the
+    /// configured `in review`), or `None` when the config names no such status. The
+    /// first spelling in [`Config::configured_statuses`] order wins.
+    pub fn canonical_status(&self, tracker_status: &str) -> Option<&str> {
+        self.configured_statuses()
+            .into_iter()
+            .find(|s| same_name(s, tracker_status))
+    }
+
+    /// Pairs of configured statuses that are different text but the same status for
+    /// sortie (`Review` and `review`): worth a warning, as a person may think them two.
+    pub fn status_case_variants(&self) -> Vec<(&str, &str)> {
+        let statuses = self.configured_statuses();
+        let mut out = Vec::new();
+        for (i, a) in statuses.iter().enumerate() {
+            if let Some(b) = statuses[..i].iter().find(|b| same_name(a, b)) {
+                out.push((*b, *a));
+            }
+        }
+        out
+    }
+
+    /// Names of the environment variables holding secrets this config uses: the
+    /// tracker's token, the HTTP API bearer token (`http.token_env`), the webhook
+    /// secrets (`http.*_webhook_secret_env`) and every hook's `secret_env`; each once,
+    /// in that order. They are removed from agents' environments unless `agent.env`
+    /// passes them on explicitly.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let tracker = match &self.tracker {
+            TrackerConfig::Local { .. } => None,
+            TrackerConfig::Github { token_env, .. } => Some(token_env),
+            TrackerConfig::Redmine { api_key_env, .. } => Some(api_key_env),
+        };
+        let http = [&self.http.token_env, &self.http.github_webhook_secret_env]
+            .into_iter()
+            .flatten();
+        let hooks = self.hooks.iter().filter_map(|hook| match &hook.target {
+            HookTarget::Webhook { secret_env, .. } => secret_env.as_ref(),
+            HookTarget::Command { .. } => None,
+        });
+        let mut out: Vec<String> = Vec::new();
+        for name in tracker.into_iter().chain(http).chain(hooks) {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
     }
 
     /// Path of the ledger database.

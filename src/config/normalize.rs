@@ -128,12 +128,24 @@ pub(crate) fn normalize(
         at_least(problems, &p, Some(s.max_in_flight), 1, 1);
     }
 
-    let per_status = c.per_status_max_in_flight.unwrap_or_default();
+    let written = c.per_status_max_in_flight.unwrap_or_default();
     let status_path = conc_path.key("per_status_max_in_flight");
-    for (status, cap) in &per_status {
+    // Keyed by the stage's own spelling of the claim status (statuses compare ignoring case).
+    let mut per_status = std::collections::BTreeMap::new();
+    for (status, cap) in &written {
         let p = status_path.key(status);
         at_least(problems, &p, Some(*cap), 1, 1);
-        if !stages.is_empty() && !stages.iter().any(|s| &s.claim_status == status) {
+        let owner = stages
+            .iter()
+            .find(|s| crate::tracker::same_name(&s.claim_status, status));
+        let key = owner.map_or_else(|| status.clone(), |s| s.claim_status.clone());
+        if per_status.insert(key.clone(), *cap).is_some() {
+            problems.at_key(
+                &p,
+                format!("`{status}` is `{key}` written again (statuses compare ignoring case); expected each status once"),
+            );
+        }
+        if !stages.is_empty() && owner.is_none() {
             let claims: Vec<&str> = stages.iter().map(|s| s.claim_status.as_str()).collect();
             problems.at_key(
                 &p,

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use crate::tracker::same_name;
+
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::Stage;
@@ -165,13 +167,13 @@ fn single_role(
     for (i, status) in active.iter().enumerate() {
         let path = active_path.index(i);
         check_status(problems, &path, status);
-        if active[..i].contains(status) {
+        if active[..i].iter().any(|a| same_name(a, status)) {
             problems.at_value(
                 &path,
                 format!("`{status}` is listed twice in active_states"),
             );
         }
-        if terminal.contains(status) {
+        if terminal.iter().any(|t| same_name(t, status)) {
             problems.at_value(
                 &path,
                 format!("`{status}` is both active and terminal; active_states and terminal_states must not overlap"),
@@ -179,7 +181,7 @@ fn single_role(
         }
     }
     if let Some(ip) = &raw.in_progress_state {
-        if !active.contains(ip) {
+        if !active.iter().any(|a| same_name(a, ip)) {
             problems.at_value(
                 &root.key("in_progress_state"),
                 format!(
@@ -190,7 +192,7 @@ fn single_role(
         }
     }
     if let Some(h) = &raw.handoff_state {
-        if active.contains(h) {
+        if active.iter().any(|a| same_name(a, h)) {
             problems.at_value(
                 &root.key("handoff_state"),
                 format!(
@@ -203,7 +205,11 @@ fn single_role(
     let claimable: Vec<(usize, &String)> = active
         .iter()
         .enumerate()
-        .filter(|(_, s)| Some(*s) != raw.in_progress_state.as_ref())
+        .filter(|(_, s)| {
+            !raw.in_progress_state
+                .as_ref()
+                .is_some_and(|ip| same_name(ip, s))
+        })
         .collect();
     let (claim_index, claim) = match claimable.as_slice() {
         [one] => *one,
@@ -231,7 +237,7 @@ fn single_role(
     let in_progress_index = raw
         .in_progress_state
         .as_ref()
-        .and_then(|ip| active.iter().position(|s| s == ip));
+        .and_then(|ip| active.iter().position(|s| same_name(s, ip)));
     Some(SourcedStage {
         stage: Stage {
             role: raw.role.clone().unwrap_or_else(|| DEFAULT_ROLE.to_string()),
@@ -255,7 +261,8 @@ fn single_role(
 /// The pipeline form's contract rules (the single-role form meets them by construction).
 fn check_pipeline(stages: &[SourcedStage], terminal: &[String], problems: &mut Problems) {
     // status -> (stage index, "claim_status" | "in_progress_status") of its first owner
-    let mut owners: HashMap<&str, (usize, &str)> = HashMap::new();
+    // Compared ignoring case: `Review` and `review` are one status.
+    let mut owners: Vec<(&str, usize, &str)> = Vec::new();
     let mut roles: HashMap<&str, usize> = HashMap::new();
     for (i, s) in stages.iter().enumerate() {
         let st = &s.stage;
@@ -277,26 +284,24 @@ fn check_pipeline(stages: &[SourcedStage], terminal: &[String], problems: &mut P
                     .map(|ip| (&s.in_progress, ip, "in_progress_status")),
             );
         for (path, status, field) in owned {
-            if terminal.iter().any(|t| t == status) {
+            if terminal.iter().any(|t| same_name(t, status)) {
                 problems.at_value(
                     path,
                     format!("`{status}` is a terminal state; a stage cannot claim or run in a terminal status"),
                 );
             }
-            match owners.get(status) {
-                Some(&(j, other)) if j == i => problems.at_value(
+            match owners.iter().find(|(s, _, _)| same_name(s, status)) {
+                Some(&(_, j, other)) if j == i => problems.at_value(
                     path,
                     format!("in_progress_status `{status}` equals this stage's {other}; expected a different status"),
                 ),
-                Some(&(j, other)) => problems.at_value(
+                Some(&(_, j, other)) => problems.at_value(
                     path,
                     format!(
                         "`{status}` is already pipeline_stages[{j}].{other}; two stages cannot own the same status"
                     ),
                 ),
-                None => {
-                    owners.insert(status, (i, field));
-                }
+                None => owners.push((status, i, field)),
             }
         }
         let outcomes = [
@@ -305,9 +310,13 @@ fn check_pipeline(stages: &[SourcedStage], terminal: &[String], problems: &mut P
         ];
         for (path, status, what) in outcomes {
             let Some(status) = status else { continue };
-            let own = if *status == st.claim_status {
+            let own = if same_name(status, &st.claim_status) {
                 Some("claim_status")
-            } else if st.in_progress_status.as_ref() == Some(status) {
+            } else if st
+                .in_progress_status
+                .as_ref()
+                .is_some_and(|ip| same_name(ip, status))
+            {
                 Some("in_progress_status")
             } else {
                 None

@@ -44,7 +44,38 @@ pub(crate) fn at_least<T: Copy + PartialOrd + std::fmt::Display>(
     v
 }
 
-/// A path value: non-empty, resolved against `base`.
+/// `value` with a leading `~` (the whole value) or `~/` replaced by `home`; `None` when
+/// it needs a home and there is none. `~user` forms are left alone.
+pub(crate) fn expand_home(value: &str, home: Option<&Path>) -> Option<String> {
+    let rest = if value == "~" {
+        ""
+    } else if let Some(rest) = value.strip_prefix("~/") {
+        rest
+    } else {
+        return Some(value.to_string());
+    };
+    let home = home.filter(|h| !h.as_os_str().is_empty())?;
+    Some(if rest.is_empty() {
+        home.to_string_lossy().into_owned()
+    } else {
+        home.join(rest).to_string_lossy().into_owned()
+    })
+}
+
+/// [`expand_home`] with the process's `$HOME`, recording a problem when it is needed
+/// and not set (the value is then kept as written).
+fn expand_home_or_report(problems: &mut Problems, path: &FieldPath, value: &str) -> String {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    expand_home(value, home.as_deref()).unwrap_or_else(|| {
+        problems.at_value(
+            path,
+            format!("{value:?} starts with `~`, which expands to $HOME, but $HOME is not set; write the full path"),
+        );
+        value.to_string()
+    })
+}
+
+/// A path value: non-empty, a leading `~`/`~/` expanded to `$HOME`, resolved against `base`.
 pub(crate) fn path_value(
     problems: &mut Problems,
     path: &FieldPath,
@@ -56,6 +87,7 @@ pub(crate) fn path_value(
     if v.trim().is_empty() {
         problems.at_value(path, "expected a directory path, found an empty string");
     }
+    let v = expand_home_or_report(problems, path, &v);
     resolve(base, &v)
 }
 
@@ -106,7 +138,8 @@ pub(crate) fn scalar_text(value: &Value) -> Option<String> {
 }
 
 /// A command given as argv (never a shell string): at least a non-empty program; a
-/// relative program path containing a `/` is resolved against `base`.
+/// leading `~`/`~/` of the program expands to `$HOME`; a relative program path
+/// containing a `/` is resolved against `base`.
 pub(crate) fn argv_value(
     problems: &mut Problems,
     path: &FieldPath,
@@ -124,6 +157,7 @@ pub(crate) fn argv_value(
         problems.at_value(&path.index(0), "the program must not be an empty string");
     }
     if let Some(program) = command.first_mut() {
+        *program = expand_home_or_report(problems, &path.index(0), program);
         if program.contains('/') && Path::new(program.as_str()).is_relative() {
             *program = resolve(base, program).to_string_lossy().into_owned();
         }
@@ -172,5 +206,36 @@ pub(crate) fn kind_of(value: &Value) -> &'static str {
         Value::Sequence(_) => "a list",
         Value::Mapping(_) => "a mapping",
         Value::Tagged(_) => "a tagged value",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leading_tilde_expands_to_home() {
+        let home = Some(Path::new("/home/ada"));
+        assert_eq!(expand_home("~", home).unwrap(), "/home/ada");
+        assert_eq!(expand_home("~/", home).unwrap(), "/home/ada");
+        assert_eq!(
+            expand_home("~/work/state", home).unwrap(),
+            "/home/ada/work/state"
+        );
+    }
+
+    #[test]
+    fn other_tildes_are_left_alone() {
+        let home = Some(Path::new("/home/ada"));
+        for value in ["~bob/x", "a/~/b", "state~", "./~", ""] {
+            assert_eq!(expand_home(value, home).unwrap(), value);
+        }
+        assert_eq!(expand_home("plain", None).unwrap(), "plain");
+    }
+
+    #[test]
+    fn a_tilde_without_a_home_is_refused() {
+        assert_eq!(expand_home("~/x", None), None);
+        assert_eq!(expand_home("~", Some(Path::new(""))), None);
     }
 }

@@ -12,7 +12,7 @@ use super::decide::placement::Whereabouts;
 use super::PipelineError;
 use crate::config::Config;
 use crate::ledger::{Claim, LedgerSnapshot};
-use crate::tracker::{same_name, Ticket, TrackerError};
+use crate::tracker::{Ticket, TrackerError};
 
 /// What one tick sees.
 pub(crate) struct Observation {
@@ -61,21 +61,9 @@ pub(crate) async fn observe(ctx: &Context) -> Result<Observation, PipelineError>
 /// Put `ticket.status` in the config's spelling when the config names it ignoring case
 /// and surrounding whitespace, so the rest of the tick compares spellings it knows.
 pub(crate) fn canonicalize(config: &Config, ticket: &mut Ticket) {
-    let known = config
-        .stages
-        .iter()
-        .flat_map(|s| {
-            s.owned_statuses()
-                .chain(s.success_status.as_deref())
-                .chain(s.failure_status.as_deref())
-        })
-        .chain(config.terminal_states.iter().map(String::as_str));
-    for status in known {
-        if same_name(status, &ticket.status) {
-            if status != ticket.status {
-                ticket.status = status.to_string();
-            }
-            return;
+    if let Some(status) = config.canonical_status(&ticket.status) {
+        if status != ticket.status {
+            ticket.status = status.to_string();
         }
     }
 }

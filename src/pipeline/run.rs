@@ -153,13 +153,7 @@ async fn run_stage(
             workspace.display().to_string(),
         ),
     ];
-    if let Err(detail) = prepare_workspace(ctx, &ticket, &hook_env).await {
-        let outcome = AgentOutcome::failure(
-            "workspace.hook_failed",
-            Category::Transient,
-            NextAction::Retry,
-            detail,
-        );
+    if let Err(outcome) = prepare_workspace(ctx, &ticket, &hook_env).await {
         return run.finish(outcome, None, run.begun_at, line).await;
     }
 
@@ -373,31 +367,43 @@ async fn interrupted_note(
 
 /// Create the ticket's workspace if needed and run the `after_create` and
 /// `before_run` hooks. A failed `after_create` removes the half-made workspace so the
-/// next attempt starts clean.
+/// next attempt starts clean. The workspace is checked before the hooks run in it and
+/// again before the agent does (`workspace.unsafe`); a hook failure is
+/// `workspace.hook_failed`.
 async fn prepare_workspace(
     ctx: &Context,
     ticket: &Ticket,
     env: &[(String, String)],
-) -> Result<(), String> {
+) -> Result<(), AgentOutcome> {
+    let hook_failed = |detail: String| {
+        AgentOutcome::failure(
+            "workspace.hook_failed",
+            Category::Transient,
+            NextAction::Retry,
+            detail,
+        )
+    };
     let state_root = &ctx.config.state_root;
     let dir = crate::agent::workspace_dir(state_root, &ticket.id);
     let hooks = &ctx.config.workspace.hooks;
     let timeout = ctx.config.workspace.hook_timeout;
     let created = crate::agent::ensure_workspace(state_root, &ticket.id)
-        .map_err(|e| format!("cannot create workspace {}: {e}", dir.display()))?;
+        .map_err(|e| hook_failed(format!("cannot create workspace {}: {e}", dir.display())))?;
+    crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
     if created {
         if let Some(hook) = &hooks.after_create {
             if let Err(err) = crate::agent::run_hook(hook, &dir, env, timeout).await {
                 let _ = crate::agent::remove_workspace(state_root, &dir);
-                return Err(format!("after_create hook failed: {err}"));
+                return Err(hook_failed(format!("after_create hook failed: {err}")));
             }
         }
     }
     if let Some(hook) = &hooks.before_run {
         crate::agent::run_hook(hook, &dir, env, timeout)
             .await
-            .map_err(|err| format!("before_run hook failed: {err}"))?;
+            .map_err(|err| hook_failed(format!("before_run hook failed: {err}")))?;
     }
+    crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
     Ok(())
 }
 

@@ -130,3 +130,87 @@ async fn the_tracker_token_appears_in_no_output_comment_or_file() {
         "files under the state root contain the token: {leaked:?}"
     );
 }
+
+/// Issue #14: every secret sortie holds, not only the tracker token: the HTTP API
+/// bearer token, the GitHub webhook secret and a hook's `secret_env`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_sortie_holds_reaches_the_agent() {
+    let model = GithubModel::start().await;
+    let number = model.add_issue("Add a login page", &["status:ready-for-design"]);
+    let dir = tempfile::tempdir().unwrap();
+    let roles = Path::new(env!("CARGO_MANIFEST_DIR")).join("roles");
+    // The agent writes its whole environment to a file in its workspace.
+    let config = format!(
+        r#"
+tracker:
+  kind: github
+  repo: acme/widgets
+  api_url: "{api_url}"
+  token_env: SORTIE_TEST_GH_TOKEN
+state_root: state
+roles_dir: {roles}
+agent: {{command: ["sh", "-c", "env > agent-env.txt; echo done"]}}
+http:
+  token_env: SORTIE_TEST_HTTP_TOKEN
+  github_webhook_secret_env: SORTIE_TEST_GH_WEBHOOK_SECRET
+hooks:
+  - event: "*"
+    webhook: "http://127.0.0.1:9/hook"
+    secret_env: SORTIE_TEST_HOOK_SECRET
+    timeout_seconds: 1
+    max_attempts: 1
+terminal_states: [done]
+pipeline_stages:
+  - role: architect
+    claim_status: ready-for-design
+    success_status: done
+"#,
+        api_url = model.api_url(),
+        roles = roles.display()
+    );
+    std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
+    let secrets = [
+        ("SORTIE_TEST_GH_TOKEN", TOKEN),
+        ("SORTIE_TEST_HTTP_TOKEN", "http-bearer-7f3a"),
+        ("SORTIE_TEST_GH_WEBHOOK_SECRET", "gh-webhook-91bc"),
+        ("SORTIE_TEST_HOOK_SECRET", "hook-hmac-55de"),
+    ];
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
+        .args(["pipeline", "tick", "--config", "pipeline.yaml", "-vv"])
+        .current_dir(dir.path())
+        .envs(secrets)
+        .output()
+        .await
+        .expect("run sortie");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    for (name, value) in secrets {
+        assert!(!said.contains(value), "sortie printed {name}:\n{said}");
+        let leaked = files_containing(&dir.path().join("state"), value.as_bytes());
+        assert!(leaked.is_empty(), "{name} is in {leaked:?}");
+    }
+    assert!(
+        model
+            .issue(number)
+            .labels
+            .contains(&"status:done".to_string()),
+        "the run happened"
+    );
+    let env_file = dir
+        .path()
+        .join("state/workspaces")
+        .join(number.to_string())
+        .join("agent-env.txt");
+    let env = std::fs::read_to_string(&env_file).expect("the agent wrote its environment");
+    assert!(env.contains("SORTIE_TICKET_ID="), "{env}");
+    for (name, value) in secrets {
+        assert!(
+            !env.contains(value) && !env.contains(&format!("{name}=")),
+            "the agent received {name}:\n{env}"
+        );
+    }
+}

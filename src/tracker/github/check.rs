@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::GithubTracker;
-use crate::tracker::{CheckReport, Tracker, TrackerError};
+use crate::tracker::{same_name, CheckReport, Tracker, TrackerError};
 
 /// Colour of the status labels sortie creates (GitHub's light grey).
 const LABEL_COLOR: &str = "ededed";
@@ -57,11 +57,19 @@ pub(super) async fn run(
         Err(err) => return Err(err),
     };
 
+    tracker.learn_labels(existing.iter().map(String::as_str));
     for status in statuses {
         let label = tracker.labels.status_label(status);
         let what = format!("status {status}");
         if existing.contains(&label) {
             report.push(what, true, format!("label {label} exists"));
+        } else if let Some(spelled) = existing.iter().find(|l| same_name(l, &label)) {
+            // GitHub label names are unique ignoring case: this one is the status.
+            report.push(
+                what,
+                true,
+                format!("label {spelled} exists (sortie compares statuses ignoring case)"),
+            );
         } else if create_missing {
             let description = format!("sortie pipeline status {status}");
             match api.create_label(&label, LABEL_COLOR, &description).await {

@@ -22,6 +22,14 @@ impl LabelScheme {
     pub fn status_label(&self, status: &str) -> String {
         format!("{}{status}", self.status_prefix)
     }
+
+    /// The status a label names, if it is a status label; the prefix matches
+    /// ignoring ASCII case (`Status:Ready` is a status label too).
+    pub fn status_of<'a>(&self, label: &'a str) -> Option<&'a str> {
+        let n = self.status_prefix.len();
+        (label.is_char_boundary(n) && label[..n].eq_ignore_ascii_case(&self.status_prefix))
+            .then(|| &label[n..])
+    }
 }
 
 /// An issue as the REST API returns it, reduced to what sortie reads.
@@ -52,7 +60,8 @@ pub(crate) enum WireLabel {
 }
 
 impl WireLabel {
-    fn name(&self) -> &str {
+    /// The label's name as the repository spells it.
+    pub(crate) fn name(&self) -> &str {
         match self {
             WireLabel::Named { name } | WireLabel::Bare(name) => name,
         }
@@ -92,7 +101,7 @@ impl WireIssue {
         let mut statuses: Vec<String> = self
             .labels
             .iter()
-            .filter_map(|l| l.name().strip_prefix(scheme.status_prefix.as_str()))
+            .filter_map(|l| scheme.status_of(l.name()))
             .map(str::to_string)
             .collect();
         match statuses.len() {
@@ -121,7 +130,7 @@ impl WireIssue {
         let mut labels = Vec::new();
         for label in &self.labels {
             let name = label.name();
-            if name.starts_with(scheme.status_prefix.as_str()) {
+            if scheme.status_of(name).is_some() {
                 continue;
             }
             let parsed = name

@@ -8,9 +8,9 @@ mod etag;
 mod issue;
 mod transport;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -24,7 +24,9 @@ pub use self::transport::{Clock, Exchange, ExchangeObserver};
 use self::etag::ResponseCache;
 use self::issue::{issue_number, Classified, StatusLabels, WireComment, WireIssue};
 use self::transport::Transport;
-use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+use super::{
+    same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
+};
 use crate::config::{Config, TrackerConfig};
 
 /// The file under the state root holding the persisted ETag cache.
@@ -109,6 +111,10 @@ pub struct GithubTracker {
     labels: LabelScheme,
     api: GithubApi,
     identity: OnceCell<String>,
+    /// Status labels as spelled on the repository, learned from every issue and label
+    /// list read, so a transition adds `status:In Review` rather than a second label
+    /// `status:in review` (GitHub label names are unique ignoring case).
+    seen_labels: Mutex<BTreeSet<String>>,
 }
 
 impl GithubTracker {
@@ -173,6 +179,7 @@ impl GithubTracker {
             labels: settings.labels,
             api,
             identity: OnceCell::new(),
+            seen_labels: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -184,8 +191,30 @@ impl GithubTracker {
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
         let number = number(id)?;
         let value = self.api.issue(number).await?;
-        serde_json::from_value(value)
-            .map_err(|e| TrackerError::Invalid(format!("issue #{number} is unreadable: {e}")))
+        let issue: WireIssue = serde_json::from_value(value)
+            .map_err(|e| TrackerError::Invalid(format!("issue #{number} is unreadable: {e}")))?;
+        self.learn_labels(issue.labels.iter().map(|l| l.name()));
+        Ok(issue)
+    }
+
+    /// Remember how the repository spells the status labels among `names`.
+    fn learn_labels<'a>(&self, names: impl Iterator<Item = &'a str>) {
+        let mut seen = self.seen_labels.lock().unwrap_or_else(|e| e.into_inner());
+        for name in names.filter(|n| self.labels.status_of(n).is_some()) {
+            seen.retain(|s| !same_name(s, name));
+            seen.insert(name.to_string());
+        }
+    }
+
+    /// The label that puts a ticket in `status`, spelled as the repository already
+    /// spells it when sortie has seen it (`status:In Review` for `in review`).
+    fn status_label(&self, status: &str) -> String {
+        let wanted = self.labels.status_label(status.trim());
+        let seen = self.seen_labels.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter()
+            .find(|s| same_name(s, &wanted))
+            .cloned()
+            .unwrap_or(wanted)
     }
 }
 
@@ -237,7 +266,8 @@ impl Tracker for GithubTracker {
                 ));
                 continue;
             }
-            let label = self.labels.status_label(status);
+            // As the repository spells it, when sortie has seen it.
+            let label = self.status_label(status);
             let page = match self.api.open_issues_with_label(&label).await {
                 Ok(page) => page,
                 Err(err) => {
@@ -250,6 +280,7 @@ impl Tracker for GithubTracker {
                 let number = value.get("number").and_then(|n| n.as_u64());
                 match serde_json::from_value::<WireIssue>(value) {
                     Ok(issue) => {
+                        self.learn_labels(issue.labels.iter().map(|l| l.name()));
                         issues.insert(issue.number, issue);
                     }
                     Err(err) => listing.warnings.push(format!(
@@ -264,7 +295,9 @@ impl Tracker for GithubTracker {
         result?;
         for issue in issues.values() {
             match issue.classify(&self.labels) {
-                Classified::Ticket(ticket) if statuses.contains(&ticket.status) => {
+                Classified::Ticket(ticket)
+                    if statuses.iter().any(|s| same_name(s, &ticket.status)) =>
+                {
                     listing.tickets.push(*ticket)
                 }
                 Classified::Ticket(_) | Classified::PullRequest => {}
@@ -333,27 +366,44 @@ impl Tracker for GithubTracker {
 
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
+        // Statuses compare ignoring case and surrounding whitespace; labels are added and
+        // removed as the repository spells them.
         let issue = self.wire_issue(id).await?;
-        let from_label = self.labels.status_label(from);
-        let to_label = self.labels.status_label(to);
         let conflict = |current: String| TrackerError::Conflict {
             id: id.to_string(),
             expected: from.to_string(),
             current,
         };
-        match issue.status_labels(&self.labels) {
-            StatusLabels::One(current) if current == to => return Ok(()),
-            StatusLabels::One(current) if current == from => {
-                self.api.add_labels(issue.number, &[to_label]).await?;
+        let from_status = match issue.status_labels(&self.labels) {
+            StatusLabels::One(current) if same_name(&current, to) => return Ok(()),
+            StatusLabels::One(current) if same_name(&current, from) => {
+                self.api
+                    .add_labels(issue.number, &[self.status_label(to)])
+                    .await?;
+                current
             }
             // Our own transition interrupted between adding and removing: finish it.
             StatusLabels::Many(current)
-                if current.len() == 2 && current.iter().all(|s| s == from || s == to) => {}
+                if current.len() == 2
+                    && current.iter().any(|s| same_name(s, to))
+                    && current.iter().any(|s| same_name(s, from)) =>
+            {
+                current
+                    .into_iter()
+                    .find(|s| same_name(s, from))
+                    .unwrap_or_else(|| from.to_string())
+            }
             StatusLabels::One(current) => return Err(conflict(current)),
             StatusLabels::None => return Err(conflict(String::new())),
             StatusLabels::Many(current) => return Err(conflict(current.join(" + "))),
-        }
+        };
         // A 404 here means the old label is already gone: the goal is reached.
+        let from_label = issue
+            .labels
+            .iter()
+            .map(|l| l.name())
+            .find(|l| self.labels.status_of(l) == Some(from_status.as_str()))
+            .map_or_else(|| self.labels.status_label(&from_status), str::to_string);
         self.api.remove_label(issue.number, &from_label).await?;
         Ok(())
     }

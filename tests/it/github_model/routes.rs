@@ -81,7 +81,15 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
                 .issues
                 .values()
                 .rev()
-                .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
+                // GitHub label names are unique ignoring case, and the filter finds a
+                // label whichever way the query spells it.
+                .filter(|i| {
+                    wanted.iter().all(|w| {
+                        i.labels
+                            .iter()
+                            .any(|l| l.to_lowercase() == w.to_lowercase())
+                    })
+                })
                 .filter(|i| match state {
                     "open" => i.open,
                     "closed" => !i.open,
@@ -103,7 +111,11 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
             let Some(name) = body.get("name").and_then(Value::as_str) else {
                 return message(422, "Validation Failed");
             };
-            if !s.repo_labels.insert(name.to_string()) {
+            let taken = s
+                .repo_labels
+                .iter()
+                .any(|l| l.to_lowercase() == name.to_lowercase());
+            if taken || !s.repo_labels.insert(name.to_string()) {
                 return answer(
                     422,
                     json!({"message": "Validation Failed", "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}]}),
