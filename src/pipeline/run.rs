@@ -194,6 +194,15 @@ async fn run_stage(
         run_dir,
     );
     plan.env_remove = inner.config.secret_env_names();
+    // Resume the agent's last session of this ticket and role (issue #19).
+    if let Ok(Some(prev)) = inner.ledger.last_session(&claim.key) {
+        if let Some(session) = &prev.session_id {
+            let prev_dir = crate::agent::run_dir(&inner.config.state_root, &prev.run_id);
+            let earlier =
+                crate::agent::read_session_record(&prev_dir).and_then(|r| r.reported_usage);
+            plan.resume_session(&agent, session, earlier);
+        }
+    }
     let vars = agent_vars(&ticket, &stage, &claim, &plan);
     let started_at = inner.clock.now();
     record_run(
@@ -244,8 +253,15 @@ async fn run_stage(
         }
     }
 
+    let (usage, session) = match &end {
+        RunEnd::Cancelled {
+            usage, session_id, ..
+        } => (*usage, session_id.clone()),
+        RunEnd::Finished(report) => (report.usage, report.session_id.clone()),
+    };
+    record_usage_and_session(&inner, &claim, usage, session);
     match end {
-        RunEnd::Cancelled { log_path } => {
+        RunEnd::Cancelled { log_path, .. } => {
             let reason = cancel_reason.lock().expect("cancel reason lock").unwrap_or(
                 if inner.shutdown.is_cancelled() {
                     CancelReason::Shutdown
@@ -285,22 +301,6 @@ async fn run_stage(
         }
         RunEnd::Finished(report) => {
             line.log_path = Some(report.log_path.display().to_string());
-            if let Some(usage) = &report.usage {
-                let record = RunUsage {
-                    run_id: claim.run_id.clone(),
-                    key: claim.key.clone(),
-                    tokens_in: usage.input_tokens,
-                    tokens_out: usage.output_tokens,
-                    cache_read_tokens: 0,
-                    cache_write_tokens: 0,
-                    reasoning_tokens: 0,
-                    cost_usd: usage.cost_usd,
-                    recorded_at: inner.clock.now(),
-                };
-                if let Err(err) = inner.ledger.record_usage(&record) {
-                    tracing::warn!(%err, "could not record the run's usage");
-                }
-            }
             let reason_code = match &report.outcome {
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
                 AgentOutcome::Success { .. } => None,
@@ -321,6 +321,39 @@ async fn run_stage(
                 line,
             )
             .await
+        }
+    }
+}
+
+/// Record what the run consumed (also when it failed or was cancelled) and the agent session
+/// it ended with, which the next attempt of the same ticket and role resumes.
+fn record_usage_and_session(
+    inner: &Inner,
+    claim: &Claim,
+    usage: Option<crate::agent::Usage>,
+    session: Option<String>,
+) {
+    if let Some(usage) = usage {
+        let record = RunUsage {
+            run_id: claim.run_id.clone(),
+            key: claim.key.clone(),
+            tokens_in: usage.input_tokens,
+            tokens_out: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cost_usd: usage.cost_usd,
+            recorded_at: inner.clock.now(),
+        };
+        if let Err(err) = inner.ledger.record_usage(&record) {
+            tracing::warn!(%err, "could not record the run's usage");
+        }
+    }
+    // The run's row exists (recorded as running); the upsert keeps a session id once set.
+    if let (Some(session), Ok(Some(mut run))) = (session, inner.ledger.run(&claim.run_id)) {
+        run.session_id = Some(session);
+        if let Err(err) = inner.ledger.record_run(&run) {
+            tracing::warn!(%err, "could not record the agent's session id");
         }
     }
 }

@@ -20,6 +20,9 @@ fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPl
         run_dir: dir.join("run"),
         timeout: Duration::from_secs(timeout),
         stall_timeout: stall.map(Duration::from_secs),
+        resume: None,
+        resume_command: None,
+        stream: Default::default(),
     }
 }
 
