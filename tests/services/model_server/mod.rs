@@ -36,13 +36,16 @@ pub enum Step {
     Text(String),
     /// This HTTP status with the vendor's error body (`x-should-retry: false` for Anthropic).
     Status(u16),
-    /// An SSE `error` event after the first content block.
+    /// An SSE `error` event mid-stream (Anthropic: after `message_start`; OpenAI: after the
+    /// first output item, as `response.failed`).
     StreamError,
     /// The connection closed mid-stream.
     Cut,
 }
 
-/// Tokens billed per completed Anthropic call: input, cache writes, cache reads, output.
+/// Tokens billed per completed Anthropic call: input, cache writes, cache reads, output. A
+/// streamed call the server ends with an `error` event after `message_start` bills the input
+/// and the one output token that event reported; a cut connection bills nothing.
 pub const CLAUDE_CALL: [u64; 4] = [1000, 200, 30, 40];
 /// Tokens billed per completed OpenAI call: input (cached included), cached, output,
 /// reasoning (included in output).
@@ -198,18 +201,27 @@ fn json_response(status: u16, body: Value) -> Response {
 }
 
 fn sse(events: Vec<(String, Value)>, cut: bool) -> Response {
-    let mut chunks: Vec<Result<Bytes, std::io::Error>> = events
+    use futures_util::StreamExt;
+    let chunks: Vec<Result<Bytes, std::io::Error>> = events
         .into_iter()
         .map(|(name, data)| Ok(Bytes::from(format!("event: {name}\ndata: {data}\n\n"))))
         .collect();
-    if cut {
-        chunks.push(Err(std::io::Error::other("cut by the script")));
-    }
+    let body = futures_util::stream::iter(chunks);
+    let body = if cut {
+        // Let the events reach the client, then drop the connection mid-stream.
+        body.chain(futures_util::stream::once(async {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Err(std::io::Error::other("cut by the script"))
+        }))
+        .boxed()
+    } else {
+        body.boxed()
+    };
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
-        .body(Body::from_stream(futures_util::stream::iter(chunks)))
+        .body(Body::from_stream(body))
         .unwrap()
 }
 
@@ -265,13 +277,23 @@ fn anthropic(
         step,
         Step::WriteFile { .. } | Step::Shell(_) | Step::Text(_)
     );
-    if completes {
+    {
+        // A stream the server ends with an `error` event after `message_start` has reported
+        // its input and one output token, and the server counts them; a connection cut
+        // mid-stream is not billed (the response never ended).
         let mut s = shared.lock().unwrap();
-        s.billed.calls += 1;
-        s.billed.input += input;
-        s.billed.cache_write += cache_write;
-        s.billed.cache_read += cache_read;
-        s.billed.output += output;
+        let errored = stream && matches!(step, Step::StreamError);
+        if completes {
+            s.billed.calls += 1;
+            s.billed.output += output;
+        } else if errored {
+            s.billed.output += 1;
+        }
+        if completes || errored {
+            s.billed.input += input;
+            s.billed.cache_write += cache_write;
+            s.billed.cache_read += cache_read;
+        }
     }
     if !stream {
         let mut message = json!({"id": id, "type": "message", "role": "assistant", "model": model,
@@ -289,6 +311,20 @@ fn anthropic(
         json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
             "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
     )];
+    // Trouble comes after `message_start`, before any content block: what makes Claude
+    // Code retry the call without streaming.
+    match step {
+        Step::StreamError => {
+            events.push((
+                "error".into(),
+                json!({"type": "error",
+                    "error": {"type": "overloaded_error", "message": "mock: the stream failed"}}),
+            ));
+            return sse(events, false);
+        }
+        Step::Cut => return sse(events, true),
+        _ => {}
+    }
     for (i, block) in blocks.iter().enumerate() {
         let (start, delta) = if block["type"] == "tool_use" {
             let mut start = block.clone();
@@ -315,20 +351,6 @@ fn anthropic(
             "content_block_stop".into(),
             json!({"type": "content_block_stop", "index": i}),
         ));
-        if i == 0 {
-            match step {
-                Step::StreamError => {
-                    events.push((
-                        "error".into(),
-                        json!({"type": "error",
-                        "error": {"type": "api_error", "message": "mock: the stream failed"}}),
-                    ));
-                    return sse(events, false);
-                }
-                Step::Cut => return sse(events, true),
-                _ => {}
-            }
-        }
     }
     events.push((
         "message_delta".into(),
