@@ -19,7 +19,7 @@ bash scripts/services/agent-clis.sh; set -a; . $SORTIE_TEST_SERVICES/agent-clis.
 (see scripts/services/README.md)";
 
 /// The installed CLI named by `var`; fails (never skips) with how to install it.
-fn cli(var: &str) -> String {
+pub fn cli(var: &str) -> String {
     match std::env::var(var) {
         Ok(path) if Path::new(&path).exists() => path,
         Ok(path) => panic!("{var}={path} does not exist; {HOW}"),
@@ -100,16 +100,7 @@ pub fn claude_agent(server: &ModelServer, sb: &Sandbox) -> AgentConfig {
 pub fn codex_agent(server: &ModelServer, sb: &Sandbox) -> AgentConfig {
     let codex_home = sb.home.join(".codex");
     std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            "model = \"mock-gpt\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
-             name = \"mock\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\n\
-             env_key = \"MOCK_OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
-            server.url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(codex_home.join("config.toml"), codex_config(server)).unwrap();
     let mut agent = base_agent(AgentPreset::Codex, cli("SORTIE_TEST_CODEX"));
     agent.sandbox = Some("workspace-write".into());
     agent.extra_args = vec!["--skip-git-repo-check".into()];
@@ -122,6 +113,17 @@ pub fn codex_agent(server: &ModelServer, sb: &Sandbox) -> AgentConfig {
         .map(|(k, v)| (k.to_string(), v)),
     );
     agent
+}
+
+/// A CODEX_HOME `config.toml` with the `mock` provider at `server`: the Responses wire API,
+/// the key from MOCK_OPENAI_API_KEY, no retries of its own.
+pub fn codex_config(server: &ModelServer) -> String {
+    format!(
+        "model = \"mock-gpt\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+         name = \"mock\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\n\
+         env_key = \"MOCK_OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+        server.url()
+    )
 }
 
 pub fn plan(agent: &AgentConfig, sb: &Sandbox, n: u32) -> RunPlan {

@@ -6,6 +6,7 @@ mod common;
 mod github_model;
 
 mod agent_clis;
+mod agent_pipeline;
 mod daemon_dashboard;
 mod github_contract;
 mod model_server;

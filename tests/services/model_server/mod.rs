@@ -142,6 +142,11 @@ impl ModelServer {
         self.shared.lock().unwrap().billed
     }
 
+    /// The absolute path Claude's Write tool calls use from now on.
+    pub fn set_workspace(&self, workspace: &str) {
+        self.shared.lock().unwrap().workspace = workspace.to_string();
+    }
+
     /// Replace the script (for a second attempt against the same server).
     pub fn script(&self, steps: Vec<Step>, then: Option<Step>) {
         let mut shared = self.shared.lock().unwrap();
