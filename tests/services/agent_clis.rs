@@ -572,3 +572,50 @@ async fn a_busy_silent_tool_call_is_not_a_stall_but_an_idle_one_is() {
     let (code, ..) = failure(&report);
     assert_eq!(code, "agent.stalled");
 }
+
+/// Issue #19: no credentials at all ("Not logged in") is an auth failure, not a retry.
+#[tokio::test]
+async fn claude_without_a_key_is_an_auth_failure() {
+    let sb = Sandbox::new();
+    let server = ModelServer::start(write_then_done(), None, &ws(&sb)).await;
+    let mut agent = claude_agent(&server, &sb);
+    agent.env.remove("ANTHROPIC_API_KEY");
+    let mut p = plan(&agent, &sb, 1);
+    p.env_remove = vec!["ANTHROPIC_API_KEY".into(), "ANTHROPIC_AUTH_TOKEN".into()];
+    let report = run(&p).await;
+    let (code, category, next, detail) = failure(&report);
+    assert_eq!(
+        (code, category, next),
+        ("agent.auth", Category::Permanent, NextAction::Manual),
+        "{detail}"
+    );
+    assert!(detail.contains("Not logged in"), "{detail}");
+    assert!(server.model_calls().is_empty());
+}
+
+/// Issue #19: a denied Write is not a success, unless the config allows denials.
+#[tokio::test]
+async fn claude_denied_tool_calls_fail_the_run_unless_allowed() {
+    let sb = Sandbox::new();
+    let server = ModelServer::start(write_then_done(), None, &ws(&sb)).await;
+    let mut agent = claude_agent(&server, &sb);
+    agent.permission_mode = Some("default".into());
+    let report = run(&plan(&agent, &sb, 1)).await;
+    let (code, category, next, detail) = failure(&report);
+    assert_eq!(
+        (code, category, next),
+        (
+            "agent.permission_denied",
+            Category::Policy,
+            NextAction::Manual
+        ),
+        "{detail}"
+    );
+    assert!(detail.contains("- Write "), "{detail}");
+    assert!(!sb.workspace.join("hello.txt").exists());
+
+    server.script(write_then_done(), None);
+    agent.allow_permission_denials = true;
+    let report = run(&plan(&agent, &sb, 2)).await;
+    assert_eq!(summary(&report), "MOCK-DONE: wrote hello.txt");
+}
