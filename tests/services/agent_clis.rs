@@ -619,3 +619,20 @@ async fn claude_denied_tool_calls_fail_the_run_unless_allowed() {
     let report = run(&plan(&agent, &sb, 2)).await;
     assert_eq!(summary(&report), "MOCK-DONE: wrote hello.txt");
 }
+
+/// Issue #19: an unknown model is a config failure whose detail names the model.
+#[tokio::test]
+async fn claude_unknown_model_is_a_config_failure_naming_it() {
+    let sb = Sandbox::new();
+    let server = ModelServer::start(vec![], Some(Step::Status(404)), &ws(&sb)).await;
+    let mut agent = claude_agent(&server, &sb);
+    agent.model = Some("no-such-model-7".into());
+    let report = run(&plan(&agent, &sb, 1)).await;
+    let (code, category, next, detail) = failure(&report);
+    assert_eq!(
+        (code, category, next),
+        ("agent.config", Category::Permanent, NextAction::Manual),
+        "{detail}"
+    );
+    assert!(detail.contains("no-such-model-7"), "{detail}");
+}

@@ -260,6 +260,7 @@ fn anthropic(
         let kind = match status {
             401 => "authentication_error",
             400 => "invalid_request_error",
+            404 => "not_found_error",
             529 => "overloaded_error",
             _ => "api_error",
         };
