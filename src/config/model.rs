@@ -262,6 +262,12 @@ pub struct AgentConfig {
     pub stall_timeout: Option<Duration>,
     /// Extra environment variables for the agent. Default empty.
     pub env: BTreeMap<String, String>,
+    /// Resume the agent's previous session (same ticket and role, same workspace) on a retry
+    /// or continuation instead of starting cold (CLI presets). Default true.
+    pub resume: bool,
+    /// Accept a Claude Code run whose tool calls were denied as a success; when false such a
+    /// run is an `agent.permission_denied` failure. Default false.
+    pub allow_permission_denials: bool,
 }
 
 /// Retry policy for transient failures.

@@ -87,6 +87,8 @@ pub(crate) struct RawAgent {
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) stall_timeout_seconds: Option<u64>,
     pub(crate) env: Option<BTreeMap<String, Value>>,
+    pub(crate) resume: Option<bool>,
+    pub(crate) allow_permission_denials: Option<bool>,
     /// The section failed to parse and its problem is already reported: required keys are
     /// not asked for again.
     #[serde(skip)]

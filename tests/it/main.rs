@@ -4,6 +4,7 @@ mod common;
 mod github_model;
 
 mod agent_presets;
+mod agent_resume;
 mod agent_runner;
 mod agent_secrets;
 mod block_cli;
