@@ -6,6 +6,7 @@
 
 pub mod counting;
 pub mod github;
+pub mod labels;
 pub mod local;
 pub mod memory;
 pub mod redmine;

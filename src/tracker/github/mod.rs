@@ -22,8 +22,9 @@ pub use self::issue::LabelScheme;
 pub use self::transport::{Clock, Exchange, ExchangeObserver};
 
 use self::etag::ResponseCache;
-use self::issue::{issue_number, Classified, StatusLabels, WireComment, WireIssue};
+use self::issue::{issue_number, Classified, WireComment, WireIssue};
 use self::transport::Transport;
+use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove};
 use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
@@ -264,15 +265,13 @@ impl Tracker for GithubTracker {
         result?;
         for issue in issues.values() {
             match issue.classify(&self.labels) {
-                Classified::Ticket(ticket) if statuses.contains(&ticket.status) => {
+                Classified::Ticket(ticket) if is_listed(statuses, &ticket.status) => {
                     listing.tickets.push(*ticket)
                 }
                 Classified::Ticket(_) | Classified::PullRequest => {}
-                Classified::Ambiguous { number, labels } => listing.warnings.push(format!(
-                    "issue #{number} has {} status labels ({}); skipped until a person removes all but one",
-                    labels.len(),
-                    labels.join(", ")
-                )),
+                Classified::Ambiguous { number, labels } => listing
+                    .warnings
+                    .push(ambiguous_warning(&format!("issue #{number}"), &labels)),
             }
         }
         Ok(listing)
@@ -285,11 +284,9 @@ impl Tracker for GithubTracker {
             Classified::PullRequest => Err(TrackerError::NotFound(format!(
                 "#{id} is a pull request, not an issue"
             ))),
-            Classified::Ambiguous { number, labels } => Err(TrackerError::Invalid(format!(
-                "issue #{number} has {} status labels ({}); remove all but one",
-                labels.len(),
-                labels.join(", ")
-            ))),
+            Classified::Ambiguous { number, labels } => {
+                Err(ambiguous_error(&format!("issue #{number}"), &labels))
+            }
         }
     }
 
@@ -334,28 +331,20 @@ impl Tracker for GithubTracker {
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
         let issue = self.wire_issue(id).await?;
-        let from_label = self.labels.status_label(from);
-        let to_label = self.labels.status_label(to);
-        let conflict = |current: String| TrackerError::Conflict {
-            id: id.to_string(),
-            expected: from.to_string(),
-            current,
-        };
-        match issue.status_labels(&self.labels) {
-            StatusLabels::One(current) if current == to => return Ok(()),
-            StatusLabels::One(current) if current == from => {
-                self.api.add_labels(issue.number, &[to_label]).await?;
+        let names = issue.labels.iter().map(issue::WireLabel::name);
+        match self.labels.plan_move(id, names, from, to)? {
+            LabelMove::AlreadyThere => Ok(()),
+            LabelMove::Write { add, remove } => {
+                if let Some(add) = add {
+                    self.api.add_labels(issue.number, &[add]).await?;
+                }
+                // A 404 here means the old label is already gone: the goal is reached.
+                for label in remove {
+                    self.api.remove_label(issue.number, &label).await?;
+                }
+                Ok(())
             }
-            // Our own transition interrupted between adding and removing: finish it.
-            StatusLabels::Many(current)
-                if current.len() == 2 && current.iter().all(|s| s == from || s == to) => {}
-            StatusLabels::One(current) => return Err(conflict(current)),
-            StatusLabels::None => return Err(conflict(String::new())),
-            StatusLabels::Many(current) => return Err(conflict(current.join(" + "))),
         }
-        // A 404 here means the old label is already gone: the goal is reached.
-        self.api.remove_label(issue.number, &from_label).await?;
-        Ok(())
     }
 
     async fn check(
