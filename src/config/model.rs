@@ -102,6 +102,10 @@ pub struct HttpConfig {
     pub token_env: Option<String>,
     /// Variable holding the secret GitHub signs webhook deliveries with.
     pub github_webhook_secret_env: Option<String>,
+    /// Variable holding the secret token GitLab sends in `X-Gitlab-Token`.
+    pub gitlab_webhook_secret_env: Option<String>,
+    /// Variable holding the secret Gitea signs webhook deliveries with (`X-Gitea-Signature`).
+    pub gitea_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -162,6 +166,39 @@ pub enum TrackerConfig {
         /// Prefix of priority labels (`priority:1`). Default `priority:`.
         priority_label_prefix: String,
     },
+    /// GitLab issues: statuses are labels (`status::<name>`), a closed issue is terminal.
+    Gitlab {
+        /// Instance URL, without a trailing `/`. Default `https://gitlab.com`.
+        url: String,
+        /// Project path (`group/sub/repo`) or numeric id.
+        project: String,
+        /// Environment variable holding the token. Default `GITLAB_TOKEN`.
+        token_env: String,
+        /// Send the token as `Authorization: Bearer` (OAuth and job tokens) instead of
+        /// `PRIVATE-TOKEN`. Default false (`auth: private-token`).
+        bearer: bool,
+        /// Prefix of status labels. Default `status::` (a scoped label).
+        status_label_prefix: String,
+        /// Prefix of priority labels. Default `priority::`.
+        priority_label_prefix: String,
+        /// Statuses whose transition also closes the issue. Default none.
+        close_on: Vec<String>,
+    },
+    /// Gitea or Forgejo issues: statuses are labels (`status/<name>`), closed is terminal.
+    Gitea {
+        /// Instance URL, without a trailing `/`.
+        url: String,
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token. Default `GITEA_TOKEN`.
+        token_env: String,
+        /// Prefix of status labels. Default `status/`.
+        status_label_prefix: String,
+        /// Prefix of priority labels. Default `priority/`.
+        priority_label_prefix: String,
+        /// Statuses whose transition also closes the issue. Default none.
+        close_on: Vec<String>,
+    },
     /// Redmine: statuses are Redmine issue statuses by name.
     Redmine {
         /// Server base URL, without a trailing `/`.
@@ -180,6 +217,8 @@ impl TrackerConfig {
         match self {
             TrackerConfig::Local { .. } => "local".to_string(),
             TrackerConfig::Github { repo, .. } => format!("github:{repo}"),
+            TrackerConfig::Gitlab { project, .. } => format!("gitlab:{project}"),
+            TrackerConfig::Gitea { repo, .. } => format!("gitea:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
         }
     }
@@ -410,7 +449,9 @@ impl Config {
     pub fn secret_env_names(&self) -> Vec<String> {
         match &self.tracker {
             TrackerConfig::Local { .. } => Vec::new(),
-            TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
+            TrackerConfig::Github { token_env, .. }
+            | TrackerConfig::Gitlab { token_env, .. }
+            | TrackerConfig::Gitea { token_env, .. } => vec![token_env.clone()],
             TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
         }
     }

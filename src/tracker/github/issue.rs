@@ -122,32 +122,7 @@ impl From<WireComment> for Comment {
     }
 }
 
-/// The `rel="next"` target of a `Link` header, if any.
-pub(crate) fn next_link(header: &str) -> Option<String> {
-    let mut rest = header;
-    while let Some(open) = rest.find('<') {
-        let after = &rest[open + 1..];
-        let close = after.find('>')?;
-        let target = &after[..close];
-        let params_and_rest = &after[close + 1..];
-        // The parameters run up to the next link (`, <`), or the end.
-        let params_end = params_and_rest.find('<').unwrap_or(params_and_rest.len());
-        let params = &params_and_rest[..params_end];
-        let is_next = params.split(';').any(|p| {
-            let p = p.trim().trim_end_matches(',').trim();
-            p.strip_prefix("rel=").is_some_and(|v| {
-                v.trim_matches('"')
-                    .split_ascii_whitespace()
-                    .any(|r| r.eq_ignore_ascii_case("next"))
-            })
-        });
-        if is_next {
-            return Some(target.to_string());
-        }
-        rest = &params_and_rest[params_end..];
-    }
-    None
-}
+pub(crate) use crate::tracker::rest::next_link;
 
 /// The issue number an id names, when it is one.
 pub(crate) fn issue_number(id: &str) -> Option<u64> {
