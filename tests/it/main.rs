@@ -1,7 +1,10 @@
 //! Integration tests that need no external service, in one binary (one link instead of one per file).
 
 mod common;
+mod forge_model;
+mod gitea_model;
 mod github_model;
+mod gitlab_model;
 
 mod agent_presets;
 mod agent_runner;
@@ -17,6 +20,7 @@ mod config_load;
 mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
+mod forge_pipeline;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;
