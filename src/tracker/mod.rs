@@ -5,6 +5,7 @@
 //! transitions. Keep it small: every adapter implements all of it.
 
 pub mod counting;
+pub mod forge_webhook;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
