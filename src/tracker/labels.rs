@@ -57,9 +57,9 @@ pub enum LabelMove {
 }
 
 impl LabelScheme {
-    /// The label that puts a ticket in `status`.
+    /// The label that puts a ticket in `status` (trimmed, spelled as configured).
     pub fn status_label(&self, status: &str) -> String {
-        format!("{}{status}", self.status_prefix)
+        format!("{}{}", self.status_prefix, status.trim())
     }
 
     /// The status a label names, when it is a status label.

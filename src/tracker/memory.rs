@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::Utc;
 
-use super::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
+use super::{same_name, Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
 
 /// A tracker whose tickets and comments live in memory.
 #[derive(Debug, Default)]
@@ -125,7 +125,7 @@ impl Tracker for MemoryTracker {
             .state()
             .tickets
             .values()
-            .filter(|t| statuses.iter().any(|s| s == &t.status))
+            .filter(|t| statuses.iter().any(|s| same_name(s, &t.status)))
             .cloned()
             .collect();
         Ok(Listing {
@@ -167,10 +167,10 @@ impl Tracker for MemoryTracker {
             .tickets
             .get_mut(id)
             .ok_or_else(|| TrackerError::NotFound(format!("ticket {id}")))?;
-        if ticket.status == to {
+        if same_name(&ticket.status, to) {
             return Ok(());
         }
-        if ticket.status != from {
+        if !same_name(&ticket.status, from) {
             return Err(TrackerError::Conflict {
                 id: id.to_string(),
                 expected: from.to_string(),

@@ -1,6 +1,8 @@
 //! Integration tests that need no external service, in one binary (one link instead of one per file).
 
 mod common;
+mod contract;
+mod contract_adapters;
 mod forge_model;
 mod gitea_model;
 mod github_model;

@@ -74,13 +74,17 @@ pub(super) fn load_ticket(
         };
         let split = split_front_matter(text).map_err(|e| e.to_string())?;
         if let (Some(wanted), Some(status)) = (statuses, quick_status(split.front)) {
-            if !wanted.iter().any(|s| s == status) {
+            if !wanted.iter().any(|s| crate::tracker::same_name(s, status)) {
                 return Ok(Loaded::Filtered);
             }
         }
         parse_ticket_front(&split).map_err(|e| e.to_string())?
     };
-    if statuses.is_some_and(|wanted| !wanted.contains(&front.status)) {
+    if statuses.is_some_and(|wanted| {
+        !wanted
+            .iter()
+            .any(|s| crate::tracker::same_name(s, &front.status))
+    }) {
         return Ok(Loaded::Filtered);
     }
     if !whole {

@@ -151,11 +151,11 @@ impl LocalBoard {
             })?;
             let split = split_front_matter(text).map_err(|e| invalid(id, &path, e))?;
             let front = parse_ticket_front(&split).map_err(|e| invalid(id, &path, e))?;
-            if front.status == to {
+            if crate::tracker::same_name(&front.status, to) {
                 return Ok(front.status);
             }
             if let Some(from) = from {
-                if front.status != from.trim() {
+                if !crate::tracker::same_name(&front.status, from) {
                     return Err(TrackerError::Conflict {
                         id: id.to_owned(),
                         expected: from.to_owned(),
