@@ -2,9 +2,12 @@
 
 #[path = "../it/common/mod.rs"]
 mod common;
+#[path = "../it/contract/mod.rs"]
+mod contract;
 #[path = "../it/github_model/mod.rs"]
 mod github_model;
 
 mod daemon_dashboard;
 mod github_contract;
+mod redmine_contract;
 mod redmine_e2e;
