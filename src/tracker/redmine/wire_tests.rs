@@ -133,9 +133,8 @@ fn the_display_name_falls_back_to_the_login() {
 #[test]
 fn a_status_is_found_ignoring_case_as_every_adapter_compares_them() {
     // Issue #17: statuses compare with `same_name`.
-    let found = catalogue()
-        .resolve("ready FOR design ", "http://rm")
-        .unwrap();
+    let statuses = catalogue();
+    let found = statuses.resolve("ready FOR design ", "http://rm").unwrap();
     assert_eq!(found.name, "Ready for design");
 }
 
