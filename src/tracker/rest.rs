@@ -14,7 +14,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 
-use super::github::Clock;
+use super::github::{Clock, Exchange, ExchangeObserver};
 use super::TrackerError;
 
 /// Longest wait accepted from a `Retry-After` or a reset time (guards against a skewed clock).
@@ -63,6 +63,7 @@ pub struct RestClient {
     clock: Clock,
     blocked_until: Mutex<Option<DateTime<Utc>>>,
     remaining: Mutex<Option<u64>>,
+    observer: Option<ExchangeObserver>,
 }
 
 impl std::fmt::Debug for RestClient {
@@ -112,7 +113,14 @@ impl RestClient {
             clock,
             blocked_until: Mutex::new(None),
             remaining: Mutex::new(None),
+            observer: None,
         })
+    }
+
+    /// Show every response to `observer` (contract tests, diagnostics).
+    pub fn with_observer(mut self, observer: Option<ExchangeObserver>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// The API base URL.
@@ -157,13 +165,24 @@ impl RestClient {
         };
         let what = format!("{method} {}", strip_query(path_of(&url)));
         self.gate()?;
-        let mut request = self.http.request(method, &url);
+        let mut request = self.http.request(method.clone(), &url);
         if let Some(body) = body {
             request = request.json(body);
         }
         let response = request.send().await.map_err(|e| transport(&what, &e))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
+        if let Some(observer) = &self.observer {
+            observer(&Exchange {
+                method: method.to_string(),
+                url: url.clone(),
+                status,
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+                    .collect(),
+            });
+        }
         if let Some(left) = header_u64(&headers, "ratelimit-remaining")
             .or_else(|| header_u64(&headers, "x-ratelimit-remaining"))
         {

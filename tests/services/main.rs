@@ -8,6 +8,7 @@ mod contract;
 mod github_model;
 
 mod daemon_dashboard;
+mod forge_contract;
 mod github_contract;
 mod redmine_contract;
 mod redmine_e2e;

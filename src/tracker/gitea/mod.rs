@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{more_pages, Classified, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
-use super::github::Clock;
+use super::github::{Clock, ExchangeObserver};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
 use super::rest::{encode, RestClient, Vendor};
 use super::{
@@ -76,6 +76,8 @@ pub struct GiteaOptions {
     pub timeout: Duration,
     /// Where "now" comes from (rate-limit waits). Default the system clock.
     pub clock: Clock,
+    /// Sees every response (contract tests, diagnostics). Default none.
+    pub observer: Option<ExchangeObserver>,
     /// The API under the instance URL. Default `/api/v1` (a contract mock serves `""`).
     pub api_path: String,
 }
@@ -85,6 +87,7 @@ impl Default for GiteaOptions {
         GiteaOptions {
             timeout: Duration::from_secs(30),
             clock: Arc::new(Utc::now),
+            observer: None,
             api_path: "/api/v1".to_string(),
         }
     }
@@ -135,7 +138,8 @@ impl GiteaTracker {
         };
         let base = format!("{}{}", settings.url.trim_end_matches('/'), options.api_path);
         let auth = ("authorization", format!("token {token}"));
-        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?;
+        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?
+            .with_observer(options.observer);
         let (owner, name) = settings
             .repo
             .split_once('/')
@@ -228,6 +232,34 @@ impl GiteaTracker {
                 self.settings.repo
             ))),
         }
+    }
+
+    /// `POST .../issues/{n}/labels` with one label id: adds it, keeps every other label.
+    pub async fn add_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
+        let path = format!("{}/labels", self.issue_path(id)?);
+        let body = json!({ "labels": [label_id] });
+        self.client
+            .send(Method::POST, &path, Some(&body))
+            .await
+            .map(drop)
+    }
+
+    /// `DELETE .../issues/{n}/labels/{id}`; a label already gone is the goal reached.
+    pub async fn delete_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
+        let url = format!("{}/labels/{label_id}", self.issue_path(id)?);
+        match self.client.send(Method::DELETE, &url, None).await {
+            Ok(_) | Err(TrackerError::NotFound(_)) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `PATCH .../issues/{n}` with `state: closed`.
+    pub async fn close_issue(&self, id: &str) -> Result<(), TrackerError> {
+        let body = json!({ "state": "closed" });
+        self.client
+            .send(Method::PATCH, &self.issue_path(id)?, Some(&body))
+            .await
+            .map(drop)
     }
 
     fn closes(&self, status: &str) -> bool {
@@ -378,7 +410,6 @@ impl Tracker for GiteaTracker {
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
         let issue = self.wire_issue(id).await?;
-        let path = self.issue_path(id)?;
         let close = self.closes(to) && issue.state != "closed";
         match self
             .settings
@@ -389,31 +420,17 @@ impl Tracker for GiteaTracker {
             LabelMove::Write { add, remove } => {
                 if let Some(add) = add {
                     let label_id = self.label_id(&add).await?;
-                    self.client
-                        .send(
-                            Method::POST,
-                            &format!("{path}/labels"),
-                            Some(&json!({ "labels": [label_id] })),
-                        )
-                        .await?;
+                    self.add_label_id(id, label_id).await?;
                 }
                 for name in remove {
-                    let Some(label_id) = issue.label_id(&name) else {
-                        continue;
-                    };
-                    let url = format!("{path}/labels/{label_id}");
-                    match self.client.send(Method::DELETE, &url, None).await {
-                        // Already gone: the goal is reached.
-                        Ok(_) | Err(TrackerError::NotFound(_)) => {}
-                        Err(err) => return Err(err),
+                    if let Some(label_id) = issue.label_id(&name) {
+                        self.delete_label_id(id, label_id).await?;
                     }
                 }
             }
         }
         if close {
-            self.client
-                .send(Method::PATCH, &path, Some(&json!({ "state": "closed" })))
-                .await?;
+            self.close_issue(id).await?;
         }
         Ok(())
     }

@@ -47,7 +47,8 @@ pub(crate) struct WireUser {
 /// A comment.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct WireComment {
-    pub id: u64,
+    /// `int64` in Gitea's description.
+    pub id: i64,
     #[serde(default)]
     pub body: Option<String>,
     #[serde(default)]

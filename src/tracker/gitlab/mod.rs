@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{move_body, next_page, Classified, WireIssue, WireNote, WireUser};
-use super::github::Clock;
+use super::github::{Clock, ExchangeObserver};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
 use super::rest::{encode, RestClient, Vendor};
 use super::{
@@ -80,6 +80,8 @@ pub struct GitlabOptions {
     pub timeout: Duration,
     /// Where "now" comes from (rate-limit waits). Default the system clock.
     pub clock: Clock,
+    /// Sees every response (contract tests, diagnostics). Default none.
+    pub observer: Option<ExchangeObserver>,
 }
 
 impl Default for GitlabOptions {
@@ -87,6 +89,7 @@ impl Default for GitlabOptions {
         GitlabOptions {
             timeout: Duration::from_secs(30),
             clock: Arc::new(Utc::now),
+            observer: None,
         }
     }
 }
@@ -139,7 +142,8 @@ impl GitlabTracker {
                 .to_string(),
         };
         let base = format!("{}/api/v4", settings.url.trim_end_matches('/'));
-        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?;
+        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?
+            .with_observer(options.observer);
         Ok(GitlabTracker {
             name: format!("gitlab:{}", settings.project),
             project_path: format!("/projects/{}", encode(&settings.project)),
@@ -187,6 +191,26 @@ impl GitlabTracker {
             }
         }
         Ok((items, warnings))
+    }
+
+    /// The one `PUT /projects/:id/issues/:iid` of a transition: add `add`, remove
+    /// `remove`, and close when `close`, atomically. Transitions call it after their
+    /// re-read; contract tests call it directly.
+    pub async fn move_labels(
+        &self,
+        id: &str,
+        add: Option<&str>,
+        remove: &[String],
+        close: bool,
+    ) -> Result<(), TrackerError> {
+        self.put_issue(id, &move_body(add, remove, close)).await
+    }
+
+    async fn put_issue(&self, id: &str, body: &Value) -> Result<(), TrackerError> {
+        self.client
+            .send(Method::PUT, &self.issue_path(id)?, Some(body))
+            .await
+            .map(drop)
     }
 
     fn closes(&self, status: &str) -> bool {
@@ -369,10 +393,7 @@ impl Tracker for GitlabTracker {
             LabelMove::Write { add, remove } => move_body(add.as_deref(), &remove, close),
         };
         // One PUT: GitLab applies add_labels, remove_labels and state_event together.
-        self.client
-            .send(Method::PUT, &self.issue_path(id)?, Some(&body))
-            .await?;
-        Ok(())
+        self.put_issue(id, &body).await
     }
 
     async fn check(
