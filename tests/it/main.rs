@@ -22,6 +22,7 @@ mod config_load;
 mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
+mod forge_adapter;
 mod forge_pipeline;
 mod github_adapter;
 mod github_cli;
