@@ -119,6 +119,41 @@ async fn check_creates_the_missing_status_labels_on_both_forges() {
     assert_eq!(gt.labels(), ["status/done", "status/ready"]);
 }
 
+#[tokio::test]
+async fn gitlab_filters_labels_exclusions_and_the_assignee_on_the_server() {
+    let model = gitlab_model::start().await;
+    let wanted = model.add_issue("wanted", &["status::ready", "backend"]);
+    model.edit(wanted, |i| i.assignees = vec![gitlab_model::USER.into()]);
+    let other = model.add_issue("someone else's", &["status::ready", "backend"]);
+    model.edit(other, |i| i.assignees = vec!["alice".into()]);
+    model.add_issue("frontend", &["status::ready"]);
+    let parked = model.add_issue("parked", &["status::ready", "backend", "wontfix"]);
+    model.edit(parked, |i| i.assignees = vec![gitlab_model::USER.into()]);
+    let t = GitlabTracker::new(
+        gitlab_settings(model.url(), false),
+        gitlab_model::TOKEN.into(),
+        GitlabOptions::default(),
+    )
+    .unwrap();
+    let filter = sortie::config::TicketFilter {
+        labels: vec!["backend".into()],
+        exclude_labels: vec!["wontfix".into()],
+        assignee: Some("me".into()),
+        project: None,
+    };
+    model.clear_log();
+    let listing = t.list_filtered(&["ready".into()], &filter).await.unwrap();
+    let ids: Vec<String> = listing.tickets.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(ids, [wanted.to_string()], "the server did the filtering");
+    let log = model.log();
+    assert!(
+        log.iter().any(|l| l.contains(
+            "labels=status%3A%3Aready%2Cbackend&not%5Blabels%5D=wontfix&assignee_username=sortie-bot"
+        )),
+        "{log:#?}"
+    );
+}
+
 #[test]
 fn forge_configs_are_checked_with_the_field_named() {
     let base =

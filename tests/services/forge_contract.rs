@@ -90,6 +90,15 @@ async fn every_request_the_gitlab_adapter_makes_fits_gitlabs_openapi_description
 
     t.identity().await.expect("GET /user");
     t.list(&statuses).await.expect("list");
+    let filter = sortie::config::TicketFilter {
+        labels: vec!["backend".into()],
+        exclude_labels: vec!["wontfix".into(), "duplicate".into()],
+        assignee: Some("me".into()),
+        project: None,
+    };
+    t.list_filtered(&statuses, &filter)
+        .await
+        .expect("list filtered");
     t.get("14").await.expect("GET issue");
     t.comments("14").await.expect("GET notes");
     t.post_comment("14", "```yaml sortie:success\nrole: architect\n```\n", "k")

@@ -213,6 +213,55 @@ impl GitlabTracker {
             .map(drop)
     }
 
+    /// The listing, each status query narrowed by `narrow` (extra query parameters).
+    async fn list_with(&self, statuses: &[String], narrow: &str) -> Result<Listing, TrackerError> {
+        let mut listing = Listing::default();
+        // An issue with two status labels shows up in two listings: collect by iid.
+        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
+        for status in statuses {
+            if status.contains(',') {
+                // GitLab splits `labels=` on commas: such a label cannot be queried.
+                listing.warnings.push(format!(
+                    "status {status:?} contains a comma and cannot be listed on GitLab"
+                ));
+                continue;
+            }
+            let label = self.settings.labels.status_label(status);
+            let first = format!(
+                "{}/issues?state=opened&labels={}{narrow}&per_page={PER_PAGE}",
+                self.project_path,
+                encode(&label)
+            );
+            let (items, warnings) = self.all_pages(first).await?;
+            listing.warnings.extend(warnings);
+            for value in items {
+                let iid = value.get("iid").and_then(Value::as_u64);
+                match serde_json::from_value::<WireIssue>(value) {
+                    Ok(issue) => {
+                        issues.insert(issue.iid, issue);
+                    }
+                    Err(err) => listing.warnings.push(format!(
+                        "issue #{} is unreadable, skipped: {err}",
+                        iid.map_or_else(|| "?".to_string(), |n| n.to_string())
+                    )),
+                }
+            }
+        }
+        if let Some(pid) = issues.values().find_map(|i| i.project_id) {
+            let _ = self.project_id.set(Some(pid));
+        }
+        for issue in issues.values() {
+            match issue.classify(&self.settings.labels) {
+                Classified::Ticket(t) if is_listed(statuses, &t.status) => listing.tickets.push(*t),
+                Classified::Ticket(_) => {}
+                Classified::Ambiguous(labels) => listing
+                    .warnings
+                    .push(ambiguous_warning(&format!("issue #{}", issue.iid), &labels)),
+            }
+        }
+        Ok(listing)
+    }
+
     fn closes(&self, status: &str) -> bool {
         self.settings.close_on.iter().any(|c| same_name(c, status))
     }
@@ -263,51 +312,40 @@ impl Tracker for GitlabTracker {
     }
 
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        let mut listing = Listing::default();
-        // An issue with two status labels shows up in two listings: collect by iid.
-        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
-        for status in statuses {
-            if status.contains(',') {
-                // GitLab splits `labels=` on commas: such a label cannot be queried.
-                listing.warnings.push(format!(
-                    "status {status:?} contains a comma and cannot be listed on GitLab"
-                ));
-                continue;
-            }
-            let label = self.settings.labels.status_label(status);
-            let first = format!(
-                "{}/issues?state=opened&labels={}&per_page={PER_PAGE}",
-                self.project_path,
-                encode(&label)
-            );
-            let (items, warnings) = self.all_pages(first).await?;
-            listing.warnings.extend(warnings);
-            for value in items {
-                let iid = value.get("iid").and_then(Value::as_u64);
-                match serde_json::from_value::<WireIssue>(value) {
-                    Ok(issue) => {
-                        issues.insert(issue.iid, issue);
-                    }
-                    Err(err) => listing.warnings.push(format!(
-                        "issue #{} is unreadable, skipped: {err}",
-                        iid.map_or_else(|| "?".to_string(), |n| n.to_string())
-                    )),
-                }
-            }
+        self.list_with(statuses, "").await
+    }
+
+    /// Server-side: required labels join the status label in `labels=` (GitLab ANDs
+    /// them), excluded ones go in `not[labels]=`, the assignee in `assignee_username=`
+    /// (`me` is the token's user). Names with a comma stay client-side.
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        let mut narrow = String::new();
+        let plain = |l: &&String| !l.contains(',') && !l.trim().is_empty();
+        for label in filter.labels.iter().filter(plain) {
+            narrow.push_str(&encode(&format!(",{}", label.trim())));
         }
-        if let Some(pid) = issues.values().find_map(|i| i.project_id) {
-            let _ = self.project_id.set(Some(pid));
+        let excluded: Vec<&str> = filter
+            .exclude_labels
+            .iter()
+            .filter(plain)
+            .map(|l| l.trim())
+            .collect();
+        if !excluded.is_empty() {
+            narrow.push_str(&format!("&not%5Blabels%5D={}", encode(&excluded.join(","))));
         }
-        for issue in issues.values() {
-            match issue.classify(&self.settings.labels) {
-                Classified::Ticket(t) if is_listed(statuses, &t.status) => listing.tickets.push(*t),
-                Classified::Ticket(_) => {}
-                Classified::Ambiguous(labels) => listing
-                    .warnings
-                    .push(ambiguous_warning(&format!("issue #{}", issue.iid), &labels)),
-            }
+        if let Some(who) = filter.assignee.as_deref().map(str::trim) {
+            let who = if who.eq_ignore_ascii_case("me") {
+                self.identity().await?
+            } else {
+                who.to_string()
+            };
+            narrow.push_str(&format!("&assignee_username={}", encode(&who)));
         }
-        Ok(listing)
+        self.list_with(statuses, &narrow).await
     }
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {

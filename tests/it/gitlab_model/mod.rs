@@ -138,6 +138,12 @@ fn project(b: &mut Board, req: &Req, rest: &[&str]) -> Answer {
                 .map(|l| label_list(&Value::String(l.clone())))
                 .unwrap_or_default();
             let state = req.query.get("state").map(String::as_str).unwrap_or("all");
+            let excluded: Vec<String> = req
+                .query
+                .get("not[labels]")
+                .map(|l| label_list(&Value::String(l.clone())))
+                .unwrap_or_default();
+            let assignee = req.query.get("assignee_username").cloned();
             let items = b
                 .issues
                 .values()
@@ -149,6 +155,12 @@ fn project(b: &mut Board, req: &Req, rest: &[&str]) -> Answer {
                         .iter()
                         .all(|w| i.labels.iter().any(|l| l.eq_ignore_ascii_case(w)))
                 })
+                .filter(|i| {
+                    !excluded
+                        .iter()
+                        .any(|x| i.labels.iter().any(|l| l.eq_ignore_ascii_case(x)))
+                })
+                .filter(|i| assignee.as_ref().is_none_or(|a| i.assignees.contains(a)))
                 .filter(|i| match state {
                     "opened" => i.open,
                     "closed" => !i.open,
