@@ -24,6 +24,7 @@ mod crash_anywhere;
 mod daemon_e2e;
 mod forge_adapter;
 mod forge_pipeline;
+mod forge_rules;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;
