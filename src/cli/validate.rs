@@ -104,6 +104,30 @@ pub fn describe(cfg: &Config) -> String {
                 "tracker: GitHub {repo} at {api_url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
             );
         }
+        crate::config::TrackerConfig::Gitlab {
+            url,
+            project,
+            token_env,
+            status_label_prefix,
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: GitLab project {project} at {url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
+            );
+        }
+        crate::config::TrackerConfig::Gitea {
+            url,
+            repo,
+            token_env,
+            status_label_prefix,
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: Gitea {repo} at {url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
+            );
+        }
         crate::config::TrackerConfig::Redmine {
             url,
             project,

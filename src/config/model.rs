@@ -104,6 +104,10 @@ pub struct HttpConfig {
     pub token_env: Option<String>,
     /// Variable holding the secret GitHub signs webhook deliveries with.
     pub github_webhook_secret_env: Option<String>,
+    /// Variable holding the secret token GitLab sends in `X-Gitlab-Token`.
+    pub gitlab_webhook_secret_env: Option<String>,
+    /// Variable holding the secret Gitea signs webhook deliveries with (`X-Gitea-Signature`).
+    pub gitea_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -164,6 +168,39 @@ pub enum TrackerConfig {
         /// Prefix of priority labels (`priority:1`). Default `priority:`.
         priority_label_prefix: String,
     },
+    /// GitLab issues: statuses are labels (`status::<name>`), a closed issue is terminal.
+    Gitlab {
+        /// Instance URL, without a trailing `/`. Default `https://gitlab.com`.
+        url: String,
+        /// Project path (`group/sub/repo`) or numeric id.
+        project: String,
+        /// Environment variable holding the token. Default `GITLAB_TOKEN`.
+        token_env: String,
+        /// Send the token as `Authorization: Bearer` (OAuth and job tokens) instead of
+        /// `PRIVATE-TOKEN`. Default false (`auth: private-token`).
+        bearer: bool,
+        /// Prefix of status labels. Default `status::` (a scoped label).
+        status_label_prefix: String,
+        /// Prefix of priority labels. Default `priority::`.
+        priority_label_prefix: String,
+        /// Statuses whose transition also closes the issue. Default none.
+        close_on: Vec<String>,
+    },
+    /// Gitea or Forgejo issues: statuses are labels (`status/<name>`), closed is terminal.
+    Gitea {
+        /// Instance URL, without a trailing `/`.
+        url: String,
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token. Default `GITEA_TOKEN`.
+        token_env: String,
+        /// Prefix of status labels. Default `status/`.
+        status_label_prefix: String,
+        /// Prefix of priority labels. Default `priority/`.
+        priority_label_prefix: String,
+        /// Statuses whose transition also closes the issue. Default none.
+        close_on: Vec<String>,
+    },
     /// Redmine: statuses are Redmine issue statuses by name.
     Redmine {
         /// Server base URL, without a trailing `/`.
@@ -182,6 +219,8 @@ impl TrackerConfig {
         match self {
             TrackerConfig::Local { .. } => "local".to_string(),
             TrackerConfig::Github { repo, .. } => format!("github:{repo}"),
+            TrackerConfig::Gitlab { project, .. } => format!("gitlab:{project}"),
+            TrackerConfig::Gitea { repo, .. } => format!("gitea:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
         }
     }
@@ -467,12 +506,19 @@ impl Config {
     pub fn secret_env_names(&self) -> Vec<String> {
         let tracker = match &self.tracker {
             TrackerConfig::Local { .. } => None,
-            TrackerConfig::Github { token_env, .. } => Some(token_env),
+            TrackerConfig::Github { token_env, .. }
+            | TrackerConfig::Gitlab { token_env, .. }
+            | TrackerConfig::Gitea { token_env, .. } => Some(token_env),
             TrackerConfig::Redmine { api_key_env, .. } => Some(api_key_env),
         };
-        let http = [&self.http.token_env, &self.http.github_webhook_secret_env]
-            .into_iter()
-            .flatten();
+        let http = [
+            &self.http.token_env,
+            &self.http.github_webhook_secret_env,
+            &self.http.gitlab_webhook_secret_env,
+            &self.http.gitea_webhook_secret_env,
+        ]
+        .into_iter()
+        .flatten();
         let hooks = self.hooks.iter().filter_map(|hook| match &hook.target {
             HookTarget::Webhook { secret_env, .. } => secret_env.as_ref(),
             HookTarget::Command { .. } => None,

@@ -86,6 +86,22 @@ pub(crate) fn normalize(
                 "GITHUB_WEBHOOK_SECRET",
             )
         }),
+        gitlab_webhook_secret_env: raw_http.gitlab_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("gitlab_webhook_secret_env"),
+                Some(n),
+                "GITLAB_WEBHOOK_SECRET",
+            )
+        }),
+        gitea_webhook_secret_env: raw_http.gitea_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("gitea_webhook_secret_env"),
+                Some(n),
+                "GITEA_WEBHOOK_SECRET",
+            )
+        }),
     };
 
     let terminal_states = raw

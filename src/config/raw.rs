@@ -33,6 +33,38 @@ pub(crate) enum RawTracker {
         /// Prefix of the labels that model priorities.
         priority_label_prefix: Option<String>,
     },
+    /// A GitLab project (gitlab.com or self-managed).
+    Gitlab {
+        /// Instance URL (`https://gitlab.com`).
+        url: Option<String>,
+        /// Project path (`group/sub/repo`) or numeric id.
+        project: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// How the token is sent: `private-token` or `bearer`.
+        auth: Option<String>,
+        /// Prefix of the labels that model statuses.
+        status_label_prefix: Option<String>,
+        /// Prefix of the labels that model priorities.
+        priority_label_prefix: Option<String>,
+        /// Statuses whose transition also closes the issue.
+        close_on: Option<Vec<String>>,
+    },
+    /// A Gitea or Forgejo repository.
+    Gitea {
+        /// Instance URL (`https://gitea.example.com`).
+        url: String,
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// Prefix of the labels that model statuses.
+        status_label_prefix: Option<String>,
+        /// Prefix of the labels that model priorities.
+        priority_label_prefix: Option<String>,
+        /// Statuses whose transition also closes the issue.
+        close_on: Option<Vec<String>>,
+    },
     /// A Redmine server.
     Redmine {
         /// Base URL of the server.
@@ -129,6 +161,8 @@ pub(crate) struct RawWorkspaceHooks {
 pub(crate) struct RawHttp {
     pub(crate) token_env: Option<String>,
     pub(crate) github_webhook_secret_env: Option<String>,
+    pub(crate) gitlab_webhook_secret_env: Option<String>,
+    pub(crate) gitea_webhook_secret_env: Option<String>,
 }
 
 /// `retry:`.

@@ -32,30 +32,11 @@ pub(super) fn normalize_tracker(
             priority_label_prefix,
         }) => {
             let t = root.key("tracker");
-            let valid_repo = repo.split_once('/').is_some_and(|(owner, name)| {
-                let ok = |s: &str| {
-                    !s.is_empty()
-                        && s.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                };
-                ok(owner) && ok(name)
-            });
-            if !valid_repo {
-                problems.at_value(
-                    &t.key("repo"),
-                    format!("expected `owner/name`, found {repo:?}"),
-                );
-            }
+            check_repo(problems, &t.key("repo"), &repo);
             let api_url = api_url.unwrap_or_else(|| "https://api.github.com".to_string());
             check_url(problems, &t.key("api_url"), &api_url);
             let token_env = env_name(problems, &t.key("token_env"), token_env, "GITHUB_TOKEN");
-            let status_label_prefix = status_label_prefix.unwrap_or_else(|| "status:".to_string());
-            if status_label_prefix.is_empty() {
-                problems.at_value(
-                    &t.key("status_label_prefix"),
-                    "expected a non-empty label prefix such as `status:`",
-                );
-            }
+            let status_label_prefix = label_prefix(problems, &t, status_label_prefix, "status:");
             Some(TrackerConfig::Github {
                 repo,
                 token_env,
@@ -63,6 +44,74 @@ pub(super) fn normalize_tracker(
                 status_label_prefix,
                 priority_label_prefix: priority_label_prefix
                     .unwrap_or_else(|| "priority:".to_string()),
+            })
+        }
+        Some(RawTracker::Gitlab {
+            url,
+            project,
+            token_env,
+            auth,
+            status_label_prefix,
+            priority_label_prefix,
+            close_on,
+        }) => {
+            let t = root.key("tracker");
+            let url = url.unwrap_or_else(|| "https://gitlab.com".to_string());
+            check_url(problems, &t.key("url"), &url);
+            let project = project.trim().trim_matches('/').to_string();
+            let segments_ok = !project.is_empty()
+                && project.split('/').all(|s| {
+                    !s.is_empty()
+                        && s.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                });
+            if !segments_ok {
+                problems.at_value(
+                    &t.key("project"),
+                    format!("expected a project path such as `group/sub/repo` or a numeric id, found {project:?}"),
+                );
+            }
+            let bearer = match auth.as_deref().map(str::trim) {
+                None | Some("private-token") => false,
+                Some("bearer") => true,
+                Some(other) => {
+                    problems.at_value(
+                        &t.key("auth"),
+                        format!("expected `private-token` or `bearer`, found {other:?}"),
+                    );
+                    false
+                }
+            };
+            Some(TrackerConfig::Gitlab {
+                url: url.trim_end_matches('/').to_string(),
+                project,
+                token_env: env_name(problems, &t.key("token_env"), token_env, "GITLAB_TOKEN"),
+                bearer,
+                status_label_prefix: label_prefix(problems, &t, status_label_prefix, "status::"),
+                priority_label_prefix: priority_label_prefix
+                    .unwrap_or_else(|| "priority::".to_string()),
+                close_on: close_on_list(problems, &t, close_on),
+            })
+        }
+        Some(RawTracker::Gitea {
+            url,
+            repo,
+            token_env,
+            status_label_prefix,
+            priority_label_prefix,
+            close_on,
+        }) => {
+            let t = root.key("tracker");
+            check_url(problems, &t.key("url"), &url);
+            check_repo(problems, &t.key("repo"), &repo);
+            Some(TrackerConfig::Gitea {
+                url: url.trim_end_matches('/').to_string(),
+                repo,
+                token_env: env_name(problems, &t.key("token_env"), token_env, "GITEA_TOKEN"),
+                status_label_prefix: label_prefix(problems, &t, status_label_prefix, "status/"),
+                priority_label_prefix: priority_label_prefix
+                    .unwrap_or_else(|| "priority/".to_string()),
+                close_on: close_on_list(problems, &t, close_on),
             })
         }
         Some(RawTracker::Redmine {
@@ -96,6 +145,57 @@ pub(super) fn normalize_tracker(
             None
         }
     }
+}
+
+/// `repo: owner/name` as GitHub and Gitea spell it.
+fn check_repo(problems: &mut Problems, path: &FieldPath, repo: &str) {
+    let valid = repo.split_once('/').is_some_and(|(owner, name)| {
+        let ok = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        ok(owner) && ok(name)
+    });
+    if !valid {
+        problems.at_value(path, format!("expected `owner/name`, found {repo:?}"));
+    }
+}
+
+/// `status_label_prefix`, defaulting to `default`; an empty prefix would make every
+/// label a status.
+fn label_prefix(
+    problems: &mut Problems,
+    tracker: &FieldPath,
+    raw: Option<String>,
+    default: &str,
+) -> String {
+    let prefix = raw.unwrap_or_else(|| default.to_string());
+    if prefix.trim().is_empty() {
+        problems.at_value(
+            &tracker.key("status_label_prefix"),
+            format!("expected a non-empty label prefix such as `{default}`"),
+        );
+    }
+    prefix
+}
+
+/// `close_on: [done]`: statuses whose transition also closes the issue.
+fn close_on_list(
+    problems: &mut Problems,
+    tracker: &FieldPath,
+    raw: Option<Vec<String>>,
+) -> Vec<String> {
+    let list = raw.unwrap_or_default();
+    for (i, status) in list.iter().enumerate() {
+        if status.trim().is_empty() {
+            problems.at_value(
+                &tracker.key("close_on").index(i),
+                "expected a status name, found an empty string",
+            );
+        }
+    }
+    list
 }
 
 /// A `filter:` section (under `tracker:` or a stage), found at `path`. `project` is a

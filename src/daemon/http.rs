@@ -1,4 +1,4 @@
-//! The daemon's HTTP surface: health, state, refresh, metrics, GitHub webhook and
+//! The daemon's HTTP surface: health, state, refresh, metrics, GitHub/GitLab/Gitea webhooks and
 //! the dashboard (`docs/api.md`).
 
 use std::sync::Arc;
@@ -33,6 +33,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/refresh", post(refresh))
         .route("/metrics", get(metrics))
         .route("/hooks/github", post(github))
+        .route("/hooks/gitlab", post(gitlab))
+        .route("/hooks/gitea", post(gitea))
         .route("/api/v1/tickets/{id}", get(ticket))
         .with_state(shared)
 }
@@ -331,6 +333,47 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     mac.update(&body);
     if mac.verify_slice(&signature).is_err() {
         return (StatusCode::UNAUTHORIZED, "signature does not match\n").into_response();
+    }
+    shared.request_tick();
+    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// `POST /hooks/gitlab`: a delivery with the right `X-Gitlab-Token` triggers a tick.
+async fn gitlab(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let var = shared.config().http.gitlab_webhook_secret_env.clone();
+    forge_hook(&shared, var, "http.gitlab_webhook_secret_env", |secret| {
+        let token = headers.get("x-gitlab-token").and_then(|v| v.to_str().ok());
+        crate::tracker::forge_webhook::verify_gitlab(secret, token)
+    })
+}
+
+/// `POST /hooks/gitea`: a delivery signed in `X-Gitea-Signature` triggers a tick.
+async fn gitea(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let var = shared.config().http.gitea_webhook_secret_env.clone();
+    forge_hook(&shared, var, "http.gitea_webhook_secret_env", |secret| {
+        let sig = headers
+            .get("x-gitea-signature")
+            .and_then(|v| v.to_str().ok());
+        crate::tracker::forge_webhook::verify_gitea(secret, sig, &body)
+    })
+}
+
+/// The secret in the variable `var` names, `verify` on the delivery, then a tick.
+fn forge_hook(
+    shared: &Shared,
+    var: Option<String>,
+    key: &str,
+    verify: impl FnOnce(&str) -> Result<(), crate::tracker::forge_webhook::WebhookError>,
+) -> Response {
+    let Some(var) = var else {
+        return (StatusCode::NOT_FOUND, format!("{key} is not configured\n")).into_response();
+    };
+    let Ok(secret) = std::env::var(&var) else {
+        tracing::error!(var = %var, "the webhook secret variable is not set");
+        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+    };
+    if let Err(err) = verify(&secret) {
+        return (StatusCode::UNAUTHORIZED, format!("{err}\n")).into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()

@@ -384,6 +384,78 @@ fn a_github_webhook_needs_a_valid_signature() {
 }
 
 #[test]
+fn gitlab_and_gitea_webhooks_need_the_secret() {
+    use hmac::{Hmac, Mac};
+    let sb = Sandbox::with_config(&one_stage(
+        0,
+        "poll_interval_seconds: 3600\nhttp: {gitlab_webhook_secret_env: TEST_GL_SECRET, gitea_webhook_secret_env: TEST_GT_SECRET}",
+    ));
+    let d = Daemon::start(
+        &sb,
+        &[
+            ("TEST_GL_SECRET", "gl-s3cret"),
+            ("TEST_GT_SECRET", "gt-s3cret"),
+        ],
+    );
+    d.wait_state(10, "the first tick", |s| s["last_tick"]["ok"] == true);
+    let body = br#"{"object_kind":"issue"}"#.to_vec();
+    assert_eq!(d.post("/hooks/gitlab").send().unwrap().status(), 401);
+    let wrong = d
+        .post("/hooks/gitlab")
+        .header("X-Gitlab-Token", "gl-s3cre")
+        .send()
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert_eq!(
+        d.post("/hooks/gitea")
+            .body(body.clone())
+            .send()
+            .unwrap()
+            .status(),
+        401
+    );
+    let mut other = Hmac::<sha2::Sha256>::new_from_slice(b"gl-s3cret").unwrap();
+    other.update(&body);
+    let bad = d
+        .post("/hooks/gitea")
+        .header(
+            "X-Gitea-Signature",
+            hex::encode(other.finalize().into_bytes()),
+        )
+        .body(body.clone())
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 401);
+
+    let id = sb.add("labeled on GitLab", "ready-for-design", &[]);
+    let good = d
+        .post("/hooks/gitlab")
+        .header("X-Gitlab-Token", "gl-s3cret")
+        .send()
+        .unwrap();
+    assert_eq!(good.status(), 202);
+    wait_until(10, "the GitLab hint's tick to run the card", || {
+        sb.ticket(&id).status == "design-approved"
+    });
+    let id = sb.add("labeled on Gitea", "ready-for-design", &[]);
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"gt-s3cret").unwrap();
+    mac.update(&body);
+    let good = d
+        .post("/hooks/gitea")
+        .header(
+            "X-Gitea-Signature",
+            hex::encode(mac.finalize().into_bytes()),
+        )
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(good.status(), 202);
+    wait_until(10, "the Gitea hint's tick to run the card", || {
+        sb.ticket(&id).status == "design-approved"
+    });
+}
+
+#[test]
 fn post_endpoints_need_the_bearer_token_when_one_is_configured() {
     let sb = Sandbox::with_config(&one_stage(
         0,

@@ -1,7 +1,12 @@
 //! Integration tests that need no external service, in one binary (one link instead of one per file).
 
 mod common;
+mod contract;
+mod contract_adapters;
+mod forge_model;
+mod gitea_model;
 mod github_model;
+mod gitlab_model;
 
 mod agent_presets;
 mod agent_resume;
@@ -21,6 +26,9 @@ mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
+mod forge_adapter;
+mod forge_pipeline;
+mod forge_rules;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;
