@@ -102,6 +102,8 @@ pub struct HttpConfig {
     pub token_env: Option<String>,
     /// Variable holding the secret GitHub signs webhook deliveries with.
     pub github_webhook_secret_env: Option<String>,
+    /// Variable holding the secret Linear signs webhook deliveries with.
+    pub linear_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -171,6 +173,28 @@ pub enum TrackerConfig {
         /// Environment variable holding the API key. Default `REDMINE_API_KEY`.
         api_key_env: String,
     },
+    /// Linear: statuses are the team's workflow states by name.
+    Linear {
+        /// The team's key (`ENG`), as in issue identifiers (`ENG-123`).
+        team: String,
+        /// Environment variable holding the API key or OAuth token. Default `LINEAR_API_KEY`.
+        token_env: String,
+        /// GraphQL endpoint. Default `https://api.linear.app/graphql`.
+        api_url: String,
+        /// How the token is sent. Default [`LinearTokenType::ApiKey`].
+        token_type: LinearTokenType,
+    },
+}
+
+/// How a Linear token goes into the `Authorization` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinearTokenType {
+    /// A personal API key, sent as is.
+    #[default]
+    ApiKey,
+    /// An OAuth access token, sent as `Bearer <token>`.
+    Oauth,
 }
 
 impl TrackerConfig {
@@ -181,6 +205,7 @@ impl TrackerConfig {
             TrackerConfig::Local { .. } => "local".to_string(),
             TrackerConfig::Github { repo, .. } => format!("github:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
+            TrackerConfig::Linear { team, .. } => format!("linear:{team}"),
         }
     }
 }
@@ -412,6 +437,7 @@ impl Config {
             TrackerConfig::Local { .. } => Vec::new(),
             TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
             TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
+            TrackerConfig::Linear { token_env, .. } => vec![token_env.clone()],
         }
     }
 

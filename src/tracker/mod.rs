@@ -6,6 +6,7 @@
 
 pub mod counting;
 pub mod github;
+pub mod linear;
 pub mod local;
 pub mod memory;
 pub mod redmine;
@@ -317,6 +318,9 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
         )?)),
         TrackerConfig::Github { .. } => {
             Ok(std::sync::Arc::new(github::GithubTracker::open(config)?))
+        }
+        TrackerConfig::Linear { .. } => {
+            Ok(std::sync::Arc::new(linear::LinearTracker::open(config)?))
         }
     }
 }
