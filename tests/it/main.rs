@@ -2,6 +2,7 @@
 
 mod common;
 mod github_model;
+mod linear_model;
 
 mod agent_presets;
 mod agent_runner;
@@ -32,6 +33,9 @@ mod ledger_claims;
 mod ledger_cli;
 mod ledger_race;
 mod ledger_records;
+mod linear_adapter;
+mod linear_pipeline;
+mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod secrets;
