@@ -95,8 +95,13 @@ pub(crate) struct Model {
     pub complexity_remaining: u64,
     /// Epoch ms when the window resets.
     pub reset_ms: i64,
-    /// The next this many requests are answered RATELIMITED.
+    /// Requests answered normally before `rate_limited` starts counting.
+    pub pass_before_limit: usize,
+    /// Then this many requests are answered RATELIMITED.
     pub rate_limited: usize,
+    /// Operations whose next answers are lost after the request took effect
+    /// (operation, how many): the client sees a 502.
+    pub lost_answers: Vec<(String, usize)>,
     /// Re-read hooks: (issue number, which `issue(id:)` read, change).
     pub get_hooks: Vec<(u64, usize, Hook)>,
     pub reads: BTreeMap<u64, usize>,
@@ -162,7 +167,9 @@ impl LinearModel {
             requests_remaining: REQUEST_LIMIT,
             complexity_remaining: COMPLEXITY_LIMIT,
             reset_ms: chrono::Utc::now().timestamp_millis() + 3_600_000,
+            pass_before_limit: 0,
             rate_limited: 0,
+            lost_answers: Vec::new(),
             get_hooks: Vec::new(),
             reads: BTreeMap::new(),
             stale_comment_reads: BTreeMap::new(),
@@ -276,10 +283,22 @@ impl LinearModel {
     /// Answer the next `count` requests with a `RATELIMITED` error (HTTP 400, as
     /// Linear does), the window resetting at `reset_ms` (epoch milliseconds).
     pub fn rate_limit(&self, count: usize, reset_ms: i64) {
+        self.rate_limit_after(0, count, reset_ms)
+    }
+
+    /// Like [`LinearModel::rate_limit`], after `pass` more requests answered normally.
+    pub fn rate_limit_after(&self, pass: usize, count: usize, reset_ms: i64) {
         self.with(|m| {
+            m.pass_before_limit = pass;
             m.rate_limited = count;
             m.reset_ms = reset_ms;
         })
+    }
+
+    /// The next `count` requests of `operation` take effect, but their answers are
+    /// lost (the client sees a 502, as from a proxy timing out).
+    pub fn lose_answers(&self, operation: &str, count: usize) {
+        self.with(|m| m.lost_answers.push((operation.to_string(), count)))
     }
 
     /// The next `count` comment listings of issue `n` miss its newest comment.
@@ -356,7 +375,7 @@ impl Respond for Responder {
             let err = json!({"errors": [{"message": "Authentication required, not authenticated",
                 "extensions": {"code": "AUTHENTICATION_ERROR", "type": "authentication error"}}]});
             (401, err, 0, None)
-        } else if model.rate_limited > 0 {
+        } else if model.pass_before_limit == 0 && model.rate_limited > 0 {
             model.rate_limited -= 1;
             model.requests_remaining = 0;
             let err = json!({"errors": [{"message": "Rate limit exceeded",
@@ -364,6 +383,7 @@ impl Respond for Responder {
                 "userPresentableMessage": "Too many requests. Please try again later."}}]});
             (400, err, 0, None)
         } else {
+            model.pass_before_limit = model.pass_before_limit.saturating_sub(1);
             match graphql::check(&body) {
                 Err(reason) => {
                     let err = json!({"errors": [{"message": reason,
@@ -376,7 +396,22 @@ impl Respond for Responder {
                     model.complexity_remaining =
                         model.complexity_remaining.saturating_sub(complexity);
                     let answer = resolve::execute(&mut model, &checked);
-                    (200, answer, complexity, None)
+                    let lost = model
+                        .lost_answers
+                        .iter_mut()
+                        .find(|(op, left)| *op == operation && *left > 0);
+                    match lost {
+                        Some((_, left)) => {
+                            *left -= 1;
+                            (
+                                502,
+                                json!({"error": "upstream timed out"}),
+                                complexity,
+                                None,
+                            )
+                        }
+                        None => (200, answer, complexity, None),
+                    }
                 }
             }
         };

@@ -82,7 +82,15 @@ fn resolve(
             let n = model
                 .find(id)
                 .ok_or_else(|| format!("Entity not found: Issue {id}"))?;
-            let nth = *model.reads.entry(n).and_modify(|c| *c += 1).or_insert(0);
+            // Re-reads of the issue itself count; reads of its comments or relations do not.
+            let whole = fields(&checked.doc, &field.selection_set)
+                .iter()
+                .any(|f| f.name == "state");
+            let nth = if whole {
+                *model.reads.entry(n).and_modify(|c| *c += 1).or_insert(0)
+            } else {
+                usize::MAX
+            };
             let hooks = std::mem::take(&mut model.get_hooks);
             for (num, at, hook) in hooks {
                 if num == n && at == nth {
