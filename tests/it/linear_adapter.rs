@@ -101,7 +101,7 @@ async fn a_listing_pages_through_the_issues_connection() {
         .iter()
         .filter(|l| l.starts_with("SortieIssues"))
         .count();
-    assert_eq!(pages, 3, "50 per page");
+    assert_eq!(pages, 5, "25 per page");
     assert!(model.refused().is_empty(), "{:?}", model.refused());
 }
 

@@ -421,3 +421,79 @@ async fn a_rate_limited_tick_finishes_with_what_it_read_without_a_request_storm(
     assert_eq!(h.blocks(n).len(), 1, "{text}");
     h.assert_nothing_refused();
 }
+
+/// Requests and complexity one tick spends, with its request log.
+async fn measure(h: &Harness) -> (Report, Vec<String>, u64) {
+    h.model.clear_log();
+    let r = h.tick().await;
+    let requests = h.model.requests();
+    let complexity = requests.iter().map(|l| l.complexity).sum();
+    (r, h.model.log(), complexity)
+}
+
+#[tokio::test]
+async fn an_idle_tick_costs_three_requests_and_each_query_stays_far_below_the_ceiling() {
+    let h = Harness::new(&["true"]).await;
+    h.model.add_issue("parked", "Backlog", &[]);
+    h.model.add_issue("shipped", "Done", &[]);
+    let (r, log, complexity) = measure(&h).await;
+    assert!(r.runs().is_empty());
+    assert_eq!(
+        log,
+        [
+            "SortieViewer -> 200",
+            "SortieTeamStates -> 200",
+            "SortieIssues -> 200"
+        ]
+    );
+    let per_query: Vec<(String, u64)> = h
+        .model
+        .requests()
+        .iter()
+        .map(|l| (l.operation.clone(), l.complexity))
+        .collect();
+    let issues = per_query
+        .iter()
+        .find(|(op, _)| op == "SortieIssues")
+        .unwrap()
+        .1;
+    // A full page of the listing costs under a tenth of Linear's 10,000-point ceiling
+    // per query, and a whole idle tick under 1,000 points: 120 ticks an hour (the 30 s
+    // default poll) stay under half of a 250,000-point hourly budget.
+    assert!(issues < 1_000, "{per_query:?}");
+    assert!(complexity < 1_000, "{per_query:?}");
+    println!(
+        "idle tick: {} requests, complexity {complexity} ({per_query:?})",
+        log.len()
+    );
+    h.assert_nothing_refused();
+}
+
+#[tokio::test]
+async fn a_busy_tick_costs_a_fixed_number_of_requests_per_run() {
+    let h = Harness::new(&["true"]).await;
+    for n in 0..3 {
+        h.model
+            .add_issue(&format!("new {n}"), "Ready for design", &[]);
+    }
+    let (r, log, complexity) = measure(&h).await;
+    assert_eq!(r.runs().len(), 3, "{}", r.text);
+    // viewer + team states + issues, then per run: comments (history), in-progress
+    // transition (re-read, update), write-back (re-read, comments, comment, transition
+    // re-read, update).
+    assert_eq!(log.len(), 3 + 3 * 8, "{log:#?}");
+    println!(
+        "busy tick (3 architect runs): {} requests, complexity {complexity}",
+        log.len()
+    );
+    let (r, log, complexity) = measure(&h).await;
+    assert_eq!(r.runs().len(), 3, "{}", r.text);
+    // Backend has no in-progress status: per run comments, write-back re-read,
+    // comments, comment, transition re-read, update.
+    assert_eq!(log.len(), 3 + 3 * 6, "{log:#?}");
+    println!(
+        "busy tick (3 backend runs): {} requests, complexity {complexity}",
+        log.len()
+    );
+    h.assert_nothing_refused();
+}

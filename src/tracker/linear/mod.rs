@@ -214,7 +214,7 @@ impl LinearTracker {
             )));
         };
         if team.states.page_info.has_next_page {
-            tracing::warn!(team = %self.team, "more than 100 workflow states: only the first 100 are seen");
+            tracing::warn!(team = %self.team, "more than 50 workflow states: only the first 50 are seen");
         }
         let states = TeamStates {
             name: team.name,

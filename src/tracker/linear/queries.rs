@@ -6,7 +6,7 @@
 //! 10,000-point complexity ceiling (see `docs/trackers/linear.md` for the costs).
 
 /// Issues per page of a listing.
-pub const ISSUES_PER_PAGE: u32 = 50;
+pub const ISSUES_PER_PAGE: u32 = 25;
 /// Comments per page.
 pub const COMMENTS_PER_PAGE: u32 = 50;
 
@@ -22,9 +22,9 @@ fragment SortieIssue on Issue {
   createdAt
   updatedAt
   state { id name type }
-  labels(first: 20) { nodes { name } pageInfo { hasNextPage } }
+  labels(first: 10) { nodes { name } pageInfo { hasNextPage } }
   assignee { id name email }
-  inverseRelations(first: 10) {
+  inverseRelations(first: 5) {
     nodes { type issue { identifier state { name type } } }
     pageInfo { hasNextPage }
   }
@@ -46,7 +46,7 @@ query SortieTeamStates($team: String!) {
       id
       key
       name
-      states(first: 100) { nodes { id name type } pageInfo { hasNextPage } }
+      states(first: 50) { nodes { id name type } pageInfo { hasNextPage } }
     }
   }
 }

@@ -181,7 +181,7 @@ impl WireIssue {
             .then(|| blockers(&self.inverse_relations.nodes, naming));
         let mut labels: Vec<String> = self.labels.nodes.into_iter().map(|l| l.name).collect();
         if self.labels.page_info.has_next_page {
-            tracing::warn!(issue = %self.identifier, "more than 20 labels: only the first 20 are seen");
+            tracing::warn!(issue = %self.identifier, "more than 10 labels: only the first 10 are seen");
         }
         labels.sort();
         Ticket {
