@@ -384,6 +384,53 @@ fn a_github_webhook_needs_a_valid_signature() {
 }
 
 #[test]
+fn a_linear_webhook_needs_a_valid_signature_and_a_fresh_timestamp() {
+    use sortie::tracker::linear::webhook::sign;
+    let sb = Sandbox::with_config(&one_stage(
+        0,
+        "poll_interval_seconds: 3600\nhttp: {linear_webhook_secret_env: TEST_LINEAR_SECRET}",
+    ));
+    let d = Daemon::start(&sb, &[("TEST_LINEAR_SECRET", "s3cret")]);
+    d.wait_state(10, "the first tick", |s| s["last_tick"]["ok"] == true);
+    let body = |ms: i64| format!(r#"{{"action":"update","type":"Issue","webhookTimestamp":{ms}}}"#);
+    let now = chrono::Utc::now().timestamp_millis();
+    let fresh = body(now);
+    let unsigned = d.post("/hooks/linear").body(fresh.clone()).send().unwrap();
+    assert_eq!(unsigned.status(), 401);
+    let bad = d
+        .post("/hooks/linear")
+        .header(
+            "Linear-Signature",
+            sign(b"not the secret", fresh.as_bytes()),
+        )
+        .body(fresh.clone())
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 401);
+    let old = body(now - 120_000);
+    let replayed = d
+        .post("/hooks/linear")
+        .header("Linear-Signature", sign(b"s3cret", old.as_bytes()))
+        .body(old)
+        .send()
+        .unwrap();
+    assert_eq!(replayed.status(), 401);
+    assert!(replayed.text().unwrap().contains("older than a minute"));
+
+    let id = sb.add("moved in Linear", "ready-for-design", &[]);
+    let good = d
+        .post("/hooks/linear")
+        .header("Linear-Signature", sign(b"s3cret", fresh.as_bytes()))
+        .body(fresh)
+        .send()
+        .unwrap();
+    assert_eq!(good.status(), 202);
+    wait_until(10, "the webhook's tick to run the card", || {
+        sb.ticket(&id).status == "design-approved"
+    });
+}
+
+#[test]
 fn post_endpoints_need_the_bearer_token_when_one_is_configured() {
     let sb = Sandbox::with_config(&one_stage(
         0,
