@@ -152,7 +152,8 @@ impl Transport {
             let now = (self.clock)();
             return match interpret(operation, status, &text, &limits, now) {
                 Ok(data) => Ok(data),
-                Err(Failure { error, wait }) => {
+                Err(failure) => {
+                    let Failure { error, wait } = *failure;
                     if let Some(wait) = wait {
                         self.block(wait, now);
                     }
@@ -260,9 +261,9 @@ pub(crate) struct Failure {
     pub wait: Option<Duration>,
 }
 
-impl From<TrackerError> for Failure {
+impl From<TrackerError> for Box<Failure> {
     fn from(error: TrackerError) -> Self {
-        Failure { error, wait: None }
+        Box::new(Failure { error, wait: None })
     }
 }
 
@@ -273,7 +274,7 @@ pub(crate) fn interpret(
     body: &str,
     limits: &RateHeaders,
     now: DateTime<Utc>,
-) -> Result<Value, Failure> {
+) -> Result<Value, Box<Failure>> {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let errors: Vec<&Value> = parsed
         .as_ref()
@@ -305,12 +306,12 @@ pub(crate) fn interpret(
     let what = format!("Linear {operation}");
     if status == 429 || errors.iter().any(|e| code(e) == "RATELIMITED") {
         let wait = limits.wait(now);
-        return Err(Failure {
+        return Err(Box::new(Failure {
             error: TrackerError::RateLimited {
                 retry_after: Some(round_up(wait)),
             },
             wait: Some(wait),
-        });
+        }));
     }
     if status == 401
         || errors
