@@ -59,3 +59,44 @@ fn the_validator_refuses_documents_linear_would_refuse() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_model_refuses_requests_that_do_not_validate_as_linear_would() {
+    // The run-time half: the model behind the pipeline tests checks every request's
+    // document and variables, so a query the adapter builds wrongly fails those tests.
+    let model = crate::linear_model::LinearModel::start().await;
+    let client = reqwest::Client::new();
+    let send = |body: serde_json::Value| {
+        client
+            .post(model.api_url())
+            .header("authorization", crate::linear_model::TOKEN)
+            .json(&body)
+            .send()
+    };
+    let bad_field = send(serde_json::json!({"query": "query A { viewer { id nickname } }"}))
+        .await
+        .unwrap();
+    assert_eq!(bad_field.status(), 400);
+    let bad_variable = send(serde_json::json!({
+        "operationName": "SortieIssue",
+        "query": queries::issue(),
+        "variables": {"id": 42},
+    }))
+    .await
+    .unwrap();
+    assert_eq!(bad_variable.status(), 400);
+    let good = send(serde_json::json!({
+        "operationName": "SortieViewer",
+        "query": queries::VIEWER,
+    }))
+    .await
+    .unwrap();
+    assert_eq!(good.status(), 200);
+    let refused = model.refused();
+    assert_eq!(refused.len(), 2, "{refused:#?}");
+    assert!(refused[0].contains("nickname"), "{refused:#?}");
+    assert!(
+        refused[1].starts_with("SortieIssue: variables"),
+        "{refused:#?}"
+    );
+}

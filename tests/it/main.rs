@@ -34,6 +34,7 @@ mod ledger_cli;
 mod ledger_race;
 mod ledger_records;
 mod linear_adapter;
+mod linear_cli;
 mod linear_config;
 mod linear_pipeline;
 mod linear_schema;
