@@ -16,7 +16,7 @@ use sortie::block::{parse_blocks, OutcomeBlock};
 use sortie::config::Config;
 use sortie::ledger::SqliteLedger;
 use sortie::pipeline::{Clock, Faults, Pipeline, TickOptions};
-use sortie::tracker::linear::{LinearOptions, LinearTracker};
+use sortie::tracker::linear::{LinearOptions, LinearTracker, WAIT_FILE};
 
 /// A clock the test moves by hand, shared by the pipeline and the adapter.
 struct StepClock(Mutex<DateTime<Utc>>);
@@ -100,12 +100,14 @@ impl Harness {
 
     fn tracker(&self) -> Arc<LinearTracker> {
         let clock = self.clock.clone();
+        let cfg = self.config();
         let options = LinearOptions {
             retry_backoff: Duration::ZERO,
             clock: Arc::new(move || clock.now()),
+            wait_file: Some(cfg.state_root.join(WAIT_FILE)),
             ..LinearOptions::default()
         };
-        Arc::new(LinearTracker::from_config(&self.config(), TOKEN.into(), options).unwrap())
+        Arc::new(LinearTracker::from_config(&cfg, TOKEN.into(), options).unwrap())
     }
 
     /// A fresh adapter and pipeline, as a new `sortie pipeline tick` process builds them.
@@ -410,10 +412,20 @@ async fn a_rate_limited_tick_finishes_with_what_it_read_without_a_request_storm(
         log.len(),
         "the gate sends nothing"
     );
+    // The next cron tick is a new process: the wait was persisted under the state
+    // root, so it stops before sending anything.
+    h.clock.advance(30);
+    let err = h
+        .try_process(h.tracker())
+        .await
+        .err()
+        .expect("rate limited");
+    assert!(err.contains("rate limited (retry after 60s)"), "{err}");
+    assert_eq!(h.model.requests().len(), log.len(), "{:#?}", h.model.log());
 
     // After the reset the board is read again and both tickets run.
     h.model.rate_limit(0, reset);
-    h.clock.advance(91);
+    h.clock.advance(61);
     let r = p.tick(TickOptions::default()).await.expect("tick");
     let text = r.to_text();
     let done = r.runs.len() + r.replays.len();

@@ -11,6 +11,7 @@ pub mod webhook;
 mod wire;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 pub use self::transport::Clock;
+
+/// The file under the state root holding a rate-limit wait Linear asked for.
+pub const WAIT_FILE: &str = "linear-ratelimit.json";
 
 use self::transport::{Retry, Transport};
 use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireState, WireUser};
@@ -38,6 +42,9 @@ pub struct LinearOptions {
     pub retry_backoff: Duration,
     /// Where "now" comes from (rate-limit waits). Default the system clock.
     pub clock: Clock,
+    /// Where a rate-limit wait is persisted for the next process; `None` keeps it in
+    /// memory. Default none ([`LinearTracker::open`] uses `state_root/linear-ratelimit.json`).
+    pub wait_file: Option<PathBuf>,
 }
 
 impl Default for LinearOptions {
@@ -46,6 +53,7 @@ impl Default for LinearOptions {
             timeout: Duration::from_secs(30),
             retry_backoff: Duration::from_secs(1),
             clock: Arc::new(Utc::now),
+            wait_file: None,
         }
     }
 }
@@ -55,6 +63,7 @@ impl std::fmt::Debug for LinearOptions {
         f.debug_struct("LinearOptions")
             .field("timeout", &self.timeout)
             .field("retry_backoff", &self.retry_backoff)
+            .field("wait_file", &self.wait_file)
             .finish_non_exhaustive()
     }
 }
@@ -112,7 +121,11 @@ impl LinearTracker {
                      (see docs/trackers/linear.md)"
                 ))
             })?;
-        Self::from_config(config, token.trim().to_string(), LinearOptions::default())
+        let options = LinearOptions {
+            wait_file: Some(config.state_root.join(WAIT_FILE)),
+            ..LinearOptions::default()
+        };
+        Self::from_config(config, token.trim().to_string(), options)
     }
 
     /// The tracker a `kind: linear` config names, with an explicit token and options.
@@ -140,6 +153,7 @@ impl LinearTracker {
             options.timeout,
             options.retry_backoff,
             options.clock,
+            options.wait_file,
         )?;
         let mut required: Vec<String> = Vec::new();
         for stage in &config.stages {

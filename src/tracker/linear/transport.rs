@@ -7,9 +7,11 @@
 //! `RATELIMITED`, often with HTTP 400 rather than 429, so the body decides, not the
 //! status. Its reset headers are epoch milliseconds. Once limited, nothing is sent
 //! until the reset: every call answers [`TrackerError::RateLimited`] at once, so a
-//! tick finishes with what it read instead of hammering. Any other `errors` entry,
+//! tick finishes with what it read instead of hammering. The wait is kept in a file
+//! under the state root, so the next `sortie pipeline tick` process waits too. Any other `errors` entry,
 //! even with HTTP 200, is an error, never an empty result.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -50,7 +52,14 @@ pub(crate) struct Transport {
     clock: Clock,
     retry_backoff: Duration,
     blocked_until: Mutex<Option<DateTime<Utc>>>,
+    wait_file: Option<PathBuf>,
     budget: Mutex<Budget>,
+}
+
+/// What the wait file holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WaitFile {
+    blocked_until: DateTime<Utc>,
 }
 
 /// Longest wait we accept from a reset time (guards against a skewed clock).
@@ -59,13 +68,15 @@ const MAX_WAIT: Duration = Duration::from_secs(3600);
 const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 
 impl Transport {
-    /// A transport posting to `url` with `authorization` as the header value.
+    /// A transport posting to `url` with `authorization` as the header value; a
+    /// rate-limit wait is persisted in `wait_file` when given.
     pub fn new(
         url: String,
         authorization: String,
         timeout: Duration,
         retry_backoff: Duration,
         clock: Clock,
+        wait_file: Option<PathBuf>,
     ) -> Result<Self, TrackerError> {
         let http = reqwest::Client::builder()
             .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
@@ -79,7 +90,8 @@ impl Transport {
             authorization,
             clock,
             retry_backoff,
-            blocked_until: Mutex::new(None),
+            blocked_until: Mutex::new(wait_file.as_deref().and_then(load_wait)),
+            wait_file,
             budget: Mutex::new(Budget::default()),
         })
     }
@@ -199,7 +211,36 @@ impl Transport {
     fn block(&self, wait: Duration, now: DateTime<Utc>) {
         tracing::warn!(wait_seconds = wait.as_secs(), "Linear rate limit: waiting");
         let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(60));
-        *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(now + wait);
+        let until = now + wait;
+        *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+        if let Some(path) = &self.wait_file {
+            // Losing the file costs one refused request in the next process, nothing more.
+            let text = serde_json::to_string(&WaitFile {
+                blocked_until: until,
+            })
+            .unwrap_or_default();
+            let tmp = path.with_extension("tmp");
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&tmp, text))
+                .and_then(|()| std::fs::rename(&tmp, path));
+            if let Err(err) = written {
+                tracing::warn!(path = %path.display(), %err, "could not save the Linear rate-limit wait");
+            }
+        }
+    }
+}
+
+/// The wait a previous process recorded; an unreadable file is no wait.
+fn load_wait(path: &std::path::Path) -> Option<DateTime<Utc>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match serde_json::from_str::<WaitFile>(&text) {
+        Ok(file) => Some(file.blocked_until),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "ignoring an unreadable Linear rate-limit file");
+            None
+        }
     }
 }
 
