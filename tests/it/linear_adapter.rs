@@ -282,3 +282,18 @@ async fn a_graphql_error_with_http_200_is_an_error_not_an_empty_board() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn the_complexity_linear_reports_is_kept_for_each_query() {
+    let model = LinearModel::start().await;
+    model.add_issue("t", "Ready for design", &[]);
+    let t = tracker(&config(&model.api_url(), "", STAGES), TOKEN);
+    assert_eq!(t.last_complexity(), None);
+    t.list(&statuses()).await.unwrap();
+    let charged = model.requests().last().unwrap().complexity;
+    assert!(charged > 100, "a listing page is not free: {charged}");
+    assert_eq!(t.last_complexity(), Some(charged), "from x-complexity");
+    assert!(t
+        .rate_limit_remaining()
+        .is_some_and(|n| n == linear_model::REQUEST_LIMIT - 2));
+}

@@ -5,7 +5,9 @@
 //! `docs/trackers/linear.md`.
 
 mod check;
+mod comments;
 pub mod queries;
+mod states;
 mod transport;
 pub mod webhook;
 mod wire;
@@ -18,7 +20,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 pub use self::transport::Clock;
@@ -26,8 +27,11 @@ pub use self::transport::Clock;
 /// The file under the state root holding a rate-limit wait Linear asked for.
 pub const WAIT_FILE: &str = "linear-ratelimit.json";
 
+pub use self::comments::comment_id;
 use self::transport::{Retry, Transport};
-use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireState, WireUser};
+
+use self::states::TeamStates;
+use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireUser};
 use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
@@ -65,27 +69,6 @@ impl std::fmt::Debug for LinearOptions {
             .field("retry_backoff", &self.retry_backoff)
             .field("wait_file", &self.wait_file)
             .finish_non_exhaustive()
-    }
-}
-
-/// The team and its workflow states, as read at the start of a tick.
-#[derive(Debug, Clone)]
-struct TeamStates {
-    name: String,
-    states: Vec<WireState>,
-}
-
-impl TeamStates {
-    fn find(&self, status: &str) -> Option<&WireState> {
-        self.states.iter().find(|s| same_name(&s.name, status))
-    }
-
-    fn names(&self) -> String {
-        self.states
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }
 
@@ -203,75 +186,6 @@ impl LinearTracker {
             .await
     }
 
-    /// Read the team's workflow states (once per tick: [`Tracker::list`] calls this).
-    async fn refresh_states(&self) -> Result<TeamStates, TrackerError> {
-        #[derive(serde::Deserialize)]
-        struct WireTeam {
-            name: String,
-            states: Connection<WireState>,
-        }
-        let data = self
-            .transport
-            .send(
-                "SortieTeamStates",
-                queries::TEAM_STATES,
-                json!({ "team": self.team }),
-                Retry::Safe,
-            )
-            .await?;
-        let teams: Connection<WireTeam> = decode("SortieTeamStates", &data["teams"])?;
-        let Some(team) = teams.nodes.into_iter().next() else {
-            return Err(TrackerError::NotFound(format!(
-                "Linear has no team with the key {:?} that this key can see (tracker.team is the \
-                 prefix of the team's issue identifiers, e.g. ENG for ENG-123)",
-                self.team
-            )));
-        };
-        if team.states.page_info.has_next_page {
-            tracing::warn!(team = %self.team, "more than 50 workflow states: only the first 50 are seen");
-        }
-        let states = TeamStates {
-            name: team.name,
-            states: team.states.nodes,
-        };
-        *self.states.lock().unwrap_or_else(|e| e.into_inner()) = Some(states.clone());
-        Ok(states)
-    }
-
-    async fn states(&self) -> Result<TeamStates, TrackerError> {
-        let cached = self
-            .states
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        match cached {
-            Some(states) => Ok(states),
-            None => self.refresh_states().await,
-        }
-    }
-
-    fn missing_states(&self, states: &TeamStates) -> Option<TrackerError> {
-        let missing: Vec<&str> = self
-            .required
-            .iter()
-            .filter(|s| states.find(s).is_none())
-            .map(String::as_str)
-            .collect();
-        (!missing.is_empty()).then(|| {
-            TrackerError::Invalid(format!(
-                "Linear team {} has no workflow state named {}; its states are: {} \
-                 (rename the status in the pipeline or add the state in Linear's team settings)",
-                self.team,
-                missing
-                    .iter()
-                    .map(|m| format!("{m:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                states.names()
-            ))
-        })
-    }
-
     fn remember(&self, issue: &WireIssue) {
         self.issue_ids
             .lock()
@@ -329,42 +243,6 @@ impl LinearTracker {
         }
         json!({ "and": clauses })
     }
-
-    async fn comment_by_id(
-        &self,
-        comment_id: &str,
-    ) -> Result<Option<(String, WireComment)>, TrackerError> {
-        #[derive(serde::Deserialize)]
-        struct Owner {
-            identifier: String,
-        }
-        #[derive(serde::Deserialize)]
-        struct Found {
-            #[serde(flatten)]
-            comment: WireComment,
-            issue: Option<Owner>,
-        }
-        match self
-            .transport
-            .send(
-                "SortieComment",
-                queries::COMMENT,
-                json!({ "id": comment_id }),
-                Retry::Safe,
-            )
-            .await
-        {
-            Ok(data) => {
-                let found: Found = decode("SortieComment", &data["comment"])?;
-                Ok(Some((
-                    found.issue.map(|o| o.identifier).unwrap_or_default(),
-                    found.comment,
-                )))
-            }
-            Err(TrackerError::NotFound(_)) => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
 }
 
 fn not_linear(config: &Config) -> TrackerError {
@@ -388,17 +266,6 @@ fn decode<T: serde::de::DeserializeOwned>(
     T::deserialize(value).map_err(|e| {
         TrackerError::Invalid(format!("Linear {operation}: the answer is unreadable: {e}"))
     })
-}
-
-/// The id sortie gives the comment carrying the outcome with `idempotency_key`: the
-/// first 16 bytes of SHA-256 over a sortie prefix and the key, as a UUID (version 8,
-/// RFC 9562's custom version). The same outcome always gets the same id, so Linear
-/// refuses a replayed post as a duplicate.
-pub fn comment_id(idempotency_key: &str) -> uuid::Uuid {
-    let digest = Sha256::digest(format!("sortie-comment\x1f{idempotency_key}").as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Uuid::new_v8(bytes)
 }
 
 #[async_trait]
