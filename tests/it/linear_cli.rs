@@ -125,3 +125,18 @@ async fn a_state_missing_from_the_team_stops_the_first_tick_naming_the_states_th
         model.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_validate_describes_the_linear_tracker_without_a_request() {
+    let model = LinearModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &model.api_url(), "blocked");
+    let (ok, stdout, stderr) = sortie(dir.path(), None, &["pipeline", "validate"]).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    let expected = format!(
+        "tracker: Linear team ENG at {} (API key from $SORTIE_TEST_LINEAR_KEY, statuses are the team's workflow states)",
+        model.api_url()
+    );
+    assert!(stdout.lines().any(|l| l == expected), "{stdout}");
+    assert!(model.requests().is_empty(), "validate is offline");
+}
