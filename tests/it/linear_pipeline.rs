@@ -281,6 +281,25 @@ async fn an_issue_completed_during_the_run_is_terminal_and_gets_no_write_back() 
 }
 
 #[tokio::test]
+async fn an_unreadable_issue_is_skipped_with_a_reason_and_the_rest_of_the_board_runs() {
+    let h = Harness::new(&["true"]).await;
+    let broken = h.model.add_issue("broken", "Ready for design", &[]);
+    h.model.edit(broken, |i| i.broken = true);
+    let fine = h.model.add_issue("fine", "Ready for design", &[]);
+    let r = h.tick().await;
+    assert_eq!(r.writebacks(), ["done"], "{}", r.text);
+    assert_eq!(h.model.state_of(fine), "Design approved");
+    assert_eq!(h.model.state_of(broken), "Ready for design");
+    assert!(
+        r.text
+            .contains(&format!("issue ENG-{broken} is unreadable, skipped")),
+        "{}",
+        r.text
+    );
+    h.assert_nothing_refused();
+}
+
+#[tokio::test]
 async fn a_canceled_state_is_terminal_even_when_the_config_does_not_name_it() {
     let h = Harness::new(&["true"]).await;
     let n = h.model.add_issue("t", "Ready for design", &[]);

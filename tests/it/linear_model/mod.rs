@@ -58,6 +58,8 @@ pub struct Issue {
     pub created: i64,
     pub updated: i64,
     pub comments: Vec<ModelComment>,
+    /// Answer `createdAt` with something that is not a date (a corrupted record).
+    pub broken: bool,
 }
 
 /// One comment.
@@ -214,6 +216,7 @@ impl LinearModel {
                     created: m.clock,
                     updated: m.clock,
                     comments: Vec::new(),
+                    broken: false,
                 },
             );
             n

@@ -406,7 +406,7 @@ impl Model {
             "description": issue.description,
             "priority": issue.priority as f64,
             "url": format!("https://linear.app/acme/issue/{}", issue.identifier),
-            "createdAt": time(issue.created),
+            "createdAt": if issue.broken { "yesterday".to_string() } else { time(issue.created) },
             "updatedAt": time(issue.updated),
             "state": self.state_json(&issue.state_id),
             "labels": {"nodes": issue.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
