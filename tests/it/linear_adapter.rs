@@ -297,3 +297,29 @@ async fn the_complexity_linear_reports_is_kept_for_each_query() {
         .rate_limit_remaining()
         .is_some_and(|n| n == linear_model::REQUEST_LIMIT - 2));
 }
+
+#[tokio::test]
+async fn linear_priorities_sort_urgent_first_and_no_priority_last() {
+    let model = LinearModel::start().await;
+    for (title, p) in [("none", 0), ("low", 4), ("urgent", 1), ("medium", 3)] {
+        let n = model.add_issue(title, "Ready for design", &[]);
+        model.edit(n, |i| i.priority = p);
+    }
+    let t = tracker(&config(&model.api_url(), "", STAGES), TOKEN);
+    let mut tickets = t.list(&statuses()).await.unwrap().tickets;
+    // The pipeline's order: priority ascending, `None` after every number.
+    tickets.sort_by_key(|t| (t.priority.is_none(), t.priority));
+    let order: Vec<(&str, Option<i64>)> = tickets
+        .iter()
+        .map(|t| (t.title.as_str(), t.priority))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("urgent", Some(1)),
+            ("medium", Some(3)),
+            ("low", Some(4)),
+            ("none", None)
+        ]
+    );
+}

@@ -256,6 +256,25 @@ async fn a_person_moving_the_issue_during_the_run_wins() {
 }
 
 #[tokio::test]
+async fn a_person_moving_the_issue_right_before_the_transition_keeps_it_there() {
+    let h = Harness::new(&["true"]).await;
+    let n = h.model.add_issue("t", "Ready for design", &[]);
+    let on_hold = h.model.state_id("On hold");
+    // Read #2 is the write-back transition's own re-read, after the comment.
+    h.model.on_get(n, 2, move |i| i.state_id = on_hold);
+
+    let r = h.tick().await;
+    assert_eq!(
+        r.writebacks(),
+        ["dropped: moved by a person to On hold during write-back"],
+        "{}",
+        r.text
+    );
+    assert_eq!(h.model.state_of(n), "On hold", "not clobbered");
+    h.assert_nothing_refused();
+}
+
+#[tokio::test]
 async fn an_issue_completed_during_the_run_is_terminal_and_gets_no_write_back() {
     let h = Harness::new(&["true"]).await;
     let n = h.model.add_issue("t", "Ready for design", &[]);
