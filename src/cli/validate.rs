@@ -138,6 +138,21 @@ pub fn describe(cfg: &Config) -> String {
                 "tracker: Redmine project {project} at {url} (API key from ${api_key_env})"
             );
         }
+        crate::config::TrackerConfig::Linear {
+            team,
+            token_env,
+            api_url,
+            token_type,
+        } => {
+            let kind = match token_type {
+                crate::config::LinearTokenType::ApiKey => "API key",
+                crate::config::LinearTokenType::Oauth => "OAuth token",
+            };
+            let _ = writeln!(
+                out,
+                "tracker: Linear team {team} at {api_url} ({kind} from ${token_env}, statuses are the team's workflow states)"
+            );
+        }
     }
     let _ = writeln!(
         out,

@@ -108,6 +108,8 @@ pub struct HttpConfig {
     pub gitlab_webhook_secret_env: Option<String>,
     /// Variable holding the secret Gitea signs webhook deliveries with (`X-Gitea-Signature`).
     pub gitea_webhook_secret_env: Option<String>,
+    /// Variable holding the secret Linear signs webhook deliveries with.
+    pub linear_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -210,6 +212,28 @@ pub enum TrackerConfig {
         /// Environment variable holding the API key. Default `REDMINE_API_KEY`.
         api_key_env: String,
     },
+    /// Linear: statuses are the team's workflow states by name.
+    Linear {
+        /// The team's key (`ENG`), as in issue identifiers (`ENG-123`).
+        team: String,
+        /// Environment variable holding the API key or OAuth token. Default `LINEAR_API_KEY`.
+        token_env: String,
+        /// GraphQL endpoint. Default `https://api.linear.app/graphql`.
+        api_url: String,
+        /// How the token is sent. Default [`LinearTokenType::ApiKey`].
+        token_type: LinearTokenType,
+    },
+}
+
+/// How a Linear token goes into the `Authorization` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinearTokenType {
+    /// A personal API key, sent as is.
+    #[default]
+    ApiKey,
+    /// An OAuth access token, sent as `Bearer <token>`.
+    Oauth,
 }
 
 impl TrackerConfig {
@@ -222,6 +246,7 @@ impl TrackerConfig {
             TrackerConfig::Gitlab { project, .. } => format!("gitlab:{project}"),
             TrackerConfig::Gitea { repo, .. } => format!("gitea:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
+            TrackerConfig::Linear { team, .. } => format!("linear:{team}"),
         }
     }
 }
@@ -508,7 +533,8 @@ impl Config {
             TrackerConfig::Local { .. } => None,
             TrackerConfig::Github { token_env, .. }
             | TrackerConfig::Gitlab { token_env, .. }
-            | TrackerConfig::Gitea { token_env, .. } => Some(token_env),
+            | TrackerConfig::Gitea { token_env, .. }
+            | TrackerConfig::Linear { token_env, .. } => Some(token_env),
             TrackerConfig::Redmine { api_key_env, .. } => Some(api_key_env),
         };
         let http = [
@@ -516,6 +542,7 @@ impl Config {
             &self.http.github_webhook_secret_env,
             &self.http.gitlab_webhook_secret_env,
             &self.http.gitea_webhook_secret_env,
+            &self.http.linear_webhook_secret_env,
         ]
         .into_iter()
         .flatten();

@@ -12,6 +12,7 @@ use super::defaults::*;
 use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
+use super::model::TrackerConfig;
 use super::model::{
     Budgets, Concurrency, Config, HttpConfig, RetryConfig, WorkspaceConfig, WorkspaceHooks,
 };
@@ -33,7 +34,7 @@ pub(crate) fn normalize(
     let filter = normalize_filter(
         raw.tracker_filter.take(),
         &root.key("tracker").key("filter"),
-        false,
+        matches!(tracker, Some(TrackerConfig::Linear { .. })),
         problems,
     );
     let blockers = normalize_blockers(raw.tracker_blockers.take(), problems);
@@ -100,6 +101,14 @@ pub(crate) fn normalize(
                 &http_path.key("gitea_webhook_secret_env"),
                 Some(n),
                 "GITEA_WEBHOOK_SECRET",
+            )
+        }),
+        linear_webhook_secret_env: raw_http.linear_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("linear_webhook_secret_env"),
+                Some(n),
+                "LINEAR_WEBHOOK_SECRET",
             )
         }),
     };

@@ -74,6 +74,17 @@ pub(crate) enum RawTracker {
         /// Environment variable holding the API key.
         api_key_env: Option<String>,
     },
+    /// A Linear team.
+    Linear {
+        /// The team's key (`ENG`).
+        team: String,
+        /// Environment variable holding the API key or OAuth token.
+        token_env: Option<String>,
+        /// GraphQL endpoint.
+        api_url: Option<String>,
+        /// `api_key` (sent as is) or `oauth` (sent as `Bearer`).
+        token_type: Option<String>,
+    },
 }
 
 /// `filter:` under `tracker:` (the whole board) or on a stage.
@@ -163,6 +174,7 @@ pub(crate) struct RawHttp {
     pub(crate) github_webhook_secret_env: Option<String>,
     pub(crate) gitlab_webhook_secret_env: Option<String>,
     pub(crate) gitea_webhook_secret_env: Option<String>,
+    pub(crate) linear_webhook_secret_env: Option<String>,
 }
 
 /// `retry:`.

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use super::defaults::DEFAULT_BLOCKER_READS_PER_TICK;
+use super::defaults::{DEFAULT_BLOCKER_READS_PER_TICK, DEFAULT_LINEAR_API_URL};
 use super::diagnostic::Problems;
 use super::locate::{FieldPath, Position};
-use super::model::{BlockersConfig, TicketFilter, TrackerConfig};
+use super::model::{BlockersConfig, LinearTokenType, TicketFilter, TrackerConfig};
 use super::raw::{RawBlockers, RawFilter, RawTracker};
 use super::values::{check_url, env_name, path_value};
 
@@ -134,6 +134,41 @@ pub(super) fn normalize_tracker(
                 url: url.trim_end_matches('/').to_string(),
                 project,
                 api_key_env,
+            })
+        }
+        Some(RawTracker::Linear {
+            team,
+            token_env,
+            api_url,
+            token_type,
+        }) => {
+            let t = root.key("tracker");
+            let team = team.trim().to_string();
+            if team.is_empty() || !team.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                problems.at_value(
+                    &t.key("team"),
+                    format!("expected the team's key as in its issue identifiers (`ENG` for ENG-123), found {team:?}"),
+                );
+            }
+            let api_url = api_url.unwrap_or_else(|| DEFAULT_LINEAR_API_URL.to_string());
+            check_url(problems, &t.key("api_url"), &api_url);
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "LINEAR_API_KEY");
+            let token_type = match token_type.as_deref().map(str::trim) {
+                None | Some("api_key") => LinearTokenType::ApiKey,
+                Some("oauth") => LinearTokenType::Oauth,
+                Some(other) => {
+                    problems.at_value(
+                        &t.key("token_type"),
+                        format!("expected `api_key` (a personal API key, the default) or `oauth` (an OAuth access token), found {other:?}"),
+                    );
+                    LinearTokenType::ApiKey
+                }
+            };
+            Some(TrackerConfig::Linear {
+                team,
+                token_env,
+                api_url: api_url.trim_end_matches('/').to_string(),
+                token_type,
             })
         }
         None => {

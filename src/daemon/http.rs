@@ -35,6 +35,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/hooks/github", post(github))
         .route("/hooks/gitlab", post(gitlab))
         .route("/hooks/gitea", post(gitea))
+        .route("/hooks/linear", post(linear))
         .route("/api/v1/tickets/{id}", get(ticket))
         .with_state(shared)
 }
@@ -373,6 +374,32 @@ fn forge_hook(
         return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
     };
     if let Err(err) = verify(&secret) {
+        return (StatusCode::UNAUTHORIZED, format!("{err}\n")).into_response();
+    }
+    shared.request_tick();
+    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// `POST /hooks/linear`: a delivery signed with the Linear webhook secret and at most a
+/// minute old triggers a tick; its payload is not otherwise read.
+async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(var) = shared.config().http.linear_webhook_secret_env.clone() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "http.linear_webhook_secret_env is not configured\n",
+        )
+            .into_response();
+    };
+    let Ok(secret) = std::env::var(&var) else {
+        tracing::error!(var = %var, "the Linear webhook secret variable is not set");
+        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+    };
+    let signature = headers
+        .get("linear-signature")
+        .and_then(|v| v.to_str().ok());
+    if let Err(err) =
+        crate::tracker::linear::webhook::verify(secret.as_bytes(), signature, &body, Utc::now())
+    {
         return (StatusCode::UNAUTHORIZED, format!("{err}\n")).into_response();
     }
     shared.request_tick();

@@ -10,6 +10,7 @@ pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod labels;
+pub mod linear;
 pub mod local;
 pub mod memory;
 pub mod redmine;
@@ -344,5 +345,8 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
             Ok(std::sync::Arc::new(gitlab::GitlabTracker::open(config)?))
         }
         TrackerConfig::Gitea { .. } => Ok(std::sync::Arc::new(gitea::GiteaTracker::open(config)?)),
+        TrackerConfig::Linear { .. } => {
+            Ok(std::sync::Arc::new(linear::LinearTracker::open(config)?))
+        }
     }
 }
