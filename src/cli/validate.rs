@@ -108,6 +108,23 @@ pub fn describe(cfg: &Config) -> String {
                 "tracker: Redmine project {project} at {url} (API key from ${api_key_env})"
             );
         }
+        crate::config::TrackerConfig::Jira {
+            url,
+            project,
+            api_version,
+            token_env,
+            ..
+        } => {
+            let mode = if *api_version == 2 {
+                "Data Center, REST v2"
+            } else {
+                "Cloud, REST v3"
+            };
+            let _ = writeln!(
+                out,
+                "tracker: Jira project {project} at {url} ({mode}, token from ${token_env})"
+            );
+        }
     }
     let _ = writeln!(
         out,

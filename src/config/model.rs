@@ -102,6 +102,8 @@ pub struct HttpConfig {
     pub token_env: Option<String>,
     /// Variable holding the secret GitHub signs webhook deliveries with.
     pub github_webhook_secret_env: Option<String>,
+    /// Variable holding the secret a Jira webhook signs deliveries with (`/hooks/jira`).
+    pub jira_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -171,6 +173,25 @@ pub enum TrackerConfig {
         /// Environment variable holding the API key. Default `REDMINE_API_KEY`.
         api_key_env: String,
     },
+    /// Jira: statuses are workflow statuses by name, reached through transitions.
+    Jira {
+        /// Site base URL, without a trailing `/`.
+        url: String,
+        /// Project key.
+        project: String,
+        /// 3 (Cloud, Basic e-mail + API token) or 2 (Data Center, bearer PAT). Default 3.
+        api_version: u8,
+        /// Variable holding the account e-mail; Cloud only. Default `JIRA_EMAIL` on Cloud.
+        email_env: Option<String>,
+        /// Variable holding the API token or personal access token. Default `JIRA_TOKEN`.
+        token_env: String,
+        /// JQL clause ANDed (parenthesised) to every listing. Default none.
+        jql: Option<String>,
+        /// Pipeline status -> the transition name that reaches it. Default empty.
+        transitions: BTreeMap<String, String>,
+        /// Priority names, most urgent first. Default `Highest, High, Medium, Low, Lowest`.
+        priority_order: Vec<String>,
+    },
 }
 
 impl TrackerConfig {
@@ -181,6 +202,7 @@ impl TrackerConfig {
             TrackerConfig::Local { .. } => "local".to_string(),
             TrackerConfig::Github { repo, .. } => format!("github:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
+            TrackerConfig::Jira { project, .. } => format!("jira:{project}"),
         }
     }
 }
@@ -412,6 +434,15 @@ impl Config {
             TrackerConfig::Local { .. } => Vec::new(),
             TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
             TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
+            TrackerConfig::Jira {
+                email_env,
+                token_env,
+                ..
+            } => email_env
+                .iter()
+                .cloned()
+                .chain(std::iter::once(token_env.clone()))
+                .collect(),
         }
     }
 

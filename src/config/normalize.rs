@@ -86,6 +86,14 @@ pub(crate) fn normalize(
                 "GITHUB_WEBHOOK_SECRET",
             )
         }),
+        jira_webhook_secret_env: raw_http.jira_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("jira_webhook_secret_env"),
+                Some(n),
+                "JIRA_WEBHOOK_SECRET",
+            )
+        }),
     };
 
     let terminal_states = raw

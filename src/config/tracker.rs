@@ -87,6 +87,95 @@ pub(super) fn normalize_tracker(
                 api_key_env,
             })
         }
+        Some(RawTracker::Jira {
+            url,
+            project,
+            api_version,
+            email_env,
+            token_env,
+            jql,
+            transitions,
+            priority_order,
+        }) => {
+            let t = root.key("tracker");
+            check_url(problems, &t.key("url"), &url);
+            let key_ok = !project.is_empty()
+                && project
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && project.starts_with(|c: char| c.is_ascii_alphabetic());
+            if !key_ok {
+                problems.at_value(
+                    &t.key("project"),
+                    format!("expected a Jira project key such as `PROJ`, found {project:?}"),
+                );
+            }
+            let api_version = api_version.unwrap_or(3);
+            if api_version != 2 && api_version != 3 {
+                problems.at_value(
+                    &t.key("api_version"),
+                    format!(
+                        "expected 3 (Jira Cloud) or 2 (Jira Data Center / Server), found {api_version}"
+                    ),
+                );
+            }
+            let email_env = if api_version == 2 {
+                if email_env.is_some() {
+                    problems.at_key(
+                        &t.key("email_env"),
+                        "Data Center (`api_version: 2`) authenticates with a personal access                          token alone; remove `email_env`",
+                    );
+                }
+                None
+            } else {
+                Some(env_name(
+                    problems,
+                    &t.key("email_env"),
+                    email_env,
+                    "JIRA_EMAIL",
+                ))
+            };
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "JIRA_TOKEN");
+            if jql.as_deref().is_some_and(|q| q.trim().is_empty()) {
+                problems.at_value(
+                    &t.key("jql"),
+                    "expected a JQL clause such as `labels = agent-ok`, found an empty string",
+                );
+            }
+            let transitions = transitions.unwrap_or_default();
+            for (status, name) in &transitions {
+                if name.trim().is_empty() {
+                    problems.at_value(
+                        &t.key("transitions").key(status),
+                        "expected the name of a transition of the workflow, found an empty string",
+                    );
+                }
+            }
+            let priority_order = priority_order.unwrap_or_else(|| {
+                ["Highest", "High", "Medium", "Low", "Lowest"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            });
+            for (i, name) in priority_order.iter().enumerate() {
+                if name.trim().is_empty() {
+                    problems.at_value(
+                        &t.key("priority_order").index(i),
+                        "expected a priority name, found an empty string",
+                    );
+                }
+            }
+            Some(TrackerConfig::Jira {
+                url: url.trim_end_matches('/').to_string(),
+                project,
+                api_version,
+                email_env,
+                token_env,
+                jql: jql.map(|q| q.trim().to_string()),
+                transitions,
+                priority_order,
+            })
+        }
         None => {
             problems.at(
                 Position::START,

@@ -6,6 +6,7 @@
 
 pub mod counting;
 pub mod github;
+pub mod jira;
 pub mod local;
 pub mod memory;
 pub mod redmine;
@@ -318,5 +319,6 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
         TrackerConfig::Github { .. } => {
             Ok(std::sync::Arc::new(github::GithubTracker::open(config)?))
         }
+        TrackerConfig::Jira { .. } => Ok(std::sync::Arc::new(jira::JiraTracker::open(config)?)),
     }
 }
