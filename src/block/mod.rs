@@ -113,18 +113,18 @@ pub fn idempotency_key(
 /// usually means the comment was cut short.
 ///
 /// `text` may also be a Jira comment body: an Atlassian Document Format document
-/// (JSON) or wiki markup with `{code}` macros. It is read as the Markdown it
-/// stands for ([`jira`]); lines are those of that Markdown (for wiki markup, the
-/// wiki text's own lines).
+/// (JSON whose `type` is `doc`) or wiki markup holding a `{code}` / `{noformat}`
+/// macro whose text starts with a `# sortie:<kind>` line. It is read as the
+/// Markdown it stands for ([`jira`]); lines are those of that Markdown (for wiki
+/// markup, the wiki text's own lines).
 pub fn parse_blocks(text: &str) -> Vec<Result<ParsedBlock, BlockError>> {
     if let Some(markdown) = jira::as_adf_markdown(text) {
         return parse_markdown_blocks(&markdown);
     }
-    let found = parse_markdown_blocks(text);
-    if found.is_empty() && jira::wiki::has_code_macro(text) {
+    if jira::wiki::has_outcome_macro(text) {
         return parse_markdown_blocks(&jira::wiki::to_markdown(text));
     }
-    found
+    parse_markdown_blocks(text)
 }
 
 fn parse_markdown_blocks(text: &str) -> Vec<Result<ParsedBlock, BlockError>> {

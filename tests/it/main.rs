@@ -2,6 +2,7 @@
 
 mod common;
 mod github_model;
+mod jira_model;
 
 mod agent_presets;
 mod agent_runner;
@@ -27,6 +28,8 @@ mod hooks_pipeline;
 mod hooks_shell;
 mod hooks_webhook;
 mod hostile_input;
+mod jira_adapter;
+mod jira_pipeline;
 mod leases_and_cancel;
 mod ledger_claims;
 mod ledger_cli;

@@ -6,7 +6,9 @@
 //! renderer would take as markup are escaped with `\`. Read back line by line, so a
 //! block's line in the Markdown equivalent is its `{code}` line in the wiki text.
 
-use super::{code_text, escape_markdown, fenced, info_of, parse_markdown, Inline, Node};
+use super::{
+    code_text, escape_markdown, fenced, info_of, parse_markdown, Inline, Node, MARKER_PREFIX,
+};
 
 /// Characters escaped in wiki text (and unescaped when reading).
 const SPECIAL: &[char] = &['\\', '{', '}', '[', ']', '*', '_', '|', '!'];
@@ -127,9 +129,20 @@ fn inline(inlines: &[Inline]) -> String {
     out
 }
 
-/// Whether `text` holds a `{code}` or `{noformat}` macro at the start of a line.
-pub(crate) fn has_code_macro(text: &str) -> bool {
-    text.split('\n').any(|l| macro_open(l).is_some())
+/// Whether `text` holds an outcome block in wiki markup: a `{code}` or `{noformat}`
+/// macro at the start of a line whose text starts with the `# sortie:` marker line.
+pub fn has_outcome_macro(text: &str) -> bool {
+    let lines: Vec<&str> = text.split('\n').collect();
+    lines.iter().enumerate().any(|(i, line)| {
+        macro_open(line).is_some_and(|(_, _, rest)| {
+            let next = if rest.trim().is_empty() {
+                lines.get(i + 1).copied().unwrap_or("")
+            } else {
+                rest
+            };
+            next.trim_start().starts_with(MARKER_PREFIX)
+        })
+    })
 }
 
 /// The macro a line opens (`code` with its language, or `noformat`) and the text

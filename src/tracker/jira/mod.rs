@@ -339,14 +339,15 @@ impl JiraTracker {
         Ok(listing)
     }
 
-    /// The transition to take from the issue's status to `to`, or why none can be.
-    async fn pick_transition(
+    /// The transition to take from the issue's status to `to` among those `offered`,
+    /// or why none can be.
+    fn pick_transition(
         &self,
         id: &str,
         from: &str,
         to: &str,
+        offered: &[wire::Transition],
     ) -> Result<wire::Transition, TrackerError> {
-        let offered: wire::Transitions = self.api.get(&format!("/issue/{id}/transitions")).await?;
         let pinned = self
             .settings
             .transitions
@@ -354,7 +355,6 @@ impl JiraTracker {
             .find(|(status, _)| same_name(status, to))
             .map(|(_, name)| name.as_str());
         let mut matching: Vec<&wire::Transition> = offered
-            .transitions
             .iter()
             .filter(|t| match pinned {
                 Some(name) => same_name(&t.name, name),
@@ -364,7 +364,6 @@ impl JiraTracker {
         matching.dedup_by(|a, b| a.id == b.id);
         let list = || {
             let all: Vec<String> = offered
-                .transitions
                 .iter()
                 .map(|t| format!("{:?} -> {:?}", t.name, t.to.name))
                 .collect();
@@ -522,7 +521,25 @@ impl Tracker for JiraTracker {
 
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         let key = self.key(id)?;
-        let current = self.issue(key).await?.fields.status.name;
+        // One read for the status and the transitions offered from it.
+        let read: wire::IssueTransitions = self
+            .api
+            .get(&format!("/issue/{key}?fields=status&expand=transitions"))
+            .await
+            .map_err(|e| match e {
+                TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
+                    "issue {key} does not exist (deleted, or moved out of reach of this \
+                     account): {detail}"
+                )),
+                other => other,
+            })?;
+        if read.key != key {
+            return Err(TrackerError::NotFound(format!(
+                "issue {key} was moved; it is now {}",
+                read.key
+            )));
+        }
+        let current = read.fields.status.name;
         if same_name(&current, to) {
             return Ok(());
         }
@@ -533,7 +550,7 @@ impl Tracker for JiraTracker {
                 current,
             });
         }
-        let transition = self.pick_transition(key, &current, to).await?;
+        let transition = self.pick_transition(key, &current, to, &read.transitions)?;
         let body = json!({ "transition": { "id": transition.id } });
         match self
             .api

@@ -161,6 +161,22 @@ pub struct RawComment {
     pub created: String,
 }
 
+/// `GET /issue/{key}?fields=status&expand=transitions`: the status and what the
+/// workflow offers from it, in one read.
+#[derive(Debug, Deserialize)]
+pub struct IssueTransitions {
+    pub key: String,
+    pub fields: StatusOnly,
+    #[serde(default)]
+    pub transitions: Vec<Transition>,
+}
+
+/// An issue's fields when only its status was asked.
+#[derive(Debug, Deserialize)]
+pub struct StatusOnly {
+    pub status: Status,
+}
+
 /// `GET /issue/{key}/transitions`.
 #[derive(Debug, Deserialize)]
 pub struct Transitions {
@@ -192,18 +208,12 @@ pub fn time(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// A text field (description, comment body) as Markdown: ADF is converted, a wiki
-/// string is converted where it holds code macros, anything else is its text.
+/// A text field (description, comment body) as Markdown: an ADF document or a wiki
+/// string is converted, anything else is its text.
 pub fn markdown(value: &Value) -> String {
     match value {
         Value::Null => String::new(),
-        Value::String(s) => {
-            if wiki::has_code_macro(s) {
-                wiki::to_markdown(s)
-            } else {
-                s.clone()
-            }
-        }
+        Value::String(s) => wiki::to_markdown(s),
         doc @ Value::Object(_) => adf::to_markdown(doc),
         other => other.to_string(),
     }
