@@ -123,7 +123,8 @@ pub(super) fn normalize_tracker(
                 if email_env.is_some() {
                     problems.at_key(
                         &t.key("email_env"),
-                        "Data Center (`api_version: 2`) authenticates with a personal access                          token alone; remove `email_env`",
+                        "Data Center (`api_version: 2`) authenticates with a personal access \
+                         token alone; remove `email_env`",
                     );
                 }
                 None

@@ -211,12 +211,13 @@ pub fn time(s: &str) -> Option<DateTime<Utc>> {
 /// A text field (description, comment body) as Markdown: an ADF document or a wiki
 /// string is converted, anything else is its text.
 pub fn markdown(value: &Value) -> String {
-    match value {
+    let text = match value {
         Value::Null => String::new(),
         Value::String(s) => wiki::to_markdown(s),
         doc @ Value::Object(_) => adf::to_markdown(doc),
         other => other.to_string(),
-    }
+    };
+    text.trim_end_matches('\n').to_string()
 }
 
 /// What the adapter needs to turn issues into tickets.
