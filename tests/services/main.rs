@@ -7,4 +7,5 @@ mod github_model;
 
 mod daemon_dashboard;
 mod github_contract;
+mod jira_contract;
 mod redmine_e2e;

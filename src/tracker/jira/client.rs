@@ -17,6 +17,34 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `rate_limit_remaining` when no answer carried `X-RateLimit-Remaining` yet.
 const UNKNOWN: u64 = u64::MAX;
 
+/// One request and its answer, as an [`Observer`] sees it (contract tests).
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// `GET`, `POST`.
+    pub method: String,
+    /// The full URL.
+    pub url: String,
+    /// The JSON body sent, if any.
+    pub body: Option<Value>,
+    /// The HTTP status (0 when no answer came).
+    pub status: u16,
+    /// The answer's headers, names lowercase.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Exchange {
+    /// The first value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Called with every exchange the client has.
+pub type Observer = std::sync::Arc<dyn Fn(&Exchange) + Send + Sync>;
+
 /// How requests authenticate.
 #[derive(Clone)]
 pub enum Auth {
@@ -41,6 +69,7 @@ pub struct RestClient {
     credentials: String,
     project: String,
     remaining: AtomicU64,
+    observer: Option<Observer>,
 }
 
 impl std::fmt::Debug for RestClient {
@@ -76,7 +105,13 @@ impl RestClient {
             credentials,
             project: project.to_string(),
             remaining: AtomicU64::new(UNKNOWN),
+            observer: None,
         })
+    }
+
+    /// Report every exchange to `observer`.
+    pub fn observe(&mut self, observer: Observer) {
+        self.observer = Some(observer);
     }
 
     /// The site's base URL.
@@ -123,7 +158,7 @@ impl RestClient {
         let what = format!("{method} {url}");
         let mut request = self
             .http
-            .request(method, &url)
+            .request(method.clone(), &url)
             .header(reqwest::header::ACCEPT, "application/json");
         request = match &self.auth {
             Auth::Basic { email, token } => request.basic_auth(email, Some(token)),
@@ -132,9 +167,32 @@ impl RestClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| transport(&what, &e))?;
+        let observe = |status: u16, headers: &reqwest::header::HeaderMap| {
+            if let Some(observer) = &self.observer {
+                observer(&Exchange {
+                    method: method.to_string(),
+                    url: url.clone(),
+                    body: body.cloned(),
+                    status,
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| {
+                            (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())
+                        })
+                        .collect(),
+                });
+            }
+        };
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                observe(0, &reqwest::header::HeaderMap::new());
+                return Err(transport(&what, &e));
+            }
+        };
         let status = response.status();
         let headers = response.headers().clone();
+        observe(status.as_u16(), &headers);
         if let Some(n) = header_u64(&headers, "x-ratelimit-remaining") {
             self.remaining.store(n, Ordering::Relaxed);
         }

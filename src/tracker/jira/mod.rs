@@ -28,7 +28,7 @@ use super::{
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};
 
-pub use self::client::{jira_said, REQUEST_TIMEOUT};
+pub use self::client::{jira_said, Exchange, Observer, REQUEST_TIMEOUT};
 
 /// Issues per search page (Jira's usual maximum).
 pub const PAGE_SIZE: u32 = 100;
@@ -170,6 +170,12 @@ impl JiraTracker {
         };
         let token = read(token_env, what)?;
         Self::new(settings, email, token, credentials)
+    }
+
+    /// Report every HTTP exchange to `observer` (contract tests).
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.api.observe(observer);
+        self
     }
 
     /// List with pages of `size` issues (tests of pagination).
@@ -337,6 +343,20 @@ impl JiraTracker {
             tracing::warn!("{w}");
         }
         Ok(listing)
+    }
+
+    /// Take the workflow transition `transition_id` on issue `key` (no fields set).
+    pub async fn post_transition(
+        &self,
+        key: &str,
+        transition_id: &str,
+    ) -> Result<(), TrackerError> {
+        let key = self.key(key)?;
+        let body = json!({ "transition": { "id": transition_id } });
+        self.api
+            .post::<Value>(&format!("/issue/{key}/transitions"), &body)
+            .await
+            .map(drop)
     }
 
     /// The transition to take from the issue's status to `to` among those `offered`,
@@ -551,13 +571,8 @@ impl Tracker for JiraTracker {
             });
         }
         let transition = self.pick_transition(key, &current, to, &read.transitions)?;
-        let body = json!({ "transition": { "id": transition.id } });
-        match self
-            .api
-            .post::<Value>(&format!("/issue/{key}/transitions"), &body)
-            .await
-        {
-            Ok(_) => Ok(()),
+        match self.post_transition(key, &transition.id).await {
+            Ok(()) => Ok(()),
             // 400: a required field, a validator, a condition; 409: a conflicting edit.
             Err(TrackerError::Invalid(detail)) => Err(TrackerError::TransitionRefused {
                 workflow: format!(

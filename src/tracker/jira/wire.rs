@@ -177,13 +177,6 @@ pub struct StatusOnly {
     pub status: Status,
 }
 
-/// `GET /issue/{key}/transitions`.
-#[derive(Debug, Deserialize)]
-pub struct Transitions {
-    #[serde(default)]
-    pub transitions: Vec<Transition>,
-}
-
 /// One transition the workflow offers from the issue's status.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Transition {
