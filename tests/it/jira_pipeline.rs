@@ -580,5 +580,12 @@ async fn requests_per_idle_tick_and_per_busy_run_are_what_the_docs_say() {
             ],
             "{mode:?} busy: {busy:#?}"
         );
+
+        // The next stage (backend) has no in-progress status: 6 requests for its run.
+        h.model.clear_log();
+        let r = h.tick().await;
+        assert_eq!(r.writebacks(), ["done"], "{}", r.text);
+        let backend = h.model.log().len() - 2; // minus /myself and the search
+        assert_eq!(backend, 6, "{mode:?}: {:#?}", h.model.log());
     }
 }
