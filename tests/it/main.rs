@@ -29,6 +29,7 @@ mod hooks_shell;
 mod hooks_webhook;
 mod hostile_input;
 mod jira_adapter;
+mod jira_adf;
 mod jira_pipeline;
 mod leases_and_cancel;
 mod ledger_claims;
