@@ -168,6 +168,46 @@ async fn rate_limits_and_server_errors_are_retryable_with_retry_after() {
 }
 
 #[tokio::test]
+async fn no_request_is_sent_while_x_ratelimit_says_none_are_left() {
+    let model = JiraModel::start(Mode::Cloud).await;
+    let key = model.add_issue("t", "Ready for Design", &[]);
+    let t = adapter(&model, None);
+    let reset = (chrono::Utc::now() + chrono::Duration::minutes(2)).format("%Y-%m-%dT%H:%MZ");
+    model.rate_limit_headers(0, &reset.to_string());
+    t.get(&key)
+        .await
+        .expect("the answer that says none are left");
+    assert_eq!(t.rate_limit_remaining(), Some(0));
+    let sent = model.log().len();
+    match t.get(&key).await {
+        Err(TrackerError::RateLimited {
+            retry_after: Some(wait),
+        }) => {
+            assert!((30..=120).contains(&wait.as_secs()), "{wait:?}");
+        }
+        other => panic!("expected RateLimited, got {other:?}"),
+    }
+    assert_eq!(model.log().len(), sent, "nothing sent before the reset");
+
+    // A 429 without Retry-After waits until X-RateLimit-Reset.
+    let fresh = adapter(&model, None);
+    model.rate_limit_headers(5, &reset.to_string());
+    model.fail("GET", "/issue/", 429, None, 1);
+    match fresh.get(&key).await {
+        Err(TrackerError::RateLimited {
+            retry_after: Some(wait),
+        }) => {
+            assert!((30..=120).contains(&wait.as_secs()), "{wait:?}");
+        }
+        other => panic!("expected RateLimited, got {other:?}"),
+    }
+    assert!(
+        fresh.get(&key).await.is_ok(),
+        "remaining 5: requests go out"
+    );
+}
+
+#[tokio::test]
 async fn comments_round_trip_their_block_in_adf_and_a_quoted_block_does_not_count() {
     let model = JiraModel::start(Mode::Cloud).await;
     let key = model.add_issue("t", "Ready for Design", &[]);

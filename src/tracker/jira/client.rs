@@ -3,7 +3,10 @@
 //! and HTTP errors mapped onto [`TrackerError`] with Jira's own error text.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -69,6 +72,9 @@ pub struct RestClient {
     credentials: String,
     project: String,
     remaining: AtomicU64,
+    /// Set when an answer said no requests are left (`X-RateLimit-Remaining: 0`)
+    /// until `X-RateLimit-Reset`: requests before then are not sent.
+    not_before: Mutex<Option<DateTime<Utc>>>,
     observer: Option<Observer>,
 }
 
@@ -105,6 +111,7 @@ impl RestClient {
             credentials,
             project: project.to_string(),
             remaining: AtomicU64::new(UNKNOWN),
+            not_before: Mutex::new(None),
             observer: None,
         })
     }
@@ -156,6 +163,16 @@ impl RestClient {
     ) -> Result<String, TrackerError> {
         let url = format!("{}{}{path}", self.base, self.api);
         let what = format!("{method} {url}");
+        let wait = self
+            .not_before
+            .lock()
+            .expect("rate-limit gate")
+            .and_then(|t| (t - Utc::now()).to_std().ok());
+        if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+            return Err(TrackerError::RateLimited {
+                retry_after: Some(Duration::from_secs(wait.as_secs().max(1))),
+            });
+        }
         let mut request = self
             .http
             .request(method.clone(), &url)
@@ -195,6 +212,8 @@ impl RestClient {
         observe(status.as_u16(), &headers);
         if let Some(n) = header_u64(&headers, "x-ratelimit-remaining") {
             self.remaining.store(n, Ordering::Relaxed);
+            let reset = if n == 0 { reset_at(&headers) } else { None };
+            *self.not_before.lock().expect("rate-limit gate") = reset;
         }
         let text = response.text().await.map_err(|e| transport(&what, &e))?;
         if status.is_success() {
@@ -211,7 +230,12 @@ impl RestClient {
         what: &str,
     ) -> TrackerError {
         let said = jira_said(text);
-        let retry_after = header_u64(headers, "retry-after").map(Duration::from_secs);
+        let retry_after = header_u64(headers, "retry-after")
+            .map(Duration::from_secs)
+            .or_else(|| {
+                let wait = (reset_at(headers)? - Utc::now()).to_std().ok()?;
+                Some(Duration::from_secs(wait.as_secs().max(1)))
+            });
         match status.as_u16() {
             401 => TrackerError::Unauthorized(format!(
                 "{what}: Jira rejected the credentials from {} for project {}: {said}",
@@ -237,6 +261,20 @@ fn decode<T: DeserializeOwned>(text: &str, method: &str, path: &str) -> Result<T
             "{method} {path}: the answer is not the JSON Jira sends: {e}"
         ))
     })
+}
+
+/// `X-RateLimit-Reset`: when the window resets. Jira Cloud sends an ISO 8601 time
+/// (`2026-12-01T12:30Z`); RFC 3339 is accepted too.
+fn reset_at(headers: &reqwest::header::HeaderMap) -> Option<DateTime<Utc>> {
+    let value = headers.get("x-ratelimit-reset")?.to_str().ok()?.trim();
+    DateTime::parse_from_rfc3339(value)
+        .map(|t| t.with_timezone(&Utc))
+        .ok()
+        .or_else(|| {
+            NaiveDateTime::parse_from_str(value, "%Y-%m-%dT%H:%MZ")
+                .ok()
+                .map(|t| t.and_utc())
+        })
 }
 
 fn header_u64(headers: &reqwest::header::HeaderMap, name: &str) -> Option<u64> {

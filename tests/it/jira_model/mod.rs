@@ -129,6 +129,8 @@ pub(crate) struct State {
     adf: (boon::Schemas, boon::SchemaIndex),
     /// Issue keys that moved: old key -> new key.
     moved: BTreeMap<String, String>,
+    /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` sent with every answer.
+    rate_limit: Option<(u64, String)>,
 }
 
 /// The model and the server answering for it.
@@ -219,6 +221,7 @@ impl JiraModel {
             get_hooks: Vec::new(),
             adf: adf_schema(),
             moved: BTreeMap::new(),
+            rate_limit: None,
         }));
         Mock::given(any())
             .respond_with(Responder(state.clone()))
@@ -354,6 +357,12 @@ impl JiraModel {
         self.state().max_results = n;
     }
 
+    /// Send `X-RateLimit-Remaining: remaining` and `X-RateLimit-Reset: reset` with
+    /// every answer from now on.
+    pub fn rate_limit_headers(&self, remaining: u64, reset: &str) {
+        self.state().rate_limit = Some((remaining, reset.to_string()));
+    }
+
     /// Every request so far.
     pub fn log(&self) -> Vec<Logged> {
         self.state().log.clone()
@@ -443,6 +452,11 @@ impl Respond for Responder {
             status: ans.status,
         });
         let mut t = ResponseTemplate::new(ans.status);
+        if let Some((remaining, reset)) = &s.rate_limit {
+            t = t
+                .insert_header("x-ratelimit-remaining", remaining.to_string().as_str())
+                .insert_header("x-ratelimit-reset", reset.as_str());
+        }
         for (k, v) in extra {
             t = t.insert_header(k.as_str(), v.as_str());
         }
