@@ -10,7 +10,9 @@
 //! - comment authors are account ids (Cloud) or user names (Data Center), never
 //!   display names.
 
+mod check;
 mod client;
+mod transition;
 pub mod webhook;
 pub mod wire;
 
@@ -358,72 +360,6 @@ impl JiraTracker {
             .await
             .map(drop)
     }
-
-    /// The transition to take from the issue's status to `to` among those `offered`,
-    /// or why none can be.
-    fn pick_transition(
-        &self,
-        id: &str,
-        from: &str,
-        to: &str,
-        offered: &[wire::Transition],
-    ) -> Result<wire::Transition, TrackerError> {
-        let pinned = self
-            .settings
-            .transitions
-            .iter()
-            .find(|(status, _)| same_name(status, to))
-            .map(|(_, name)| name.as_str());
-        let mut matching: Vec<&wire::Transition> = offered
-            .iter()
-            .filter(|t| match pinned {
-                Some(name) => same_name(&t.name, name),
-                None => same_name(&t.to.name, to),
-            })
-            .collect();
-        matching.dedup_by(|a, b| a.id == b.id);
-        let list = || {
-            let all: Vec<String> = offered
-                .iter()
-                .map(|t| format!("{:?} -> {:?}", t.name, t.to.name))
-                .collect();
-            if all.is_empty() {
-                "none".to_string()
-            } else {
-                all.join(", ")
-            }
-        };
-        let refuse = |why: String| TrackerError::TransitionRefused {
-            workflow: format!(
-                "Jira ({why}; transitions offered from {from:?}: {})",
-                list()
-            ),
-            id: id.to_string(),
-            from: from.to_string(),
-            to: to.to_string(),
-            current: from.to_string(),
-        };
-        match (matching.as_slice(), pinned) {
-            ([one], Some(name)) if !same_name(&one.to.name, to) => Err(refuse(format!(
-                "the pinned transition {name:?} leads to {:?}",
-                one.to.name
-            ))),
-            ([one], _) => Ok((*one).clone()),
-            ([], Some(name)) => Err(refuse(format!(
-                "the pinned transition {name:?} (tracker.transitions) is not offered"
-            ))),
-            ([], None) => Err(refuse(format!("no transition reaches {to:?}"))),
-            (several, _) => {
-                let names: Vec<String> = several.iter().map(|t| format!("{:?}", t.name)).collect();
-                Err(refuse(format!(
-                    "{} transitions reach {to:?} ({}); pin one with `tracker.transitions: \
-                     {{{to}: <name>}}`",
-                    several.len(),
-                    names.join(", ")
-                )))
-            }
-        }
-    }
 }
 
 /// Percent-encode a query value.
@@ -539,6 +475,14 @@ impl Tracker for JiraTracker {
         Ok(wire::comment(&raw, self.cloud()))
     }
 
+    async fn check(
+        &self,
+        statuses: &[String],
+        _create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        self.check_site(statuses).await
+    }
+
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         let key = self.key(id)?;
         // One read for the status and the transitions offered from it.
@@ -586,101 +530,6 @@ impl Tracker for JiraTracker {
             }),
             Err(other) => Err(other),
         }
-    }
-
-    async fn check(
-        &self,
-        statuses: &[String],
-        _create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
-        let mut report = CheckReport::default();
-        match self.identity().await {
-            Ok(id) => {
-                let shown = self
-                    .me()
-                    .await
-                    .ok()
-                    .and_then(|m| m.display_name.clone())
-                    .unwrap_or_default();
-                report.push(
-                    "credentials",
-                    true,
-                    format!("authenticated as {shown:?} ({id}); sortie's comments carry {id}"),
-                );
-            }
-            Err(e @ (TrackerError::Unauthorized(_) | TrackerError::NotFound(_))) => {
-                report.push("credentials", false, e.to_string());
-                return Ok(report);
-            }
-            Err(e) => return Err(e),
-        }
-        let project = &self.settings.project;
-        let types: Vec<wire::IssueTypeStatuses> =
-            match self.api.get(&format!("/project/{project}/statuses")).await {
-                Ok(t) => t,
-                Err(e @ (TrackerError::Unauthorized(_) | TrackerError::NotFound(_))) => {
-                    report.push("project", false, format!("project {project}: {e}"));
-                    return Ok(report);
-                }
-                Err(e) => return Err(e),
-            };
-        let mut known: Vec<&wire::Status> = Vec::new();
-        for s in types.iter().flat_map(|t| &t.statuses) {
-            if !known.iter().any(|k| same_name(&k.name, &s.name)) {
-                known.push(s);
-            }
-        }
-        let names: Vec<&str> = known.iter().map(|s| s.name.as_str()).collect();
-        report.push(
-            "project",
-            true,
-            format!(
-                "{project}: {} issue type(s), statuses {}",
-                types.len(),
-                names.join(", ")
-            ),
-        );
-        let mut present = Vec::new();
-        for name in statuses {
-            match known.iter().find(|k| same_name(&k.name, name)) {
-                Some(s) => {
-                    present.push(name.clone());
-                    let done = if s.is_done() {
-                        " (category done: terminal unless a stage claims from it)"
-                    } else {
-                        ""
-                    };
-                    report.push(
-                        format!("status {name}"),
-                        true,
-                        format!("in the project's workflows{done}"),
-                    );
-                }
-                None => report.push(
-                    format!("status {name}"),
-                    false,
-                    format!(
-                        "no status {name:?} in project {project}'s workflows; they have: {}",
-                        names.join(", ")
-                    ),
-                ),
-            }
-        }
-        match self.list(&present).await {
-            Ok(listing) => report.push(
-                "board",
-                true,
-                format!(
-                    "{} issue(s) in the pipeline's statuses, {} unreadable",
-                    listing.tickets.len(),
-                    listing.warnings.len()
-                ),
-            ),
-            Err(e @ TrackerError::Invalid(_)) => report.push("board", false, e.to_string()),
-            Err(e) => return Err(e),
-        }
-        report.rate_limit_remaining = self.api.remaining();
-        Ok(report)
     }
 }
 
