@@ -133,3 +133,52 @@ fn markdown_maps_onto_the_adf_nodes_a_person_expects() {
         "# Result\n\nSee **the** `DESIGN.md` and [PR](<https://x.test/1>).\n\n- one\n- two\n\n> quoted\n"
     );
 }
+
+#[test]
+fn markdown_maps_onto_the_wiki_markup_a_data_center_user_sees() {
+    use sortie::block::jira::wiki;
+    let text = wiki::from_markdown(
+        "# Result\n\nSee **the** `DESIGN.md`, [PR](https://x.test/1) and {this}.\n\n- one\n- two\n\n> quoted\n\n```yaml sortie:success\nrole: qa\n```\n",
+    );
+    assert_eq!(
+        text,
+        "h1. Result\n\nSee *the* {{DESIGN.md}}, [PR|https://x.test/1] and \\{this\\}.\n\n\
+         * one\n* two\n\n{quote}\nquoted\n{quote}\n\n{code:yaml}\n# sortie:success\nrole: qa\n{code}\n"
+    );
+}
+
+#[test]
+fn wiki_code_macros_with_parameters_and_the_marker_are_outcome_blocks() {
+    let body = "# sortie:success\nrole: qa\nstage_attempt: 3\nidempotency_key: {key}\n\
+                from_status: Code Review\nto_status: Done\nsummary: ok\n";
+    let key = "cd".repeat(32);
+    for open in [
+        "{code:language=yaml|title=Outcome}",
+        "{code:title=x}",
+        "{noformat}",
+        "{code}",
+    ] {
+        let close = if open.starts_with("{noformat") {
+            "{noformat}"
+        } else {
+            "{code}"
+        };
+        let text = format!("Done.\n{open}\n{}{close}\n", body.replace("{key}", &key));
+        let parsed = sortie::block::parse_blocks(&text);
+        let [Ok(p)] = parsed.as_slice() else {
+            panic!("{open}: {parsed:?}");
+        };
+        assert_eq!((p.block.stage_attempt(), p.line), (3, 2), "{open}");
+    }
+    // Without the marker it is just code, and inside {quote} it is a person quoting.
+    let plain = format!(
+        "{{code:yaml}}\n{}{{code}}\n",
+        &body.replace("{key}", &key)[17..]
+    );
+    assert!(sortie::block::parse_blocks(&plain).is_empty());
+    let quoted = format!(
+        "{{quote}}\n{{code:yaml}}\n{}{{code}}\n{{quote}}\n",
+        body.replace("{key}", &key)
+    );
+    assert!(sortie::block::parse_blocks(&quoted).is_empty());
+}
