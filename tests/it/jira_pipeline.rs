@@ -589,3 +589,32 @@ async fn requests_per_idle_tick_and_per_busy_run_are_what_the_docs_say() {
         assert_eq!(backend, 6, "{mode:?}: {:#?}", h.model.log());
     }
 }
+
+#[tokio::test]
+async fn a_server_error_on_the_handoff_keeps_the_outcome_for_the_next_tick() {
+    let h = Harness::new(Mode::DataCenter, &["true"]).await;
+    let key = h.model.add_issue("t", "Ready for Design", &[]);
+    // The in-progress transition (the first post) goes through; the handoff's gets a 502.
+    h.model.fail_after("POST", "/transitions", 502, 1, 1);
+    let r = h.tick().await;
+    let wb = r.writebacks();
+    assert!(
+        wb[0].starts_with("deferred: tracker unavailable"),
+        "{}",
+        r.text
+    );
+    assert_eq!(h.model.issue(&key).status, "In Design");
+    assert_eq!(h.outcomes(&key), [("architect".to_string(), "success")]);
+
+    h.clock.advance(5);
+    let r = h.tick().await;
+    assert_eq!(r.replays(), ["done"], "{}", r.text);
+    let architect = h
+        .outcomes(&key)
+        .into_iter()
+        .filter(|(r, _)| r == "architect")
+        .count();
+    assert_eq!(architect, 1, "the comment is not posted twice");
+    // Handed off, and the same tick ran the next stage from there.
+    assert_eq!(h.model.issue(&key).status, "Code Review");
+}

@@ -107,6 +107,8 @@ struct Fault {
     path_contains: String,
     status: u16,
     retry_after: Option<u64>,
+    /// Matching requests to let through first.
+    skip: usize,
     hits_left: usize,
 }
 
@@ -348,6 +350,26 @@ impl JiraModel {
             path_contains: path_contains.to_string(),
             status,
             retry_after,
+            skip: 0,
+            hits_left: times,
+        });
+    }
+
+    /// Like [`JiraModel::fail`], after letting `skip` matching requests through.
+    pub fn fail_after(
+        &self,
+        method: &str,
+        path_contains: &str,
+        status: u16,
+        skip: usize,
+        times: usize,
+    ) {
+        self.state().faults.push(Fault {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            status,
+            retry_after: None,
+            skip,
             hits_left: times,
         });
     }
@@ -429,10 +451,14 @@ impl Respond for Responder {
             Mode::DataCenter => auth == format!("Bearer {DC_TOKEN}"),
         };
         let mut extra: Vec<(String, String)> = Vec::new();
-        let fault = s
+        let mut fault = s
             .faults
             .iter_mut()
             .find(|f| f.hits_left > 0 && f.method == method && shown.contains(&f.path_contains));
+        if let Some(f) = fault.as_mut().filter(|f| f.skip > 0) {
+            f.skip -= 1;
+            fault = None;
+        }
         let ans = if let Some(fault) = fault {
             fault.hits_left -= 1;
             if let Some(secs) = fault.retry_after {
