@@ -12,6 +12,7 @@ use super::defaults::*;
 use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
+use super::model::TrackerConfig;
 use super::model::{
     Budgets, Concurrency, Config, HttpConfig, RetryConfig, WorkspaceConfig, WorkspaceHooks,
 };
@@ -134,6 +135,9 @@ pub(crate) fn normalize(
     for (i, s) in stages.iter().enumerate() {
         let p = root.key("pipeline_stages").index(i).key("max_in_flight");
         at_least(problems, &p, Some(s.max_in_flight), 1, 1);
+    }
+    if let Some(TrackerConfig::Jira { transitions, .. }) = &tracker {
+        super::tracker::check_pinned_transitions(transitions, &stages, problems);
     }
 
     let per_status = c.per_status_max_in_flight.unwrap_or_default();

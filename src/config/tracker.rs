@@ -188,6 +188,50 @@ pub(super) fn normalize_tracker(
     }
 }
 
+/// `tracker.transitions` (Jira): every pinned status is one a stage moves tickets to
+/// (an in-progress, success or failure status, or a claim status a retry returns to);
+/// a typo would otherwise leave the pin unused without a word.
+pub(super) fn check_pinned_transitions(
+    transitions: &std::collections::BTreeMap<String, String>,
+    stages: &[super::model::Stage],
+    problems: &mut Problems,
+) {
+    if stages.is_empty() {
+        return;
+    }
+    let targets: Vec<&str> = stages
+        .iter()
+        .flat_map(|s| {
+            [
+                Some(s.claim_status.as_str()),
+                s.in_progress_status.as_deref(),
+                s.success_status.as_deref(),
+                s.failure_status.as_deref(),
+            ]
+        })
+        .flatten()
+        .fold(Vec::new(), |mut v, s| {
+            if !v.iter().any(|x| crate::tracker::same_name(x, s)) {
+                v.push(s);
+            }
+            v
+        });
+    for status in transitions.keys() {
+        if !targets.iter().any(|t| crate::tracker::same_name(t, status)) {
+            problems.at_key(
+                &FieldPath::root()
+                    .key("tracker")
+                    .key("transitions")
+                    .key(status),
+                format!(
+                    "`{status}` is no status of the pipeline; expected one of: {}",
+                    targets.join(", ")
+                ),
+            );
+        }
+    }
+}
+
 /// A `filter:` section (under `tracker:` or a stage), found at `path`. `project` is a
 /// Linear notion: `linear` says whether the tracker is one.
 pub(super) fn normalize_filter(

@@ -414,6 +414,11 @@ fn jira_config_errors_name_the_field() {
             "transition",
             "unknown",
         ),
+        (
+            "{kind: jira, url: https://acme.atlassian.net, project: PROJ, transitions: {Dnoe: Finish}}",
+            "tracker.transitions.Dnoe",
+            "no status of the pipeline; expected one of: To Do, Done",
+        ),
     ];
     for (tracker, field, message) in cases {
         let err = Config::parse_str(&base(tracker), Some(Path::new("p.yaml")))
@@ -425,7 +430,7 @@ fn jira_config_errors_name_the_field() {
         );
     }
     let ok = Config::parse_str(
-        &base("{kind: jira, url: https://acme.atlassian.net/, project: PROJ}"),
+        &base("{kind: jira, url: https://acme.atlassian.net/, project: PROJ, transitions: {done: Finish}}"),
         Some(Path::new("p.yaml")),
     )
     .unwrap();
