@@ -182,3 +182,58 @@ fn wiki_code_macros_with_parameters_and_the_marker_are_outcome_blocks() {
     );
     assert!(sortie::block::parse_blocks(&quoted).is_empty());
 }
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        proptest::sample::select(vec![
+            "doc",
+            "paragraph",
+            "codeBlock",
+            "text",
+            "blockquote",
+            "bulletList",
+            "listItem",
+            "heading",
+            "hardBreak",
+            "mention",
+            "# sortie:success\nrole: a",
+            "",
+        ])
+        .prop_map(|s| json!(s)),
+        "[ -~\n]{0,10}".prop_map(|s| json!(s)),
+    ];
+    leaf.prop_recursive(6, 64, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(serde_json::Value::Array),
+            prop::collection::btree_map(
+                proptest::sample::select(vec![
+                    "type", "content", "text", "attrs", "marks", "language", "level", "href"
+                ]),
+                inner,
+                0..5
+            )
+            .prop_map(|m| json!(m)),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Hostile comments: whatever a Jira comment body holds, reading it never panics.
+    #[test]
+    fn any_adf_shaped_json_or_wiki_text_reads_without_panicking(
+        content in prop::collection::vec(json_value(), 0..4),
+        wiki in prop::collection::vec(proptest::sample::select(vec![
+            "{code}", "{code:yaml}", "{code:language=yaml|x}", "{noformat}", "{quote}", "bq. x",
+            "# sortie:success", "# sortie:", "role: a", "h1. t", "h9. t", "\\", "{code", "}", "\r",
+        ]).prop_map(str::to_owned), 0..12),
+    ) {
+        let doc = json!({"type": "doc", "version": 1, "content": content});
+        let _ = sortie::block::parse_blocks(&doc.to_string());
+        let _ = sortie::block::parse_blocks(&wiki.join("\n"));
+    }
+}
