@@ -25,6 +25,7 @@ fn settings(model: &JiraModel, jql: Option<&str>) -> JiraSettings {
             .map(|s| s.to_string())
             .collect(),
         claim_statuses: vec!["Ready for Design".into()],
+        pipeline_statuses: vec!["ready for design".into()],
         page_size: PAGE_SIZE,
     }
 }
@@ -102,7 +103,10 @@ async fn an_issue_becomes_a_ticket_with_priority_url_and_done_category() {
     let ticket = t.get(&key).await.unwrap();
     assert_eq!(ticket.title, "Export");
     assert_eq!(ticket.body, "What Export should do.");
-    assert_eq!(ticket.status, "Ready for Design");
+    assert_eq!(
+        ticket.status, "ready for design",
+        "a status the config names is reported in the config's spelling"
+    );
     assert_eq!(ticket.labels, ["csv"]);
     assert_eq!(ticket.priority, Some(1), "High is second of five");
     assert_eq!(ticket.url, Some(format!("{}/browse/{key}", model.url())));

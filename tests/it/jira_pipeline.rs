@@ -90,6 +90,8 @@ pub(crate) struct Harness {
     agent: Vec<String>,
     extra: String,
     page_size: Option<u32>,
+    /// Write every status in the config in lowercase (Jira's are title case).
+    lowercase: bool,
 }
 
 impl Harness {
@@ -101,6 +103,7 @@ impl Harness {
             agent: agent.iter().map(|a| a.to_string()).collect(),
             extra: String::new(),
             page_size: None,
+            lowercase: false,
         }
     }
 
@@ -111,13 +114,26 @@ impl Harness {
     }
 
     fn config(&self) -> Config {
-        config(
+        let cfg = config(
             self.dir.path(),
             &self.model.url(),
             self.model.mode,
             &self.extra,
             &self.agent,
-        )
+        );
+        if !self.lowercase {
+            return cfg;
+        }
+        let mut cfg = cfg;
+        let low = |s: &mut String| *s = s.to_lowercase();
+        cfg.terminal_states.iter_mut().for_each(low);
+        for st in &mut cfg.stages {
+            low(&mut st.claim_status);
+            st.in_progress_status.iter_mut().for_each(low);
+            st.success_status.iter_mut().for_each(low);
+            st.failure_status.iter_mut().for_each(low);
+        }
+        cfg
     }
 
     /// The adapter a `sortie` process would open for this config.
@@ -282,6 +298,19 @@ async fn three_stages_drain_a_jira_cloud_board_through_named_transitions() {
 #[tokio::test]
 async fn three_stages_drain_a_jira_data_center_board_through_named_transitions() {
     drains_the_board(Mode::DataCenter).await;
+}
+
+#[tokio::test]
+async fn status_names_in_the_config_match_jira_s_ignoring_case() {
+    let mut h = Harness::new(Mode::Cloud, &["true"]).await;
+    h.lowercase = true;
+    let key = h.model.add_issue("t", "Ready for Design", &[]);
+    for _ in 0..3 {
+        let r = h.tick().await;
+        assert_eq!(r.writebacks(), ["done"], "{}", r.text);
+    }
+    assert_eq!(h.model.issue(&key).status, "Done");
+    assert!(h.tick().await.runs().is_empty(), "done is terminal");
 }
 
 async fn required_field_refusal(mode: Mode) {

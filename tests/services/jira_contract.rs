@@ -38,6 +38,7 @@ fn tracker() -> (JiraTracker, Arc<Mutex<Vec<Exchange>>>) {
         transitions: BTreeMap::new(),
         priority_order: vec!["High".into(), "Low".into()],
         claim_statuses: vec!["To Do".into()],
+        pipeline_statuses: vec![],
         page_size: PAGE_SIZE,
     };
     let t = JiraTracker::new(

@@ -54,6 +54,9 @@ pub struct JiraSettings {
     pub priority_order: Vec<String>,
     /// Statuses stages claim from (a `done`-category one among them is not terminal).
     pub claim_statuses: Vec<String>,
+    /// Every status the config names (stages and terminal states): a Jira status that
+    /// matches one of them ignoring case is reported in the config's spelling.
+    pub pipeline_statuses: Vec<String>,
     /// Issues per search page.
     pub page_size: u32,
 }
@@ -74,9 +77,17 @@ impl JiraSettings {
             return None;
         };
         let mut claim_statuses = Vec::new();
+        let mut pipeline_statuses = config.terminal_states.clone();
         for s in &config.stages {
             claim_statuses.push(s.claim_status.clone());
             claim_statuses.extend(s.in_progress_status.iter().cloned());
+            pipeline_statuses.extend(
+                [&s.success_status, &s.failure_status, &s.in_progress_status]
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            pipeline_statuses.push(s.claim_status.clone());
         }
         Some(JiraSettings {
             url: url.clone(),
@@ -86,6 +97,7 @@ impl JiraSettings {
             transitions: transitions.clone(),
             priority_order: priority_order.clone(),
             claim_statuses,
+            pipeline_statuses,
             page_size: PAGE_SIZE,
         })
     }
@@ -196,6 +208,7 @@ impl JiraTracker {
             cloud: self.cloud(),
             priority_order: &self.settings.priority_order,
             claim_statuses: &self.settings.claim_statuses,
+            pipeline_statuses: &self.settings.pipeline_statuses,
         }
     }
 
@@ -546,6 +559,7 @@ mod tests {
             transitions: BTreeMap::new(),
             priority_order: vec![],
             claim_statuses: vec![],
+            pipeline_statuses: vec![],
             page_size: PAGE_SIZE,
         };
         JiraTracker::new(settings, Some("a@b".into()), "t".into(), "$E / $T".into()).unwrap()

@@ -221,6 +221,8 @@ pub struct TicketContext<'a> {
     pub priority_order: &'a [String],
     /// Statuses a stage claims from: a `done`-category status among them is not terminal.
     pub claim_statuses: &'a [String],
+    /// The config's spelling of every status it names.
+    pub pipeline_statuses: &'a [String],
 }
 
 /// An issue as a ticket; an unreadable time is an error naming the issue.
@@ -243,7 +245,13 @@ pub fn ticket(issue: &Issue, cx: &TicketContext<'_>) -> Result<Ticket, String> {
         id: issue.key.clone(),
         title: f.summary.clone().unwrap_or_default(),
         body: f.description.as_ref().map(markdown).unwrap_or_default(),
-        status: f.status.name.clone(),
+        // The config's spelling, so `In design` in the config is `In Design` in Jira.
+        status: cx
+            .pipeline_statuses
+            .iter()
+            .find(|s| same_name(s, &f.status.name))
+            .cloned()
+            .unwrap_or_else(|| f.status.name.clone()),
         labels: f.labels.clone(),
         priority,
         created_at: created,

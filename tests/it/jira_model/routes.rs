@@ -110,7 +110,8 @@ fn search(s: &State, jql: &str) -> Result<Vec<Value>, Answer> {
     let (statuses, labels) = parse_jql(jql).map_err(|m| errors(400, &[m.as_str()], &[]))?;
     Ok(s.issues
         .values()
-        .filter(|i| statuses.contains(&i.status))
+        // JQL compares status names ignoring case, as Jira does.
+        .filter(|i| statuses.iter().any(|st| st.eq_ignore_ascii_case(&i.status)))
         .filter(|i| labels.iter().all(|l| i.labels.contains(l)))
         .map(|i| issue_json(s, i))
         .collect())
