@@ -151,6 +151,28 @@ async fn a_deleted_issue_is_not_found_and_says_so() {
 }
 
 #[tokio::test]
+async fn an_issue_moved_to_another_project_is_not_found_under_its_old_key() {
+    let model = JiraModel::start(Mode::Cloud).await;
+    let key = model.add_issue("t", "Ready for Design", &[]);
+    model.move_issue(&key, "OTHER-9");
+    let t = adapter(&model, None);
+    for result in [
+        t.get(&key).await.map(drop),
+        t.transition(&key, "Ready for Design", "In Design").await,
+    ] {
+        match result {
+            Err(TrackerError::NotFound(m)) => assert!(m.contains("OTHER-9"), "{m}"),
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        model.issue("OTHER-9").status,
+        "Ready for Design",
+        "nothing written"
+    );
+}
+
+#[tokio::test]
 async fn rate_limits_and_server_errors_are_retryable_with_retry_after() {
     let model = JiraModel::start(Mode::Cloud).await;
     let key = model.add_issue("t", "Ready for Design", &[]);

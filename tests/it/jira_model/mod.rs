@@ -324,6 +324,16 @@ impl JiraModel {
         ));
     }
 
+    /// A person moves an issue to another project: it gets `new_key`, and reads of the
+    /// old key answer with the issue under its new key (as Jira redirects them).
+    pub fn move_issue(&self, key: &str, new_key: &str) {
+        let mut s = self.state();
+        let mut issue = s.issues.remove(key).expect("issue exists");
+        issue.key = new_key.to_string();
+        s.issues.insert(new_key.to_string(), issue);
+        s.moved.insert(key.to_string(), new_key.to_string());
+    }
+
     /// Delete an issue when it is read for the `skip + 1`-th time from now.
     pub fn delete_on_get(&self, key: &str, skip: usize) {
         let key_owned = key.to_string();

@@ -221,7 +221,16 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
             if let Some(new) = s.moved.get(*key).cloned() {
                 let issue = s.issues.get(&new).cloned();
                 return match issue {
-                    Some(i) => answer(200, issue_json(s, &i)),
+                    Some(i) => {
+                        let mut out = issue_json(s, &i);
+                        if query(req)
+                            .get("expand")
+                            .is_some_and(|e| e.contains("transitions"))
+                        {
+                            out["transitions"] = transitions_json(s, &i);
+                        }
+                        answer(200, out)
+                    }
                     None => errors(
                         404,
                         &["Issue does not exist or you do not have permission to see it."],
