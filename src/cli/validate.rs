@@ -153,6 +153,23 @@ pub fn describe(cfg: &Config) -> String {
                 "tracker: Linear team {team} at {api_url} ({kind} from ${token_env}, statuses are the team's workflow states)"
             );
         }
+        crate::config::TrackerConfig::Jira {
+            url,
+            project,
+            api_version,
+            token_env,
+            ..
+        } => {
+            let mode = if *api_version == 2 {
+                "Data Center, REST v2"
+            } else {
+                "Cloud, REST v3"
+            };
+            let _ = writeln!(
+                out,
+                "tracker: Jira project {project} at {url} ({mode}, token from ${token_env})"
+            );
+        }
     }
     let _ = writeln!(
         out,

@@ -110,6 +110,8 @@ pub struct HttpConfig {
     pub gitea_webhook_secret_env: Option<String>,
     /// Variable holding the secret Linear signs webhook deliveries with.
     pub linear_webhook_secret_env: Option<String>,
+    /// Variable holding the secret a Jira webhook signs deliveries with (`/hooks/jira`).
+    pub jira_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -223,6 +225,25 @@ pub enum TrackerConfig {
         /// How the token is sent. Default [`LinearTokenType::ApiKey`].
         token_type: LinearTokenType,
     },
+    /// Jira: statuses are workflow statuses by name, reached through transitions.
+    Jira {
+        /// Site base URL, without a trailing `/`.
+        url: String,
+        /// Project key.
+        project: String,
+        /// 3 (Cloud, Basic e-mail + API token) or 2 (Data Center, bearer PAT). Default 3.
+        api_version: u8,
+        /// Variable holding the account e-mail; Cloud only. Default `JIRA_EMAIL` on Cloud.
+        email_env: Option<String>,
+        /// Variable holding the API token or personal access token. Default `JIRA_TOKEN`.
+        token_env: String,
+        /// JQL clause ANDed (parenthesised) to every listing. Default none.
+        jql: Option<String>,
+        /// Pipeline status -> the transition name that reaches it. Default empty.
+        transitions: BTreeMap<String, String>,
+        /// Priority names, most urgent first. Default `Highest, High, Medium, Low, Lowest`.
+        priority_order: Vec<String>,
+    },
 }
 
 /// How a Linear token goes into the `Authorization` header.
@@ -247,6 +268,7 @@ impl TrackerConfig {
             TrackerConfig::Gitea { repo, .. } => format!("gitea:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
             TrackerConfig::Linear { team, .. } => format!("linear:{team}"),
+            TrackerConfig::Jira { project, .. } => format!("jira:{project}"),
         }
     }
 }
@@ -529,13 +551,18 @@ impl Config {
     /// in that order. They are removed from agents' environments unless `agent.env`
     /// passes them on explicitly.
     pub fn secret_env_names(&self) -> Vec<String> {
-        let tracker = match &self.tracker {
-            TrackerConfig::Local { .. } => None,
+        let tracker: Vec<&String> = match &self.tracker {
+            TrackerConfig::Local { .. } => Vec::new(),
             TrackerConfig::Github { token_env, .. }
             | TrackerConfig::Gitlab { token_env, .. }
             | TrackerConfig::Gitea { token_env, .. }
-            | TrackerConfig::Linear { token_env, .. } => Some(token_env),
-            TrackerConfig::Redmine { api_key_env, .. } => Some(api_key_env),
+            | TrackerConfig::Linear { token_env, .. } => vec![token_env],
+            TrackerConfig::Jira {
+                email_env,
+                token_env,
+                ..
+            } => email_env.iter().chain(std::iter::once(token_env)).collect(),
+            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env],
         };
         let http = [
             &self.http.token_env,
@@ -543,6 +570,7 @@ impl Config {
             &self.http.gitlab_webhook_secret_env,
             &self.http.gitea_webhook_secret_env,
             &self.http.linear_webhook_secret_env,
+            &self.http.jira_webhook_secret_env,
         ]
         .into_iter()
         .flatten();

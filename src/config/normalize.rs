@@ -111,6 +111,14 @@ pub(crate) fn normalize(
                 "LINEAR_WEBHOOK_SECRET",
             )
         }),
+        jira_webhook_secret_env: raw_http.jira_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("jira_webhook_secret_env"),
+                Some(n),
+                "JIRA_WEBHOOK_SECRET",
+            )
+        }),
     };
 
     let terminal_states = raw
@@ -151,6 +159,9 @@ pub(crate) fn normalize(
     for (i, s) in stages.iter().enumerate() {
         let p = root.key("pipeline_stages").index(i).key("max_in_flight");
         at_least(problems, &p, Some(s.max_in_flight), 1, 1);
+    }
+    if let Some(TrackerConfig::Jira { transitions, .. }) = &tracker {
+        super::tracker::check_pinned_transitions(transitions, &stages, problems);
     }
 
     let written = c.per_status_max_in_flight.unwrap_or_default();

@@ -85,6 +85,25 @@ pub(crate) enum RawTracker {
         /// `api_key` (sent as is) or `oauth` (sent as `Bearer`).
         token_type: Option<String>,
     },
+    /// Jira Cloud (REST v3) or Data Center (REST v2).
+    Jira {
+        /// Base URL of the site (`https://acme.atlassian.net`).
+        url: String,
+        /// Project key (`PROJ`).
+        project: String,
+        /// REST API version: 3 (Cloud) or 2 (Data Center).
+        api_version: Option<u8>,
+        /// Environment variable holding the account e-mail (Cloud only).
+        email_env: Option<String>,
+        /// Environment variable holding the API token (Cloud) or personal access token (DC).
+        token_env: Option<String>,
+        /// A JQL clause ANDed to every listing.
+        jql: Option<String>,
+        /// Pipeline status -> transition name, where a workflow offers several.
+        transitions: Option<BTreeMap<String, String>>,
+        /// The instance's priority names, most urgent first.
+        priority_order: Option<Vec<String>>,
+    },
 }
 
 /// `filter:` under `tracker:` (the whole board) or on a stage.
@@ -175,6 +194,7 @@ pub(crate) struct RawHttp {
     pub(crate) gitlab_webhook_secret_env: Option<String>,
     pub(crate) gitea_webhook_secret_env: Option<String>,
     pub(crate) linear_webhook_secret_env: Option<String>,
+    pub(crate) jira_webhook_secret_env: Option<String>,
 }
 
 /// `retry:`.

@@ -171,6 +171,96 @@ pub(super) fn normalize_tracker(
                 token_type,
             })
         }
+        Some(RawTracker::Jira {
+            url,
+            project,
+            api_version,
+            email_env,
+            token_env,
+            jql,
+            transitions,
+            priority_order,
+        }) => {
+            let t = root.key("tracker");
+            check_url(problems, &t.key("url"), &url);
+            let key_ok = !project.is_empty()
+                && project
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && project.starts_with(|c: char| c.is_ascii_alphabetic());
+            if !key_ok {
+                problems.at_value(
+                    &t.key("project"),
+                    format!("expected a Jira project key such as `PROJ`, found {project:?}"),
+                );
+            }
+            let api_version = api_version.unwrap_or(3);
+            if api_version != 2 && api_version != 3 {
+                problems.at_value(
+                    &t.key("api_version"),
+                    format!(
+                        "expected 3 (Jira Cloud) or 2 (Jira Data Center / Server), found {api_version}"
+                    ),
+                );
+            }
+            let email_env = if api_version == 2 {
+                if email_env.is_some() {
+                    problems.at_key(
+                        &t.key("email_env"),
+                        "Data Center (`api_version: 2`) authenticates with a personal access \
+                         token alone; remove `email_env`",
+                    );
+                }
+                None
+            } else {
+                Some(env_name(
+                    problems,
+                    &t.key("email_env"),
+                    email_env,
+                    "JIRA_EMAIL",
+                ))
+            };
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "JIRA_TOKEN");
+            if jql.as_deref().is_some_and(|q| q.trim().is_empty()) {
+                problems.at_value(
+                    &t.key("jql"),
+                    "expected a JQL clause such as `labels = agent-ok`, found an empty string",
+                );
+            }
+            let transitions = transitions.unwrap_or_default();
+            for (status, name) in &transitions {
+                if name.trim().is_empty() {
+                    problems.at_value(
+                        &t.key("transitions").key(status),
+                        "expected the name of a transition of the workflow, found an empty string",
+                    );
+                }
+            }
+            let priority_order = priority_order.unwrap_or_else(|| {
+                ["Highest", "High", "Medium", "Low", "Lowest"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            });
+            for (i, name) in priority_order.iter().enumerate() {
+                if name.trim().is_empty() {
+                    problems.at_value(
+                        &t.key("priority_order").index(i),
+                        "expected a priority name, found an empty string",
+                    );
+                }
+            }
+            Some(TrackerConfig::Jira {
+                url: url.trim_end_matches('/').to_string(),
+                project,
+                api_version,
+                email_env,
+                token_env,
+                jql: jql.map(|q| q.trim().to_string()),
+                transitions,
+                priority_order,
+            })
+        }
         None => {
             problems.at(
                 Position::START,
@@ -231,6 +321,50 @@ fn close_on_list(
         }
     }
     list
+}
+
+/// `tracker.transitions` (Jira): every pinned status is one a stage moves tickets to
+/// (an in-progress, success or failure status, or a claim status a retry returns to);
+/// a typo would otherwise leave the pin unused without a word.
+pub(super) fn check_pinned_transitions(
+    transitions: &std::collections::BTreeMap<String, String>,
+    stages: &[super::model::Stage],
+    problems: &mut Problems,
+) {
+    if stages.is_empty() {
+        return;
+    }
+    let targets: Vec<&str> = stages
+        .iter()
+        .flat_map(|s| {
+            [
+                Some(s.claim_status.as_str()),
+                s.in_progress_status.as_deref(),
+                s.success_status.as_deref(),
+                s.failure_status.as_deref(),
+            ]
+        })
+        .flatten()
+        .fold(Vec::new(), |mut v, s| {
+            if !v.iter().any(|x| crate::tracker::same_name(x, s)) {
+                v.push(s);
+            }
+            v
+        });
+    for status in transitions.keys() {
+        if !targets.iter().any(|t| crate::tracker::same_name(t, status)) {
+            problems.at_key(
+                &FieldPath::root()
+                    .key("tracker")
+                    .key("transitions")
+                    .key(status),
+                format!(
+                    "`{status}` is no status of the pipeline; expected one of: {}",
+                    targets.join(", ")
+                ),
+            );
+        }
+    }
 }
 
 /// A `filter:` section (under `tracker:` or a stage), found at `path`. `project` is a

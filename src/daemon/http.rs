@@ -36,6 +36,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/hooks/gitlab", post(gitlab))
         .route("/hooks/gitea", post(gitea))
         .route("/hooks/linear", post(linear))
+        .route("/hooks/jira", post(jira))
         .route("/api/v1/tickets/{id}", get(ticket))
         .with_state(shared)
 }
@@ -401,6 +402,26 @@ async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         crate::tracker::linear::webhook::verify(secret.as_bytes(), signature, &body, Utc::now())
     {
         return (StatusCode::UNAUTHORIZED, format!("{err}\n")).into_response();
+    }
+    shared.request_tick();
+    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// `POST /hooks/jira`: a delivery signed with `X-Hub-Signature: sha256=...` triggers a
+/// tick; its payload is not read.
+async fn jira(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let config = shared.config().http.jira_webhook_secret_env.clone();
+    let Some(var) = config else {
+        let text = "http.jira_webhook_secret_env is not configured\n";
+        return (StatusCode::NOT_FOUND, text).into_response();
+    };
+    let Ok(secret) = std::env::var(&var) else {
+        tracing::error!(var = %var, "the Jira webhook secret variable is not set");
+        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+    };
+    let signature = headers.get("x-hub-signature").and_then(|v| v.to_str().ok());
+    if let Err(e) = crate::tracker::jira::webhook::verify(secret.as_bytes(), signature, &body) {
+        return (StatusCode::UNAUTHORIZED, format!("{e}\n")).into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()

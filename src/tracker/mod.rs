@@ -9,6 +9,7 @@ pub mod forge_webhook;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
+pub mod jira;
 pub mod labels;
 pub mod linear;
 pub mod local;
@@ -348,5 +349,6 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
         TrackerConfig::Linear { .. } => {
             Ok(std::sync::Arc::new(linear::LinearTracker::open(config)?))
         }
+        TrackerConfig::Jira { .. } => Ok(std::sync::Arc::new(jira::JiraTracker::open(config)?)),
     }
 }

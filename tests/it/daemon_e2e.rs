@@ -586,3 +586,45 @@ fn readyz_fails_while_ticks_fail_and_healthz_still_answers() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_jira_webhook_needs_a_valid_x_hub_signature_and_only_triggers_a_tick() {
+    use sortie::tracker::jira::webhook::sign;
+    let sb = Sandbox::with_config(&one_stage(
+        0,
+        "poll_interval_seconds: 3600\nhttp: {jira_webhook_secret_env: TEST_JIRA_HOOK_SECRET}",
+    ));
+    let d = Daemon::start(&sb, &[("TEST_JIRA_HOOK_SECRET", "s3cret")]);
+    d.wait_state(10, "the first tick", |s| s["last_tick"]["ok"] == true);
+    // The payload names a ticket that does not exist: it is not read, only the board is.
+    let body = br#"{"webhookEvent":"jira:issue_updated","issue":{"key":"NOPE-1"}}"#.to_vec();
+    let unsigned = d.post("/hooks/jira").body(body.clone()).send().unwrap();
+    assert_eq!(unsigned.status(), 401);
+    let bad = d
+        .post("/hooks/jira")
+        .header("X-Hub-Signature", sign(b"not the secret", &body))
+        .body(body.clone())
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 401);
+    // GitHub's header name is not Jira's.
+    let github_style = d
+        .post("/hooks/jira")
+        .header("X-Hub-Signature-256", sign(b"s3cret", &body))
+        .body(body.clone())
+        .send()
+        .unwrap();
+    assert_eq!(github_style.status(), 401);
+
+    let id = sb.add("moved in Jira", "ready-for-design", &[]);
+    let good = d
+        .post("/hooks/jira")
+        .header("X-Hub-Signature", sign(b"s3cret", &body))
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(good.status(), 202);
+    wait_until(10, "the webhook's tick to run the card", || {
+        sb.ticket(&id).status == "design-approved"
+    });
+}

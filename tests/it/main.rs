@@ -7,6 +7,7 @@ mod forge_model;
 mod gitea_model;
 mod github_model;
 mod gitlab_model;
+mod jira_model;
 mod linear_model;
 
 mod agent_presets;
@@ -40,6 +41,9 @@ mod hooks_pipeline;
 mod hooks_shell;
 mod hooks_webhook;
 mod hostile_input;
+mod jira_adapter;
+mod jira_adf;
+mod jira_pipeline;
 mod leases_and_cancel;
 mod ledger_claims;
 mod ledger_cli;

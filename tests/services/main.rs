@@ -12,6 +12,7 @@ mod agent_pipeline;
 mod daemon_dashboard;
 mod forge_contract;
 mod github_contract;
+mod jira_contract;
 mod model_server;
 mod redmine_contract;
 mod redmine_e2e;
