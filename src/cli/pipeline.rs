@@ -36,6 +36,10 @@ pub enum PipelineCommand {
         /// Print one JSON document instead of lines.
         #[arg(long)]
         json: bool,
+        /// On SIGINT/SIGTERM, let runs finish for this many seconds before stopping them
+        /// (default 0: stop them at once). A second signal exits at once.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        grace: u64,
     },
     /// Run as a daemon: tick every `poll_interval_seconds`, on `POST /api/v1/refresh`
     /// and on GitHub webhooks; serve state and metrics over HTTP; drain on SIGTERM.
@@ -70,7 +74,13 @@ pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
             config,
             dry_run,
             json,
-        } => tick(&config_file(config)?, dry_run, json),
+            grace,
+        } => tick(
+            &config_file(config)?,
+            dry_run,
+            json,
+            std::time::Duration::from_secs(grace),
+        ),
         PipelineCommand::Status { config, json } => status(&config_file(config)?, json),
         PipelineCommand::Run {
             config,
@@ -80,18 +90,72 @@ pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
     }
 }
 
-fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
+fn tick(
+    config_path: &Path,
+    dry_run: bool,
+    json: bool,
+    grace: std::time::Duration,
+) -> anyhow::Result<u8> {
+    use tokio::signal::unix::{signal, SignalKind};
     let config = Config::load(config_path)?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let report = runtime.block_on(async {
+    let (report, signalled) = runtime.block_on(async {
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
         let tracker = crate::tracker::open(&config)?;
-        let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
-        let pipeline = Pipeline::new(config, tracker, ledger)
+        // A dry run writes nothing, not even a new ledger file.
+        let ledger: Arc<dyn Ledger> = if dry_run && !config.ledger_path().exists() {
+            Arc::new(SqliteLedger::open_in_memory()?)
+        } else {
+            Arc::new(SqliteLedger::open(&config.ledger_path())?)
+        };
+        // A dry run starts no agent: it runs without them and says which are missing.
+        let pipeline = Pipeline::builder(config, tracker, ledger)
+            .require_agents(!dry_run)
+            .build()
             .await
             .map_err(config_error)?;
-        pipeline
-            .tick(TickOptions { dry_run })
-            .await
+        for (role, program) in pipeline.missing_agents() {
+            eprintln!("{}", missing_agent_warning(pipeline.config(), &role, &program));
+        }
+        let tick = pipeline.tick(TickOptions { dry_run });
+        tokio::pin!(tick);
+        let mut signalled: Option<i32> = None;
+        let deadline = tokio::time::sleep(std::time::Duration::MAX / 4);
+        tokio::pin!(deadline);
+        let result = loop {
+            let number = tokio::select! {
+                result = &mut tick => break result,
+                _ = term.recv() => 15,
+                _ = int.recv() => 2,
+                _ = &mut deadline, if signalled.is_some() => {
+                    pipeline.interrupt();
+                    deadline.as_mut().reset(tokio::time::Instant::now() + std::time::Duration::MAX / 4);
+                    continue;
+                }
+            };
+            if signalled.is_some() {
+                eprintln!("sortie: second signal: exiting now; the next tick takes over the claims and stops their agents");
+                pipeline.interrupt();
+                std::process::exit(128 + number);
+            }
+            signalled = Some(number);
+            if grace.is_zero() {
+                eprintln!("sortie: interrupted: stopping the runs of this tick (nothing is written on their tickets); a second signal exits at once");
+                pipeline.interrupt();
+            } else {
+                eprintln!(
+                    "sortie: interrupted: no new claims; runs get {}s to finish, then are stopped; a second signal exits at once",
+                    grace.as_secs()
+                );
+                pipeline.stop_claiming();
+                deadline
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + grace);
+            }
+        };
+        result
+            .map(|report| (report, signalled))
             .map_err(anyhow::Error::from)
     })?;
     let mut out = std::io::stdout().lock();
@@ -101,7 +165,27 @@ fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
     } else {
         write!(out, "{}", report.to_text())?;
     }
-    Ok(super::EXIT_OK)
+    Ok(match signalled {
+        Some(number) => u8::try_from(128 + number).unwrap_or(1),
+        None => super::EXIT_OK,
+    })
+}
+
+/// The warning a dry run prints for a role whose agent program is not installed.
+fn missing_agent_warning(config: &Config, role: &str, program: &str) -> String {
+    let preset = config.agent.preset;
+    let key = match preset.default_program() {
+        Some(default) if default == program => format!(
+            "`agent.preset: {}` needs `{program}` on PATH",
+            preset.as_str()
+        ),
+        _ => format!("`agent.command` (or the role file's `command`) names `{program}`"),
+    };
+    format!(
+        "warning: role {role}: agent program `{program}` not found; {key}. A dry run starts no \
+         agent, so it goes on; a real tick refuses. To watch tickets flow without an agent CLI, \
+         use the demo agent (README, \"Running it on your own board\")."
+    )
 }
 
 fn daemon(

@@ -58,6 +58,7 @@ mod pipeline_e2e;
 mod pipeline_lib;
 mod secrets;
 mod status_names;
+mod tick_signals;
 mod tracker_faults;
 mod workspace_hooks;
 mod workspace_safety;
