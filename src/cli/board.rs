@@ -126,6 +126,7 @@ pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
             body_file,
         } => {
             let board = open(&location)?;
+            check_status(&location, &board, &status)?;
             let body = match body_file {
                 Some(file) => read_text(&file)?,
                 None => String::new(),
@@ -189,6 +190,7 @@ pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
             status,
         } => {
             let board = open(&location)?;
+            check_status(&location, &board, &status)?;
             let before = board.set_status(&id, &status).map_err(from_tracker)?;
             writeln!(out, "{id}: {before} -> {}", status.trim())?;
         }
@@ -229,6 +231,60 @@ fn open(location: &BoardLocation) -> anyhow::Result<LocalBoard> {
         (None, None) => PathBuf::from(DEFAULT_BOARD),
     };
     LocalBoard::open(&path).map_err(from_tracker)
+}
+
+/// The pipeline config a board command checks statuses against: `--config`, else a
+/// `sortie.yaml` in the current directory when `--board` is not given.
+fn checking_config(location: &BoardLocation) -> anyhow::Result<Option<Config>> {
+    match (&location.board, &location.config) {
+        (_, Some(config)) => Ok(Some(Config::load(config)?)),
+        (None, None) if Path::new("sortie.yaml").is_file() => {
+            Ok(Some(Config::load(Path::new("sortie.yaml"))?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A status given to `board add` or `board move`: with a config, one it names (no stage
+/// and no terminal set naming it is refused, with "did you mean"); without one, a warning
+/// when no ticket on the board has it yet.
+fn check_status(location: &BoardLocation, board: &LocalBoard, status: &str) -> anyhow::Result<()> {
+    if let Some(config) = checking_config(location)? {
+        if config.canonical_status(status).is_some() {
+            return Ok(());
+        }
+        let known = config.configured_statuses();
+        let best = known
+            .iter()
+            .map(|k| (strsim::jaro_winkler(status.trim(), k), *k))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .filter(|(score, _)| *score >= 0.8)
+            .map(|(_, k)| format!("; did you mean `{k}`?"))
+            .unwrap_or_default();
+        return Err(UsageError(format!(
+            "status `{}` is named by no stage and no terminal state of {}{best} (expected one of: {})",
+            status.trim(),
+            config
+                .source
+                .as_deref()
+                .map_or_else(|| "the config".to_string(), |p| p.display().to_string()),
+            known.join(", ")
+        ))
+        .into());
+    }
+    let listing = board.list_all().map_err(from_tracker)?;
+    let mut in_use: Vec<String> = listing.tickets.iter().map(|t| t.status.clone()).collect();
+    in_use.sort();
+    in_use.dedup();
+    if !in_use.is_empty() && !in_use.iter().any(|s| crate::tracker::same_name(s, status)) {
+        eprintln!(
+            "warning: no ticket on this board has status `{}` (in use: {}); check its spelling, \
+             or pass --config to check it against the pipeline",
+            status.trim(),
+            in_use.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn board_of_config(path: &Path) -> anyhow::Result<PathBuf> {

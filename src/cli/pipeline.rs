@@ -110,11 +110,17 @@ fn tick(
             Arc::new(SqliteLedger::open(&config.ledger_path())?)
         };
         // A dry run starts no agent: it runs without them and says which are missing.
+        let positioned = config.clone();
         let pipeline = Pipeline::builder(config, tracker, ledger)
             .require_agents(!dry_run)
             .build()
             .await
-            .map_err(config_error)?;
+            .map_err(|err| match err {
+                PipelineError::Prompt(p) => {
+                    UsageError(super::validate::role_error(&positioned, &p)).into()
+                }
+                other => config_error(other),
+            })?;
         for (role, program) in pipeline.missing_agents() {
             eprintln!("{}", missing_agent_warning(pipeline.config(), &role, &program));
         }

@@ -4,8 +4,9 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
+use crate::agent::PromptError;
 use crate::agent::RoleTemplates;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, FieldStep};
 
 use super::{EXIT_OK, EXIT_USAGE};
 
@@ -19,10 +20,29 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
             let templates = match RoleTemplates::load(&cfg.roles_dir, roles) {
                 Ok(templates) => templates,
                 Err(err) => {
-                    writeln!(std::io::stderr().lock(), "{err}")?;
+                    writeln!(
+                        std::io::stderr().lock(),
+                        "sortie: {}",
+                        role_error(&cfg, &err)
+                    )?;
                     return Ok(EXIT_USAGE);
                 }
             };
+            if let crate::config::TrackerConfig::Local { path } = &cfg.tracker {
+                if !path.is_dir() {
+                    let d = cfg.diagnostic_at(
+                        &[FieldStep::Key("tracker"), FieldStep::Key("path")],
+                        format!(
+                            "the board directory {} does not exist; create it with `sortie board init {}`",
+                            path.display(),
+                            path.display()
+                        ),
+                    );
+                    // A warning, not an error: the config is valid, and `board init` may
+                    // simply not have run yet; `pipeline tick` refuses until it has.
+                    writeln!(std::io::stderr().lock(), "warning: {d}")?;
+                }
+            }
             // The config is valid; a missing program is this machine's problem, but
             // `pipeline tick` will refuse to start, so say it now.
             let mut warned = std::collections::BTreeSet::new();
@@ -54,6 +74,48 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
         }
         // `main` prints it with its cause and maps `ConfigError` to exit code 2.
         Err(read) => Err(read.into()),
+    }
+}
+
+/// A role file problem as a config diagnostic: a missing role file points at the stage
+/// that names the role (`FILE:LINE:COL: pipeline_stages[1].role: ...`), a template
+/// error at its own line in the role file.
+pub fn role_error(cfg: &Config, err: &PromptError) -> String {
+    match err {
+        PromptError::Read { path, cause } => {
+            let role = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let message = format!(
+                "cannot read the role file of role `{role}`, {} ({cause}); create it, or fix \
+                 `roles_dir` (now {}) or the role's name",
+                path.display(),
+                cfg.roles_dir.display()
+            );
+            let stage = cfg.stages.iter().position(|s| s.role == role);
+            let written = cfg
+                .source
+                .as_deref()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            let d = match stage {
+                Some(i) if written.contains("pipeline_stages") => cfg.diagnostic_at(
+                    &[
+                        FieldStep::Key("pipeline_stages"),
+                        FieldStep::Index(i),
+                        FieldStep::Key("role"),
+                    ],
+                    message,
+                ),
+                _ if written.contains("roles_dir") => {
+                    cfg.diagnostic_at(&[FieldStep::Key("roles_dir")], message)
+                }
+                _ => cfg.diagnostic_at(&[FieldStep::Key("role")], message),
+            };
+            d.to_string()
+        }
+        other => other.to_string(),
     }
 }
 

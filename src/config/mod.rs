@@ -31,6 +31,15 @@ pub(crate) use values::expand_home;
 use diagnostic::Problems;
 use locate::{FieldPath, LocateError, Locator, Position, MAX_NESTING};
 
+/// One step of a field path for [`Config::diagnostic_at`].
+#[derive(Debug, Clone, Copy)]
+pub enum FieldStep<'a> {
+    /// A mapping key.
+    Key(&'a str),
+    /// A list index.
+    Index(usize),
+}
+
 /// Config files larger than this are refused before parsing (1 MiB).
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
@@ -97,6 +106,39 @@ fn too_large(file: &str, len: u64) -> ConfigError {
 }
 
 impl Config {
+    /// A diagnostic for a problem found after loading (a role file missing, a board
+    /// directory that does not exist), pointing at `field` (dotted, `[i]` for list
+    /// entries, as diagnostics print them) in this config's file: the value's position,
+    /// else the start of the file when the key is not written there.
+    pub fn diagnostic_at(&self, field: &[FieldStep<'_>], message: impl Into<String>) -> Diagnostic {
+        let file = self
+            .source
+            .as_deref()
+            .map_or_else(|| NO_SOURCE.to_string(), |p| p.display().to_string());
+        let mut path = FieldPath::root();
+        for step in field {
+            path = match step {
+                FieldStep::Key(k) => path.key(k),
+                FieldStep::Index(i) => path.index(*i),
+            };
+        }
+        let text = self
+            .source
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        let pos = Locator::index(&text)
+            .map(|l| l.value(&path))
+            .unwrap_or(Position::START);
+        Diagnostic {
+            file,
+            line: pos.line,
+            column: pos.column,
+            field: path.to_string(),
+            message: message.into(),
+        }
+    }
+
     /// Read, expand, parse and validate the config file at `path` (environment from the process).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let read_err = |source| ConfigError::Read {

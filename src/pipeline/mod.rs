@@ -412,6 +412,7 @@ impl Pipeline {
         let obs = observe::observe(ctx).await?;
         report.tickets_listed = obs.tickets.len();
         report.warnings = obs.warnings.clone();
+        report.unclaimed_statuses = obs.unclaimed_statuses.clone();
         if !opts.dry_run {
             reconcile::reap(ctx, &obs.expired);
         }

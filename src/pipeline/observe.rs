@@ -20,6 +20,9 @@ pub(crate) struct Observation {
     pub tickets: Vec<Ticket>,
     /// Board entries skipped as unreadable.
     pub warnings: Vec<String>,
+    /// Tickets on statuses the config names nowhere (a typo, a status no stage claims
+    /// yet), counted by status, where the tracker reports them.
+    pub unclaimed_statuses: std::collections::BTreeMap<String, usize>,
     /// The ledger for this tracker; `claims` holds only claims that still stand.
     pub ledger: LedgerSnapshot,
     /// Claims whose lease ran out, or whose holder on this host is gone: to reap.
@@ -36,6 +39,11 @@ pub(crate) async fn observe(ctx: &Context) -> Result<Observation, PipelineError>
         .tracker
         .list_filtered(&config.pipeline_statuses(), &config.filter)
         .await?;
+    let unclaimed_statuses = listing
+        .other_statuses
+        .into_iter()
+        .filter(|(status, _)| config.canonical_status(status).is_none())
+        .collect();
     let mut tickets = listing.tickets;
     for ticket in &mut tickets {
         canonicalize(config, ticket);
@@ -52,6 +60,7 @@ pub(crate) async fn observe(ctx: &Context) -> Result<Observation, PipelineError>
     Ok(Observation {
         tickets,
         warnings: listing.warnings,
+        unclaimed_statuses,
         ledger,
         expired,
         now,

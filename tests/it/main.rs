@@ -28,6 +28,7 @@ mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
+mod first_hour;
 mod forge_adapter;
 mod forge_pipeline;
 mod forge_rules;

@@ -168,7 +168,10 @@ impl LocalBoard {
                     }
                     listing.tickets.push(*ticket);
                 }
-                Ok(Loaded::Filtered | Loaded::Absent) => {}
+                Ok(Loaded::Filtered(status)) => {
+                    *listing.other_statuses.entry(status).or_default() += 1;
+                }
+                Ok(Loaded::Absent) => {}
                 Err(reason) => listing.warnings.push(format!(
                     "skipped ticket {id} ({}): {reason}",
                     path.display()
@@ -221,7 +224,7 @@ impl LocalBoard {
                     .map(|n| format!("ticket {id}: {n}"))
                     .collect(),
             )),
-            Ok(Loaded::Filtered | Loaded::Absent) => Err(TrackerError::NotFound(format!(
+            Ok(Loaded::Filtered(_) | Loaded::Absent) => Err(TrackerError::NotFound(format!(
                 "no ticket {id} on board {} (its folder has no {TICKET_FILE})",
                 self.root.display()
             ))),

@@ -19,7 +19,7 @@ pub(super) enum Loaded {
     /// A ticket and notes about its unusable fields.
     Ticket(Box<Ticket>, Vec<String>),
     /// Parsed, but not in a requested status.
-    Filtered,
+    Filtered(String),
     /// No `ticket.md` and nothing else that looks like content: a folder being created.
     Absent,
 }
@@ -75,7 +75,7 @@ pub(super) fn load_ticket(
         let split = split_front_matter(text).map_err(|e| e.to_string())?;
         if let (Some(wanted), Some(status)) = (statuses, quick_status(split.front)) {
             if !wanted.iter().any(|s| crate::tracker::same_name(s, status)) {
-                return Ok(Loaded::Filtered);
+                return Ok(Loaded::Filtered(status.trim().to_string()));
             }
         }
         parse_ticket_front(&split).map_err(|e| e.to_string())?
@@ -85,7 +85,7 @@ pub(super) fn load_ticket(
             .iter()
             .any(|s| crate::tracker::same_name(s, &front.status))
     }) {
-        return Ok(Loaded::Filtered);
+        return Ok(Loaded::Filtered(front.status.trim().to_string()));
     }
     if !whole {
         file.read_to_end(buf)
