@@ -254,10 +254,13 @@ impl JiraTracker {
         Ok(issue)
     }
 
-    /// The JQL of a listing: project and statuses, then the config's clause and the
-    /// filter, each parenthesised so an `OR` inside cannot widen the search.
+    /// The JQL of a listing: project and statuses (spelled as configured, trimmed, as
+    /// the tracker contract has server-side filters; JQL matches status names ignoring
+    /// case), then the
+    /// config's clause and the filter, each parenthesised so an `OR` inside cannot
+    /// widen the search.
     pub fn listing_jql(&self, statuses: &[String], filter: &TicketFilter) -> String {
-        let names: Vec<String> = statuses.iter().map(|s| quote(s)).collect();
+        let names: Vec<String> = statuses.iter().map(|s| quote(s.trim())).collect();
         let mut jql = format!(
             "project = {} AND status in ({})",
             quote(&self.settings.project),
@@ -580,6 +583,15 @@ mod tests {
              (labels = agent-ok OR priority = High) AND labels = \"x\" AND \
              (labels is EMPTY OR labels not in (\"wip\")) AND assignee = currentUser() \
              ORDER BY key ASC"
+        );
+    }
+
+    #[test]
+    fn statuses_are_searched_trimmed_as_the_config_spells_them() {
+        let t = tracker(None);
+        assert_eq!(
+            t.listing_jql(&[" in design ".into()], &TicketFilter::default()),
+            "project = \"PROJ\" AND status in (\"in design\") ORDER BY key ASC"
         );
     }
 

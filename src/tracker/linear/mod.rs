@@ -300,6 +300,10 @@ impl Tracker for LinearTracker {
         statuses: &[String],
         filter: &TicketFilter,
     ) -> Result<Listing, TrackerError> {
+        // No statuses, no request (not even the team's states).
+        if statuses.is_empty() {
+            return Ok(Listing::default());
+        }
         let states = self.refresh_states().await?;
         if let Some(err) = self.missing_states(&states) {
             return Err(err);

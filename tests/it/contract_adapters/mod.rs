@@ -5,5 +5,7 @@
 mod gitea;
 mod github;
 mod gitlab;
+mod jira;
+mod linear;
 mod local;
 mod memory;

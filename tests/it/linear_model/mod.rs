@@ -81,6 +81,8 @@ pub struct Logged {
     pub complexity: u64,
     /// Why the model refused it, when it did.
     pub refused: Option<String>,
+    /// Whether it was a mutation (a write), as its validated document says.
+    pub mutation: bool,
 }
 
 type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
@@ -110,6 +112,9 @@ pub(crate) struct Model {
     /// The next this many comment listings of an issue miss its newest comment
     /// (a read that raced the write).
     pub stale_comment_reads: BTreeMap<u64, usize>,
+    /// The next this many requests are answered with this HTTP status before anything
+    /// is done (Linear's edge down: 503).
+    pub failing: Option<(u16, usize)>,
     pub accept: String,
 }
 
@@ -175,6 +180,7 @@ impl LinearModel {
             get_hooks: Vec::new(),
             reads: BTreeMap::new(),
             stale_comment_reads: BTreeMap::new(),
+            failing: None,
             accept: authorization.to_string(),
         }));
         Mock::given(any())
@@ -304,6 +310,12 @@ impl LinearModel {
         self.with(|m| m.lost_answers.push((operation.to_string(), count)))
     }
 
+    /// Answer the next `count` requests with HTTP `status` and do nothing (Linear or
+    /// its edge failing before the request reaches the API).
+    pub fn fail(&self, status: u16, count: usize) {
+        self.with(|m| m.failing = (count > 0).then_some((status, count)))
+    }
+
     /// The next `count` comment listings of issue `n` miss its newest comment.
     pub fn stale_comment_reads(&self, n: u64, count: usize) {
         self.with(|m| {
@@ -365,6 +377,7 @@ impl Respond for Responder {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
+        let mut mutation = false;
         let (status, answer, complexity, refused) = if request.url.path() != "/graphql"
             || request.method.as_str() != "POST"
         {
@@ -374,6 +387,9 @@ impl Respond for Responder {
                 0,
                 Some("not POST /graphql".into()),
             )
+        } else if let Some((status, left)) = model.failing {
+            model.failing = (left > 1).then_some((status, left - 1));
+            (status, json!({"error": "service unavailable"}), 0, None)
         } else if authorization != model.accept {
             let err = json!({"errors": [{"message": "Authentication required, not authenticated",
                 "extensions": {"code": "AUTHENTICATION_ERROR", "type": "authentication error"}}]});
@@ -394,6 +410,8 @@ impl Respond for Responder {
                     (400, err, 0, Some(reason))
                 }
                 Ok(checked) => {
+                    mutation = checked.operation().operation_type
+                        == apollo_compiler::ast::OperationType::Mutation;
                     let complexity = graphql::complexity(&checked);
                     model.requests_remaining = model.requests_remaining.saturating_sub(1);
                     model.complexity_remaining =
@@ -423,6 +441,7 @@ impl Respond for Responder {
             status,
             complexity,
             refused,
+            mutation,
         });
         ResponseTemplate::new(status)
             .insert_header("content-type", "application/json")
