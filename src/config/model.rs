@@ -24,6 +24,8 @@ pub struct Config {
     pub blockers: BlockersConfig,
     /// Root of ledger, workspaces and run logs. Default `state` (relative to the config file).
     pub state_root: PathBuf,
+    /// `ledger:`: which ledger backend. Default SQLite under `state_root`.
+    pub ledger: LedgerConfig,
     /// Directory holding `roles/<role>.md`. Default `roles` (relative to the config file).
     pub roles_dir: PathBuf,
     /// Claim lease length. Default 600 s.
@@ -52,6 +54,20 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The daemon's HTTP surface.
     pub http: HttpConfig,
+}
+
+/// `ledger:`: where claims, leases, the outbox and history live.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerConfig {
+    /// `<state_root>/ledger.db`, one host (the default).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database shared by several hosts.
+    Postgres {
+        /// Environment variable holding the libpq-style URL. Default `SORTIE_LEDGER_URL`.
+        url_env: String,
+    },
 }
 
 /// `filter:`: which tickets sortie may touch; every part optional, all must hold.
@@ -408,11 +424,16 @@ impl Config {
     /// tokens). They are removed from agents' environments unless `agent.env` passes
     /// them on explicitly.
     pub fn secret_env_names(&self) -> Vec<String> {
-        match &self.tracker {
+        let mut names = match &self.tracker {
             TrackerConfig::Local { .. } => Vec::new(),
             TrackerConfig::Github { token_env, .. } => vec![token_env.clone()],
             TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env.clone()],
+        };
+        // The database URL may carry a password.
+        if let LedgerConfig::Postgres { url_env } = &self.ledger {
+            names.push(url_env.clone());
         }
+        names
     }
 
     /// Path of the ledger database.
