@@ -11,8 +11,7 @@ use serde::Serialize;
 use super::UsageError;
 use crate::config::Config;
 use crate::ledger::{
-    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, SqliteLedger,
-    UsageTotal,
+    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, UsageTotal,
 };
 use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 
@@ -84,7 +83,7 @@ fn tick(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(async {
         let tracker = crate::tracker::open(&config)?;
-        let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+        let ledger: Arc<dyn Ledger> = crate::ledger::open(&config)?;
         let pipeline = Pipeline::new(config, tracker, ledger)
             .await
             .map_err(config_error)?;
@@ -142,7 +141,7 @@ struct StatusReport {
 
 fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     let config = Config::load(config_path)?;
-    let ledger = SqliteLedger::open(&config.ledger_path())?;
+    let ledger = crate::ledger::open(&config)?;
     let tracker = config.tracker.name();
     let report = StatusReport {
         claims: ledger.claims(Scope::Tracker(&tracker))?,

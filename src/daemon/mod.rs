@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use self::state::{DaemonStatus, TickSummary};
 use self::watch::Fingerprint;
 use crate::config::Config;
-use crate::ledger::{Ledger, SqliteLedger};
+use crate::ledger::Ledger;
 use crate::pipeline::{Pipeline, TickOptions};
 
 /// Why the daemon could not start. Errors after start are reported, not returned.
@@ -120,7 +120,7 @@ async fn build_pipeline(config: Config) -> Result<Pipeline, String> {
     let tracker: Arc<dyn crate::tracker::Tracker> =
         Arc::new(crate::tracker::counting::CountingTracker::new(tracker));
     let ledger: Arc<dyn Ledger> =
-        Arc::new(SqliteLedger::open(&config.ledger_path()).map_err(|e| format!("ledger: {e}"))?);
+        crate::ledger::open(&config).map_err(|e| format!("ledger: {e}"))?;
     Pipeline::new(config, tracker, ledger)
         .await
         .map_err(|e| e.to_string())

@@ -2,6 +2,9 @@
 
 mod common;
 mod github_model;
+#[macro_use]
+#[path = "../ledger_suite/mod.rs"]
+mod ledger_suite;
 
 mod agent_presets;
 mod agent_runner;
@@ -28,10 +31,10 @@ mod hooks_shell;
 mod hooks_webhook;
 mod hostile_input;
 mod leases_and_cancel;
-mod ledger_claims;
 mod ledger_cli;
 mod ledger_race;
 mod ledger_records;
+mod ledger_sqlite;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod secrets;
