@@ -213,7 +213,17 @@ pub(super) fn db_error(err: postgres::Error) -> LedgerError {
         // connect now; 53300: too many connections.
         code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
     });
-    let text = err.to_string();
+    // `postgres::Error`'s own text for a server error is just "db error".
+    let text = match err.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+            if let Some(detail) = db.detail() {
+                text.push_str(&format!(" ({detail})"));
+            }
+            text
+        }
+        None => err.to_string(),
+    };
     if unavailable_state {
         LedgerError::Unavailable(text)
     } else if err.as_db_error().is_some() {
