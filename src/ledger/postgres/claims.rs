@@ -56,18 +56,20 @@ fn find(conn: &mut Conn, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
     .transpose()
 }
 
-/// The claim, in one `READ COMMITTED` transaction that first takes a transaction-scoped
-/// advisory lock on the tracker (released by the commit):
+/// The claim, as one call of the `sortie_try_claim` SQL function (migrations.rs), which
+/// runs as one statement in its own `READ COMMITTED` transaction and first takes a
+/// transaction-scoped advisory lock on the tracker (released by that commit):
 ///
 /// 1. a live row of another claimer: `Held`; of the same claimer: renewed, `Acquired`
 ///    with the unchanged attempt; an expired row is deleted (nobody's);
-/// 2. count the tracker's live claims (role, all, stage) and read the last attempt:
-///    every claim of this tracker that committed before the lock was granted is counted,
-///    and none can commit while it is held, so the check and the insert are one step for
-///    every host;
-/// 3. insert the claim and record its attempt.
+/// 2. count the tracker's live claims (role, all, stage): every claim of this tracker
+///    that committed before the lock was granted is counted, and no other claim can
+///    commit while it is held, so the check and the insert are one step for every host;
+/// 3. insert the claim with attempt `max(last + 1, floor, 1)` and record that attempt.
 ///
-/// Release, expiry and cancel only lower the counts, so they take no lock.
+/// Release, expiry and cancel only lower the counts, so they take no lock. One round
+/// trip instead of six (BEGIN, lock, read, count, insert, COMMIT) is what makes a claim
+/// cheap: `docs/ledger.md` has both measured.
 pub(super) fn try_claim(
     conn: &mut Conn,
     req: &ClaimRequest,
@@ -76,94 +78,59 @@ pub(super) fn try_claim(
     let key = &req.key;
     let now_ms = to_millis(now);
     let expires_ms = expiry_millis(now, req.ttl);
-    conn.transaction("BEGIN", |tx| {
-        tx.row(
-            "SELECT pg_advisory_xact_lock(hashtext('sortie.claims'), \
-             hashtext(COALESCE(current_schema(), '') || '/' || $1))",
-            &[&key.tracker],
-        )?;
-        if let Some(mut stored) = find(tx, key)? {
-            if to_millis(stored.lease_expires_at) > now_ms {
-                if stored.claimer_id != req.claimer_id {
-                    return Ok(ClaimOutcome::Held {
-                        holder: stored.claimer_id,
-                        lease_expires_at: stored.lease_expires_at,
-                    });
-                }
-                tx.exec(
-                    "UPDATE claims SET lease_expires_at = $4 \
-                     WHERE tracker = $1 AND ticket_id = $2 AND role = $3",
-                    &[&key.tracker, &key.ticket_id, &key.role, &expires_ms],
-                )?;
-                stored.lease_expires_at = from_millis(expires_ms)?;
-                return Ok(ClaimOutcome::Acquired(stored));
-            }
-            release(tx, key, None)?;
-        }
-
-        let counts = tx
-            .row(
-                "SELECT COUNT(*) FILTER (WHERE role = $3), COUNT(*), \
-                        COUNT(*) FILTER (WHERE stage = $5), \
-                        (SELECT last_attempt FROM attempts \
-                         WHERE tracker = $1 AND ticket_id = $2 AND role = $3) \
-                 FROM claims WHERE tracker = $1 AND lease_expires_at > $4",
-                &[&key.tracker, &key.ticket_id, &key.role, &now_ms, &req.stage],
-            )?
-            .ok_or_else(|| LedgerError::Corrupt("claim count returned no row".into()))?;
-        let role_live: i64 = counts.try_get(0).map_err(corrupt)?;
-        let global_live: i64 = counts.try_get(1).map_err(corrupt)?;
-        let stage_live: i64 = counts.try_get(2).map_err(corrupt)?;
-        let last: Option<i64> = counts.try_get(3).map_err(corrupt)?;
-        if role_live >= i64::from(req.limits.role) {
-            return Ok(ClaimOutcome::Ceiling(CeilingScope::Role));
-        }
-        if global_live >= i64::from(req.limits.global) {
-            return Ok(ClaimOutcome::Ceiling(CeilingScope::Global));
-        }
-        if req
-            .limits
-            .status
-            .is_some_and(|cap| stage_live >= i64::from(cap))
-        {
-            return Ok(ClaimOutcome::Ceiling(CeilingScope::Status));
-        }
-
-        let last = last.map_or(Ok(0), |last| to_u32(last, "last_attempt"))?;
-        let attempt = last.saturating_add(1).max(req.attempt_floor).max(1);
-        // The claim and its attempt in one statement (one round trip).
-        tx.exec(
-            concat!(
-                "WITH claim AS (INSERT INTO claims (",
-                claim_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, FALSE, NULL)) \
-                 INSERT INTO attempts (tracker, ticket_id, role, last_attempt) \
-                 VALUES ($1, $2, $3, $8) ON CONFLICT (tracker, ticket_id, role) \
-                 DO UPDATE SET last_attempt = excluded.last_attempt"
-            ),
+    let row = conn
+        .row(
+            "SELECT o_outcome, o_claimer, o_stage, o_claimed_at, o_expires, o_attempt, o_run, \
+                    o_cancel, o_pid \
+             FROM sortie_try_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             &[
                 &key.tracker,
                 &key.ticket_id,
                 &key.role,
                 &req.stage,
                 &req.claimer_id,
+                &req.run_id,
                 &now_ms,
                 &expires_ms,
-                &i64::from(attempt),
-                &req.run_id,
+                &i64::from(req.limits.role),
+                &i64::from(req.limits.global),
+                &req.limits.status.map(i64::from),
+                &i64::from(req.attempt_floor),
             ],
-        )?;
-        Ok(ClaimOutcome::Acquired(Claim {
+        )?
+        .ok_or_else(|| LedgerError::Corrupt("sortie_try_claim returned no row".into()))?;
+    let outcome: String = row.try_get(0).map_err(corrupt)?;
+    let claim = || -> Result<Claim, LedgerError> {
+        let agent_pid: Option<i64> = row.try_get(8).map_err(corrupt)?;
+        Ok(Claim {
             key: key.clone(),
-            stage: req.stage.clone(),
-            claimer_id: req.claimer_id.clone(),
-            claimed_at: from_millis(now_ms)?,
-            lease_expires_at: from_millis(expires_ms)?,
-            stage_attempt: attempt,
-            run_id: req.run_id.clone(),
-            cancel_requested: false,
-            agent_pid: None,
-        }))
+            stage: row.try_get(2).map_err(corrupt)?,
+            claimer_id: row.try_get(1).map_err(corrupt)?,
+            claimed_at: from_millis(row.try_get(3).map_err(corrupt)?)?,
+            lease_expires_at: from_millis(row.try_get(4).map_err(corrupt)?)?,
+            stage_attempt: to_u32(row.try_get(5).map_err(corrupt)?, "stage_attempt")?,
+            run_id: row.try_get(6).map_err(corrupt)?,
+            cancel_requested: row.try_get(7).map_err(corrupt)?,
+            agent_pid: agent_pid.map(|pid| to_u32(pid, "agent_pid")).transpose()?,
+        })
+    };
+    Ok(match outcome.as_str() {
+        "acquired" => ClaimOutcome::Acquired(claim()?),
+        "held" => {
+            let held = claim()?;
+            ClaimOutcome::Held {
+                holder: held.claimer_id,
+                lease_expires_at: held.lease_expires_at,
+            }
+        }
+        "ceiling_role" => ClaimOutcome::Ceiling(CeilingScope::Role),
+        "ceiling_global" => ClaimOutcome::Ceiling(CeilingScope::Global),
+        "ceiling_status" => ClaimOutcome::Ceiling(CeilingScope::Status),
+        other => {
+            return Err(LedgerError::Corrupt(format!(
+                "sortie_try_claim answered {other:?}"
+            )))
+        }
     })
 }
 

@@ -127,6 +127,79 @@ const MIGRATIONS: &[&str] = &[r#"
         checked_at BIGINT NOT NULL,
         PRIMARY KEY (tracker, ticket_id)
     );
+    -- The whole claim as one statement (one round trip), serialized per tracker by a
+    -- transaction-scoped advisory lock held until the statement's commit: see
+    -- claims::try_claim for the steps and why the lock makes the caps fleet-wide.
+    CREATE FUNCTION sortie_try_claim(
+        p_tracker TEXT, p_ticket TEXT, p_role TEXT, p_stage TEXT, p_claimer TEXT, p_run TEXT,
+        p_now BIGINT, p_expires BIGINT, p_role_cap BIGINT, p_global_cap BIGINT,
+        p_status_cap BIGINT, p_floor BIGINT)
+    RETURNS TABLE (o_outcome TEXT, o_claimer TEXT, o_stage TEXT, o_claimed_at BIGINT,
+                   o_expires BIGINT, o_attempt BIGINT, o_run TEXT, o_cancel BOOLEAN,
+                   o_pid BIGINT)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur claims%ROWTYPE;
+        role_live BIGINT;
+        global_live BIGINT;
+        stage_live BIGINT;
+        last BIGINT;
+        attempt BIGINT;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('sortie.claims'),
+                                      hashtext(COALESCE(current_schema(), '') || '/' || p_tracker));
+        SELECT * INTO cur FROM claims c
+         WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+        IF FOUND THEN
+            IF cur.lease_expires_at > p_now THEN
+                IF cur.claimer_id <> p_claimer THEN
+                    RETURN QUERY SELECT 'held'::TEXT, cur.claimer_id, cur.stage, cur.claimed_at,
+                        cur.lease_expires_at, cur.stage_attempt, cur.run_id,
+                        cur.cancel_requested, cur.agent_pid;
+                    RETURN;
+                END IF;
+                UPDATE claims c SET lease_expires_at = p_expires
+                 WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+                RETURN QUERY SELECT 'acquired'::TEXT, cur.claimer_id, cur.stage, cur.claimed_at,
+                    p_expires, cur.stage_attempt, cur.run_id, cur.cancel_requested, cur.agent_pid;
+                RETURN;
+            END IF;
+            DELETE FROM claims c
+             WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+        END IF;
+        SELECT COUNT(*) FILTER (WHERE c.role = p_role), COUNT(*),
+               COUNT(*) FILTER (WHERE c.stage = p_stage)
+          INTO role_live, global_live, stage_live
+          FROM claims c WHERE c.tracker = p_tracker AND c.lease_expires_at > p_now;
+        IF role_live >= p_role_cap THEN
+            RETURN QUERY SELECT 'ceiling_role'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+            RETURN;
+        END IF;
+        IF global_live >= p_global_cap THEN
+            RETURN QUERY SELECT 'ceiling_global'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+            RETURN;
+        END IF;
+        IF p_status_cap IS NOT NULL AND stage_live >= p_status_cap THEN
+            RETURN QUERY SELECT 'ceiling_status'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+            RETURN;
+        END IF;
+        SELECT a.last_attempt INTO last FROM attempts a
+         WHERE a.tracker = p_tracker AND a.ticket_id = p_ticket AND a.role = p_role;
+        attempt := GREATEST(COALESCE(last, 0) + 1, p_floor, 1);
+        INSERT INTO claims (tracker, ticket_id, role, stage, claimer_id, claimed_at,
+                            lease_expires_at, stage_attempt, run_id, cancel_requested, agent_pid)
+        VALUES (p_tracker, p_ticket, p_role, p_stage, p_claimer, p_now, p_expires, attempt,
+                p_run, FALSE, NULL);
+        INSERT INTO attempts AS a (tracker, ticket_id, role, last_attempt)
+        VALUES (p_tracker, p_ticket, p_role, attempt)
+        ON CONFLICT (tracker, ticket_id, role) DO UPDATE SET last_attempt = excluded.last_attempt;
+        RETURN QUERY SELECT 'acquired'::TEXT, p_claimer, p_stage, p_now, p_expires, attempt,
+            p_run, FALSE, NULL::BIGINT;
+    END
+    $fn$;
     "#];
 
 /// The schema version this build writes and understands.
