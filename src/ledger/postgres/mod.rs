@@ -10,8 +10,12 @@
 //! - **Fencing**: [`Ledger::outbox_put`] checks the claim with `SELECT ... FOR SHARE` and
 //!   inserts the entry in the same transaction, so a takeover (which deletes the row)
 //!   either happened before (the put answers `LeaseLost`) or waits for the put's commit.
-//! - **Durability**: every commit waits for the WAL flush (`synchronous_commit` is left
-//!   to the server; the default `on` is what `docs/benchmarks.md` measures).
+//! - **Durability**: as on SQLite, the outbox is durable and the rest is disposable:
+//!   outbox writes commit with `synchronous_commit = on` (the commit waits for the WAL
+//!   flush), everything else with `off` (visible to every host at once, but a crash of
+//!   the database server may forget the last fraction of a second of claims: a host whose
+//!   claim was forgotten finds it lost at its next renewal or outbox put and never writes
+//!   back; `docs/ledger.md`). A URL that sets `synchronous_commit` itself is obeyed.
 //! - **Migrations** run at start in one transaction under an advisory lock; a schema
 //!   newer than this build is refused with [`LedgerError::TooNew`].
 //! - **Unreachable database**: every call answers [`LedgerError::Unavailable`] and the
@@ -44,6 +48,13 @@ pub const DEFAULT_POOL_SIZE: usize = 4;
 
 /// How long connecting may take when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Session settings of a ledger connection: ordinary commits do not wait for the flush.
+const FAST_SESSION: &str = "SET synchronous_commit = off";
+
+/// Opens a transaction whose commit waits until the WAL is flushed (to the standbys too
+/// when the server has synchronous replication), whatever the session's setting.
+const DURABLE_BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit = on";
 
 /// The PostgreSQL ledger.
 pub struct PostgresLedger {
@@ -84,7 +95,12 @@ impl PostgresLedger {
         if config.get_application_name().is_none() {
             config.application_name("sortie");
         }
-        let pool = Pool::start(config, target.clone(), pool_size);
+        // Claims, leases, retries and history are disposable execution state: they commit
+        // without waiting for the WAL flush (the SQLite ledger's `synchronous = NORMAL`),
+        // and the outbox, which must survive, commits with it (DURABLE_BEGIN). A URL that
+        // sets `synchronous_commit` itself (`options=-c synchronous_commit=on`) keeps it.
+        let setup = (!url.contains("synchronous_commit")).then_some(FAST_SESSION);
+        let pool = Pool::start(config, target.clone(), setup, pool_size);
         pool.call(move |conn| migrations::migrate(conn, &target))?;
         Ok(PostgresLedger { pool })
     }
@@ -275,8 +291,9 @@ impl Ledger for PostgresLedger {
         let (entry, claimer_id) = (entry.clone(), claimer_id.to_string());
         self.call(move |c| {
             // The fence and the insert share one transaction; the row lock keeps a
-            // takeover from falling between them.
-            c.transaction("BEGIN", |tx| {
+            // takeover from falling between them. The commit is flushed before the
+            // answer: the outcome survives a crash of the database server.
+            c.transaction(DURABLE_BEGIN, |tx| {
                 if !claims::is_held_by_locked(tx, &entry.key, &claimer_id)? {
                     return Ok(OutboxPut::LeaseLost);
                 }
@@ -320,7 +337,7 @@ impl Ledger for PostgresLedger {
 
     fn outbox_update(&self, entry: &OutboxEntry) -> Result<(), LedgerError> {
         let entry = entry.clone();
-        self.call(move |c| records::outbox_update(c, &entry))
+        self.call(move |c| c.transaction(DURABLE_BEGIN, |tx| records::outbox_update(tx, &entry)))
     }
 
     fn hook_delivery(

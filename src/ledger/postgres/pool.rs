@@ -97,6 +97,7 @@ type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 struct Worker {
     config: postgres::Config,
     target: String,
+    setup: Option<&'static str>,
     conn: Option<Conn>,
 }
 
@@ -108,9 +109,12 @@ impl Worker {
         match &mut self.conn {
             Some(conn) => Ok(conn),
             slot @ None => {
-                let client = self.config.connect(NoTls).map_err(|err| {
+                let mut client = self.config.connect(NoTls).map_err(|err| {
                     LedgerError::Unavailable(format!("cannot connect to {}: {err}", self.target))
                 })?;
+                if let Some(setup) = self.setup {
+                    client.batch_execute(setup).map_err(db_error)?;
+                }
                 Ok(slot.insert(Conn {
                     client,
                     statements: HashMap::new(),
@@ -127,8 +131,14 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// Start `size` workers; connections are opened lazily, by the first requests.
-    pub(super) fn start(config: postgres::Config, target: String, size: usize) -> Pool {
+    /// Start `size` workers; connections are opened lazily, by the first requests, and
+    /// each runs `setup` (session settings) once when opened.
+    pub(super) fn start(
+        config: postgres::Config,
+        target: String,
+        setup: Option<&'static str>,
+        size: usize,
+    ) -> Pool {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         for index in 0..size.max(1) {
@@ -136,6 +146,7 @@ impl Pool {
             let mut worker = Worker {
                 config: config.clone(),
                 target: target.clone(),
+                setup,
                 conn: None,
             };
             // A worker that cannot be spawned only makes the pool smaller; with none at
