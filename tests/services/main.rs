@@ -11,4 +11,5 @@ mod ledger_suite;
 mod daemon_dashboard;
 mod github_contract;
 mod ledger_postgres;
+mod ledger_postgres_hosts;
 mod redmine_e2e;
