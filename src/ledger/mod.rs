@@ -453,7 +453,7 @@ pub enum LedgerError {
     #[error("ledger database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// The ledger file was written by a newer sortie.
-    #[error("ledger {path} has schema version {found}, newer than this sortie supports ({supported}); upgrade sortie or move the file away")]
+    #[error("ledger {path} has schema version {found}, newer than this sortie supports ({supported}); upgrade sortie, or move the file away (SQLite) or point ledger.url_env at another database (PostgreSQL)")]
     TooNew {
         /// File path.
         path: String,
@@ -535,6 +535,23 @@ pub fn claimer_id() -> String {
 /// The host part of a claimer id built by [`claimer_id`].
 pub fn claimer_host(claimer_id: &str) -> &str {
     claimer_id.split(':').next().unwrap_or(claimer_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claimer_id_names_the_host_and_the_process_and_is_unique() {
+        let (a, b) = (claimer_id(), claimer_id());
+        assert_ne!(a, b);
+        let parts: Vec<&str> = a.split(':').collect();
+        assert_eq!(parts.len(), 3, "{a}");
+        assert_eq!(parts[0], host_id());
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(claimer_host(&a), host_id());
+        assert!(!host_id().is_empty() && !host_id().contains(':'));
+    }
 }
 
 /// The claim ledger. Implementations are safe to share between threads.

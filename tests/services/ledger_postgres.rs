@@ -6,6 +6,7 @@
 //! Needs `SORTIE_TEST_POSTGRES_URL` (scripts/services/postgres.sh); every test gets its
 //! own schema, so tests run in parallel on one cluster.
 
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -468,4 +469,199 @@ fn the_ledger_works_from_inside_current_thread_and_multi_thread_runtimes() {
         }
         assert_eq!(acquired, 8);
     });
+}
+
+/// A private cluster of the test service's binaries, for tests that stop and restart the
+/// server (the shared one serves every other test meanwhile).
+struct PrivateCluster {
+    _dir: tempfile::TempDir,
+    data: std::path::PathBuf,
+    bin: std::path::PathBuf,
+    port: u16,
+}
+
+impl PrivateCluster {
+    fn as_postgres(&self, program: &str) -> Command {
+        as_postgres(&self.bin.join(program))
+    }
+
+    fn start() -> PrivateCluster {
+        let bin = std::path::PathBuf::from(std::env::var("SORTIE_TEST_POSTGRES_BIN").unwrap_or_else(
+            |_| panic!("SORTIE_TEST_POSTGRES_BIN is not set: start the test cluster with scripts/services/postgres.sh (see server_url)"),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        if running_as_root() {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:", &dir.path().display().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let cluster = PrivateCluster {
+            _dir: dir,
+            data,
+            bin,
+            port,
+        };
+        let out = cluster
+            .as_postgres("initdb")
+            .args([
+                "-D",
+                &cluster.data.display().to_string(),
+                "-U",
+                "sortie",
+                "--auth=trust",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {out:?}");
+        cluster.pg_ctl("start");
+        cluster
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.data.display()
+        );
+        // `-l`: the server's output goes to a file; a server inheriting our pipes would
+        // keep them open and `output()` would never return.
+        let log = self.data.join("server.log");
+        let status = self
+            .as_postgres("pg_ctl")
+            .args(["-D", &self.data.display().to_string(), "-w", "-m", "fast"])
+            .args(["-o", &options, "-l", &log.display().to_string(), action])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "pg_ctl {action} failed: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "postgres://sortie@127.0.0.1:{}/postgres?connect_timeout=3",
+            self.port
+        )
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = self
+            .as_postgres("pg_ctl")
+            .args([
+                "-D",
+                &self.data.display().to_string(),
+                "-m",
+                "immediate",
+                "stop",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// `program` run as the `postgres` user when we are root (the server refuses root).
+fn as_postgres(program: &std::path::Path) -> Command {
+    if running_as_root() {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--"]).arg(program);
+        cmd
+    } else {
+        Command::new(program)
+    }
+}
+
+#[test]
+fn a_database_restart_loses_nothing_and_the_next_calls_reconnect() {
+    let cluster = PrivateCluster::start();
+    let ledger = PostgresLedger::open(&cluster.url()).unwrap();
+    let limits = ClaimLimits {
+        global: 10,
+        role: 10,
+        status: None,
+    };
+    let ClaimOutcome::Acquired(claim) = ledger
+        .try_claim(&request("T-1", "backend", "h:1:a", limits), at(0))
+        .unwrap()
+    else {
+        panic!("claim refused")
+    };
+    let stored = entry(&claim.key, "k-1");
+    assert_eq!(
+        ledger
+            .outbox_put(&stored, "h:1:a", Duration::from_secs(60), at(1))
+            .unwrap(),
+        OutboxPut::Stored
+    );
+    // Restart mid-work: the pooled connections die with the old server.
+    cluster.pg_ctl("restart");
+    // A call on a dead connection is reported unavailable (never a panic, never "nobody
+    // holds it"); calls after that reconnect. Four pooled connections may each fail once.
+    let mut failures = 0;
+    let claims = loop {
+        match ledger.claims(Scope::All) {
+            Ok(claims) => break claims,
+            Err(LedgerError::Unavailable(_)) if failures < 8 => failures += 1,
+            Err(other) => panic!("expected Unavailable, got {other:?}"),
+        }
+    };
+    assert_eq!(
+        claims,
+        vec![claim.clone()],
+        "the claim survived the restart"
+    );
+    assert_eq!(ledger.outbox_get("k-1").unwrap(), Some(stored));
+    ledger.ping().unwrap();
+    // Work converges: the holder renews and the next claim of another key works.
+    assert!(matches!(
+        ledger
+            .renew(&claim.key, "h:1:a", Duration::from_secs(60), at(2))
+            .unwrap(),
+        sortie::ledger::RenewOutcome::Renewed { .. }
+    ));
+    assert!(matches!(
+        ledger
+            .try_claim(&request("T-2", "backend", "h:1:a", limits), at(2))
+            .unwrap(),
+        ClaimOutcome::Acquired(_)
+    ));
+
+    // Stopped: every call says unavailable and ping names the reason.
+    cluster.pg_ctl("stop");
+    let err = ledger.ping().unwrap_err();
+    assert!(matches!(err, LedgerError::Unavailable(_)), "{err:?}");
+    let err = ledger
+        .try_claim(&request("T-3", "backend", "h:1:a", limits), at(3))
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Unavailable(_)), "{err:?}");
+    // Back: the ledger answers again without being reopened.
+    cluster.pg_ctl("start");
+    let mut tries = 0;
+    while ledger.ping().is_err() {
+        tries += 1;
+        assert!(tries < 8, "the ledger did not reconnect");
+    }
+    assert_eq!(ledger.claims(Scope::All).unwrap().len(), 2);
+}
+
+/// Whether this process runs as root (the owner of `/proc/self` is the effective user).
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }

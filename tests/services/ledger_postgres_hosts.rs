@@ -377,12 +377,30 @@ fn a_killed_host_s_tickets_are_taken_over_after_its_lease_and_nothing_is_lost() 
 
 #[test]
 fn a_host_paused_past_its_lease_never_writes_back() {
-    let fleet = Fleet::new(3, 3, "1");
+    let fleet = Fleet::new(3, 3, "3");
     let ids = fleet.add_tickets(2);
     let ledger = fleet.ledger();
     let mut paused = fleet.spawn_tick(1, 0);
     let pid = nix::unistd::Pid::from_raw(i32::try_from(paused.id()).unwrap());
     let claim = claim_of(&ledger, paused.id(), Duration::from_secs(60));
+    // Pause it while it waits for its agents (each claim has its agent's pid), not in
+    // the middle of a board write: the local board's file lock would stay held by the
+    // stopped process and stop every other host too (a remote tracker has no such lock).
+    let started = Instant::now();
+    while !ledger
+        .claims(Scope::All)
+        .unwrap()
+        .iter()
+        .filter(|c| c.claimer_id == claim.claimer_id)
+        .all(|c| c.agent_pid.is_some())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no agent started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
     // Past the lease (3 s): another host takes the ticket over and finishes it.
     std::thread::sleep(Duration::from_secs(4));

@@ -112,7 +112,7 @@ impl PostgresLedger {
 
     fn call<T: Send + 'static>(
         &self,
-        body: impl FnOnce(&mut Conn) -> Result<T, LedgerError> + Send + 'static,
+        body: impl Fn(&mut Conn) -> Result<T, LedgerError> + Send + 'static,
     ) -> Result<T, LedgerError> {
         self.pool.call(body)
     }

@@ -168,16 +168,27 @@ impl Pool {
 
     /// Run `body` on a pooled connection and wait for its answer. A connection error
     /// drops the connection (the next call opens a fresh one) and is reported as
-    /// [`LedgerError::Unavailable`].
+    /// [`LedgerError::Unavailable`]. When the failing connection was an old pooled one
+    /// (the server restarted or dropped it while idle), `body` runs once more on a fresh
+    /// connection: every ledger operation gives the same result when repeated with the same
+    /// arguments (claims renew for the same claimer, puts answer `Exists`, updates and
+    /// upserts write the same row), so a repeat after a lost answer is harmless.
     pub(super) fn call<T: Send + 'static>(
         &self,
-        body: impl FnOnce(&mut Conn) -> Result<T, LedgerError> + Send + 'static,
+        body: impl Fn(&mut Conn) -> Result<T, LedgerError> + Send + 'static,
     ) -> Result<T, LedgerError> {
         let (reply, answer) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |worker: &mut Worker| {
-            let result = worker.conn().and_then(body);
+            let reused = worker.conn.is_some();
+            let mut result = worker.conn().and_then(&body);
             if matches!(result, Err(LedgerError::Unavailable(_))) {
                 worker.conn = None;
+                if reused {
+                    result = worker.conn().and_then(&body);
+                    if matches!(result, Err(LedgerError::Unavailable(_))) {
+                        worker.conn = None;
+                    }
+                }
             }
             let _ = reply.send(result);
         });
