@@ -537,23 +537,6 @@ pub fn claimer_host(claimer_id: &str) -> &str {
     claimer_id.split(':').next().unwrap_or(claimer_id)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_claimer_id_names_the_host_and_the_process_and_is_unique() {
-        let (a, b) = (claimer_id(), claimer_id());
-        assert_ne!(a, b);
-        let parts: Vec<&str> = a.split(':').collect();
-        assert_eq!(parts.len(), 3, "{a}");
-        assert_eq!(parts[0], host_id());
-        assert_eq!(parts[1], std::process::id().to_string());
-        assert_eq!(claimer_host(&a), host_id());
-        assert!(!host_id().is_empty() && !host_id().contains(':'));
-    }
-}
-
 /// The claim ledger. Implementations are safe to share between threads.
 pub trait Ledger: Send + Sync {
     /// Claim `req.key` atomically (see the module docs of the implementation for the steps).
@@ -711,5 +694,22 @@ pub trait Ledger: Send + Sync {
     /// Whether the ledger answers (`/readyz`). Default: it always does.
     fn ping(&self) -> Result<(), LedgerError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claimer_id_names_the_host_and_the_process_and_is_unique() {
+        let (a, b) = (claimer_id(), claimer_id());
+        assert_ne!(a, b);
+        let parts: Vec<&str> = a.split(':').collect();
+        assert_eq!(parts.len(), 3, "{a}");
+        assert_eq!(parts[0], host_id());
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(claimer_host(&a), host_id());
+        assert!(!host_id().is_empty() && !host_id().contains(':'));
     }
 }
