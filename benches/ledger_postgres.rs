@@ -162,10 +162,16 @@ fn processes(url: &str, capped: bool, secs: f64) -> (u64, u64, Duration, usize) 
 }
 
 fn main() {
-    let Ok(base) = std::env::var(URL_ENV) else {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+    // it, as a smoke test: every case briefly, against the test cluster.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let Ok(base) = std::env::var(URL_ENV).or_else(|_| std::env::var("SORTIE_TEST_POSTGRES_URL"))
+    else {
         eprintln!(
-            "{URL_ENV} is not set; start the test cluster (scripts/services/postgres.sh) and \
-             run with {URL_ENV}=$SORTIE_TEST_POSTGRES_URL"
+            "neither {URL_ENV} nor SORTIE_TEST_POSTGRES_URL is set: run ./scripts/test, or start \
+             the test cluster (export SORTIE_TEST_SERVICES=$(mktemp -d); bash \
+             scripts/services/postgres.sh; set -a; . \"$SORTIE_TEST_SERVICES/postgres.env\"; \
+             set +a) and run with {URL_ENV}=$SORTIE_TEST_POSTGRES_URL"
         );
         std::process::exit(2);
     };
@@ -173,11 +179,11 @@ fn main() {
         contender(&base);
         return;
     }
-    // `cargo bench` passes `--bench`; nothing else is accepted.
     let secs: f64 = std::env::var("SORTIE_BENCH_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5.0);
+        .unwrap_or(if smoke { 0.3 } else { 5.0 });
+    std::env::set_var("SORTIE_BENCH_SECONDS", secs.to_string());
     let schema = format!("bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut admin = postgres::Client::connect(&base, postgres::NoTls).expect("connect");
     admin
