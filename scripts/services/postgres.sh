@@ -5,7 +5,8 @@
 # Installs the package on first use, initdb's a fresh cluster into a temporary data
 # directory owned by the `postgres` user (the server refuses to run as root), starts it
 # on a free port with `synchronous_commit = on` (the default, stated for the figures in
-# docs/benchmarks.md) and writes, to $SORTIE_TEST_SERVICES:
+# docs/benchmarks.md) and room for the
+# parallel tests' connections (each ledger opens up to 4; each tick process is a ledger), and writes, to $SORTIE_TEST_SERVICES:
 #   postgres.env   SORTIE_TEST_POSTGRES_URL=postgres://sortie@127.0.0.1:PORT/sortie
 #                  SORTIE_TEST_POSTGRES_DATA, SORTIE_TEST_POSTGRES_BIN (for restart tests)
 #   postgres.pid   the postmaster's pid (stopping it stops the cluster)
@@ -58,7 +59,7 @@ for try in 1 2 3; do
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$data'
-max_connections = 200
+max_connections = 400
 synchronous_commit = on
 fsync = on
 CONF
