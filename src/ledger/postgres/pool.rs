@@ -110,7 +110,11 @@ impl Worker {
             Some(conn) => Ok(conn),
             slot @ None => {
                 let mut client = self.config.connect(NoTls).map_err(|err| {
-                    LedgerError::Unavailable(format!("cannot connect to {}: {err}", self.target))
+                    LedgerError::Unavailable(format!(
+                        "cannot connect to {}: {}",
+                        self.target,
+                        with_cause(&err)
+                    ))
                 })?;
                 if let Some(setup) = self.setup {
                     client.batch_execute(setup).map_err(db_error)?;
@@ -244,7 +248,7 @@ pub(super) fn db_error(err: postgres::Error) -> LedgerError {
             }
             text
         }
-        None => err.to_string(),
+        None => with_cause(&err),
     };
     if unavailable_state {
         LedgerError::Unavailable(text)
@@ -255,5 +259,14 @@ pub(super) fn db_error(err: postgres::Error) -> LedgerError {
     } else {
         // I/O, a closed connection, a timeout, an unexpected protocol message.
         LedgerError::Unavailable(text)
+    }
+}
+
+/// An error's text followed by its cause's (`error connecting to server: Connection
+/// refused (os error 111)`): `postgres::Error` keeps the useful part in its source.
+fn with_cause(err: &postgres::Error) -> String {
+    match std::error::Error::source(err) {
+        Some(cause) => format!("{err}: {cause}"),
+        None => err.to_string(),
     }
 }
