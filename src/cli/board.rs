@@ -276,10 +276,18 @@ fn check_status(location: &BoardLocation, board: &LocalBoard, status: &str) -> a
     let mut in_use: Vec<String> = listing.tickets.iter().map(|t| t.status.clone()).collect();
     in_use.sort();
     in_use.dedup();
-    if !in_use.is_empty() && !in_use.iter().any(|s| crate::tracker::same_name(s, status)) {
+    // Only a near miss of a status in use is worth a word: a new status is fine.
+    let near = in_use.iter().find(|s| {
+        !crate::tracker::same_name(s, status)
+            && strsim::jaro_winkler(&s.to_lowercase(), &status.trim().to_lowercase()) >= 0.9
+    });
+    if let (Some(near), false) = (
+        near,
+        in_use.iter().any(|s| crate::tracker::same_name(s, status)),
+    ) {
         eprintln!(
-            "warning: no ticket on this board has status `{}` (in use: {}); check its spelling, \
-             or pass --config to check it against the pipeline",
+            "warning: no ticket on this board has status `{}` (did you mean `{near}`? in use: {}); \
+             pass --config to check statuses against the pipeline",
             status.trim(),
             in_use.join(", ")
         );

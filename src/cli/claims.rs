@@ -10,7 +10,10 @@ use serde::Serialize;
 
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
 use crate::config::Config;
-use crate::ledger::{Claim, ClaimKey, Ledger, Scope, SqliteLedger, Timestamp};
+use std::sync::Arc;
+
+use crate::config::LedgerConfig;
+use crate::ledger::{claimer_host, Claim, ClaimKey, Ledger, Scope, SqliteLedger, Timestamp};
 
 /// Where the ledger is: from a config file's `state_root`, or given directly.
 #[derive(Debug, Args)]
@@ -55,7 +58,7 @@ pub enum ClaimsCommand {
 /// Run a claims command.
 pub fn run(cmd: ClaimsCommand) -> anyhow::Result<u8> {
     match cmd {
-        ClaimsCommand::List { location, json } => list(&location.ledger_path()?, json),
+        ClaimsCommand::List { location, json } => list(location.open()?, json),
         ClaimsCommand::Release {
             tracker,
             ticket,
@@ -63,42 +66,63 @@ pub fn run(cmd: ClaimsCommand) -> anyhow::Result<u8> {
             force,
             location,
         } => release(
-            &location.ledger_path()?,
+            location.open()?,
             &ClaimKey::new(tracker, ticket, role),
             force,
         ),
     }
 }
 
+/// An opened ledger (`None`: no SQLite file there yet) and how to name it in messages.
+struct Opened {
+    ledger: Option<Arc<dyn Ledger>>,
+    shown: String,
+}
+
 impl LedgerLocation {
-    /// The ledger file: the config's `ledger_path()`, `<state-root>/ledger.db`, or
-    /// `state/ledger.db`. A config that does not load is a usage error (exit 2).
-    fn ledger_path(&self) -> anyhow::Result<PathBuf> {
+    /// The config's ledger (`ledger:`; SQLite under its `state_root` by default), or
+    /// `<state-root>/ledger.db`, or `state/ledger.db`. A config that does not load is a
+    /// usage error (exit 2).
+    fn open(&self) -> anyhow::Result<Opened> {
         if let Some(config) = &self.config {
-            return Ok(Config::load(config)?.ledger_path());
+            let config = Config::load(config)?;
+            if let LedgerConfig::Postgres { url_env } = &config.ledger {
+                return Ok(Opened {
+                    ledger: Some(crate::ledger::open(&config)?),
+                    shown: format!("the postgres ledger (${url_env})"),
+                });
+            }
+            return open_existing(&config.ledger_path());
         }
         let root = self.state_root.as_deref().unwrap_or(Path::new("state"));
-        Ok(root.join("ledger.db"))
+        open_existing(&root.join("ledger.db"))
     }
 }
 
-/// Open an existing ledger; `None` if there is no file (nothing was ever claimed there).
-/// Listing must not create a state directory as a side effect of a typo.
-fn open_existing(path: &Path) -> anyhow::Result<Option<SqliteLedger>> {
+/// Open an existing SQLite ledger; no ledger if there is no file (nothing was ever
+/// claimed there). Listing must not create a state directory as a side effect of a typo.
+fn open_existing(path: &Path) -> anyhow::Result<Opened> {
+    let shown = path.display().to_string();
     if !path.exists() {
-        return Ok(None);
+        return Ok(Opened {
+            ledger: None,
+            shown,
+        });
     }
-    let ledger = SqliteLedger::open(path)?;
-    Ok(Some(ledger))
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(path)?);
+    Ok(Opened {
+        ledger: Some(ledger),
+        shown,
+    })
 }
 
-fn list(path: &Path, json: bool) -> anyhow::Result<u8> {
-    let ledger = open_existing(path)?;
-    let exists = ledger.is_some();
-    let claims = match ledger {
+fn list(opened: Opened, json: bool) -> anyhow::Result<u8> {
+    let shown = &opened.shown;
+    let exists = opened.ledger.is_some();
+    let claims = match &opened.ledger {
         Some(ledger) => ledger
             .claims(Scope::All)
-            .with_context(|| format!("reading claims from {}", path.display()))?,
+            .with_context(|| format!("reading claims from {shown}"))?,
         None => Vec::new(),
     };
     let now = Utc::now();
@@ -110,24 +134,24 @@ fn list(path: &Path, json: bool) -> anyhow::Result<u8> {
     } else if !exists {
         writeln!(
             out,
-            "no ledger at {} (nothing has run with this state root yet)",
-            path.display()
+            "no ledger at {shown} (nothing has run with this state root yet)"
         )?;
     } else if claims.is_empty() {
-        writeln!(out, "no claims in {}", path.display())?;
+        writeln!(out, "no claims in {shown}")?;
     } else {
         out.write_all(claims_table(&claims, now).as_bytes())?;
     }
     Ok(EXIT_OK)
 }
 
-fn release(path: &Path, key: &ClaimKey, force: bool) -> anyhow::Result<u8> {
-    let Some(ledger) = open_existing(path)? else {
-        eprintln!("no claim for {key} (no ledger at {})", path.display());
+fn release(opened: Opened, key: &ClaimKey, force: bool) -> anyhow::Result<u8> {
+    let shown = &opened.shown;
+    let Some(ledger) = &opened.ledger else {
+        eprintln!("no claim for {key} (no ledger at {shown})");
         return Ok(EXIT_FAILURE);
     };
     let Some(claim) = ledger.claim(key)? else {
-        eprintln!("no claim for {key} in {}", path.display());
+        eprintln!("no claim for {key} in {shown}");
         return Ok(EXIT_FAILURE);
     };
     let now = Utc::now();
@@ -169,6 +193,8 @@ struct ClaimView<'a> {
     role: &'a str,
     stage: &'a str,
     claimer_id: &'a str,
+    /// The host part of `claimer_id` (`SORTIE_HOST_ID` or the host name).
+    host: &'a str,
     stage_attempt: u32,
     run_id: &'a str,
     claimed_at: Timestamp,
@@ -186,6 +212,7 @@ impl<'a> ClaimView<'a> {
             role: &claim.key.role,
             stage: &claim.stage,
             claimer_id: &claim.claimer_id,
+            host: claimer_host(&claim.claimer_id),
             stage_attempt: claim.stage_attempt,
             run_id: &claim.run_id,
             claimed_at: claim.claimed_at,

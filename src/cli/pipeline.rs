@@ -11,8 +11,7 @@ use serde::Serialize;
 use super::{config_file, UsageError};
 use crate::config::Config;
 use crate::ledger::{
-    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, SqliteLedger,
-    UsageTotal,
+    Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, UsageTotal,
 };
 use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 
@@ -104,10 +103,13 @@ fn tick(
         let mut int = signal(SignalKind::interrupt())?;
         let tracker = crate::tracker::open(&config)?;
         // A dry run writes nothing, not even a new ledger file.
-        let ledger: Arc<dyn Ledger> = if dry_run && !config.ledger_path().exists() {
-            Arc::new(SqliteLedger::open_in_memory()?)
+        let ledger: Arc<dyn Ledger> = if dry_run
+            && matches!(config.ledger, crate::config::LedgerConfig::Sqlite)
+            && !config.ledger_path().exists()
+        {
+            Arc::new(crate::ledger::SqliteLedger::open_in_memory()?)
         } else {
-            Arc::new(SqliteLedger::open(&config.ledger_path())?)
+            crate::ledger::open(&config)?
         };
         // A dry run starts no agent: it runs without them and says which are missing.
         let positioned = config.clone();
@@ -233,7 +235,7 @@ struct StatusReport {
 
 fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     let config = Config::load(config_path)?;
-    let ledger = SqliteLedger::open(&config.ledger_path())?;
+    let ledger = crate::ledger::open(&config)?;
     let tracker = config.tracker.name();
     let report = StatusReport {
         claims: ledger.claims(Scope::Tracker(&tracker))?,

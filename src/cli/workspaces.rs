@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 
 use crate::config::Config;
-use crate::ledger::{Ledger, SqliteLedger};
+use crate::ledger::Ledger;
 use crate::pipeline::Pipeline;
 
 /// Workspace commands.
@@ -44,7 +44,7 @@ fn prune(config_path: &Path, dry_run: bool, json: bool) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Runtime::new()?;
     let lines = runtime.block_on(async {
         let tracker = crate::tracker::open(&config)?;
-        let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+        let ledger: Arc<dyn Ledger> = crate::ledger::open(&config)?;
         let pipeline = Pipeline::new(config, tracker, ledger).await?;
         anyhow::Ok(pipeline.prune_workspaces(dry_run).await?)
     })?;

@@ -26,6 +26,8 @@ pub struct Config {
     pub blockers: BlockersConfig,
     /// Root of ledger, workspaces and run logs. Default `state` (relative to the config file).
     pub state_root: PathBuf,
+    /// `ledger:`: which ledger backend. Default SQLite under `state_root`.
+    pub ledger: LedgerConfig,
     /// Directory holding `roles/<role>.md`. Default `roles` (relative to the config file).
     pub roles_dir: PathBuf,
     /// Claim lease length. Default 600 s.
@@ -54,6 +56,20 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The daemon's HTTP surface.
     pub http: HttpConfig,
+}
+
+/// `ledger:`: where claims, leases, the outbox and history live.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerConfig {
+    /// `<state_root>/ledger.db`, one host (the default).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database shared by several hosts.
+    Postgres {
+        /// Environment variable holding the libpq-style URL. Default `SORTIE_LEDGER_URL`.
+        url_env: String,
+    },
 }
 
 /// `filter:`: which tickets sortie may touch; every part optional, all must hold.
@@ -578,8 +594,12 @@ impl Config {
             HookTarget::Webhook { secret_env, .. } => secret_env.as_ref(),
             HookTarget::Command { .. } => None,
         });
+        let ledger = match &self.ledger {
+            LedgerConfig::Postgres { url_env } => Some(url_env),
+            LedgerConfig::Sqlite => None,
+        };
         let mut out: Vec<String> = Vec::new();
-        for name in tracker.into_iter().chain(http).chain(hooks) {
+        for name in tracker.into_iter().chain(http).chain(hooks).chain(ledger) {
             if !out.contains(name) {
                 out.push(name.clone());
             }

@@ -68,6 +68,17 @@ pub(crate) fn normalize(
         1,
     );
     let grace_s = raw.shutdown_grace_seconds.unwrap_or(DEFAULT_GRACE_SECONDS);
+    let ledger = match raw.ledger.take() {
+        None | Some(super::raw::RawLedger::Sqlite {}) => super::model::LedgerConfig::Sqlite,
+        Some(super::raw::RawLedger::Postgres { url_env }) => super::model::LedgerConfig::Postgres {
+            url_env: env_name(
+                problems,
+                &root.key("ledger").key("url_env"),
+                url_env,
+                "SORTIE_LEDGER_URL",
+            ),
+        },
+    };
     let raw_http = std::mem::take(&mut raw.http);
     let http_path = root.key("http");
     let http = HttpConfig {
@@ -262,6 +273,7 @@ pub(crate) fn normalize(
         filter,
         blockers,
         state_root,
+        ledger,
         roles_dir,
         claim_ttl: Duration::from_secs(ttl),
         concurrency: Concurrency {

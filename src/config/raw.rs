@@ -197,6 +197,19 @@ pub(crate) struct RawHttp {
     pub(crate) jira_webhook_secret_env: Option<String>,
 }
 
+/// `ledger:`: where claims, leases, the outbox and history live.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum RawLedger {
+    /// The embedded file `<state_root>/ledger.db` (the default).
+    Sqlite {},
+    /// A PostgreSQL database shared by several hosts.
+    Postgres {
+        /// Environment variable holding the database URL. Default `SORTIE_LEDGER_URL`.
+        url_env: Option<String>,
+    },
+}
+
 /// `retry:`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -250,6 +263,7 @@ pub(crate) struct RawConfig {
     /// `tracker.blockers`, read apart from the adapter's own keys.
     pub(crate) tracker_blockers: Option<RawBlockers>,
     pub(crate) state_root: Option<String>,
+    pub(crate) ledger: Option<RawLedger>,
     pub(crate) roles_dir: Option<String>,
     pub(crate) claim_lock_ttl_seconds: Option<u64>,
     pub(crate) concurrency: RawConcurrency,
@@ -276,6 +290,7 @@ pub(crate) struct RawConfig {
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "tracker",
     "state_root",
+    "ledger",
     "roles_dir",
     "claim_lock_ttl_seconds",
     "concurrency",
@@ -351,6 +366,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
                 raw.tracker = section(value, &path, p)
             }
             "state_root" => raw.state_root = section(value, &path, p),
+            "ledger" => raw.ledger = section(value, &path, p),
             "roles_dir" => raw.roles_dir = section(value, &path, p),
             "claim_lock_ttl_seconds" => raw.claim_lock_ttl_seconds = section(value, &path, p),
             "concurrency" => raw.concurrency = section(value, &path, p).unwrap_or_default(),

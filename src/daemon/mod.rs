@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use self::state::{DaemonStatus, TickSummary};
 use self::watch::Fingerprint;
 use crate::config::Config;
-use crate::ledger::{Ledger, SqliteLedger};
+use crate::ledger::Ledger;
 use crate::pipeline::{Clock, Pipeline, PipelineError, SystemClock, TickOptions};
 
 /// Why the daemon could not start. Errors after start are reported, not returned.
@@ -93,7 +93,7 @@ pub fn default_factory() -> PipelineFactory {
             let tracker = crate::tracker::open(&config)?;
             let tracker: Arc<dyn crate::tracker::Tracker> =
                 Arc::new(crate::tracker::counting::CountingTracker::new(tracker));
-            let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&config.ledger_path())?);
+            let ledger: Arc<dyn Ledger> = crate::ledger::open(&config)?;
             Pipeline::builder(config, tracker, ledger)
                 .run_ended(run_ended)
                 .build()

@@ -1,12 +1,17 @@
 //! The claim ledger: who runs what, attempts, the retry queue, run history and the outbox.
 //!
-//! All SQL lives below this module. Callers see the [`Ledger`] trait; SQLite is the
-//! embedded implementation ([`SqliteLedger`]). Every method takes `now` explicitly so
-//! lease and backoff logic is tested without a clock or sleeping.
+//! All SQL lives below this module. Callers see the [`Ledger`] trait and get one from
+//! [`open`]: SQLite is the embedded default ([`SqliteLedger`]), PostgreSQL the shared one
+//! for several hosts ([`PostgresLedger`]). Every method takes `now` explicitly so lease
+//! and backoff logic is tested without a clock or sleeping.
 
+mod postgres;
 mod sqlite;
 
+pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
+
+use std::sync::Arc;
 
 use std::time::Duration;
 
@@ -448,7 +453,7 @@ pub enum LedgerError {
     #[error("ledger database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// The ledger file was written by a newer sortie.
-    #[error("ledger {path} has schema version {found}, newer than this sortie supports ({supported}); upgrade sortie or move the file away")]
+    #[error("ledger {path} has schema version {found}, newer than this sortie supports ({supported}); upgrade sortie, or move the file away (SQLite) or point ledger.url_env at another database (PostgreSQL)")]
     TooNew {
         /// File path.
         path: String,
@@ -471,6 +476,65 @@ pub enum LedgerError {
     /// The ledger's database could not be reached (a server-backed ledger).
     #[error("ledger unavailable: {0}")]
     Unavailable(String),
+    /// The PostgreSQL server refused a statement (it answered, so it is reachable).
+    #[error("ledger database error: {0}")]
+    Postgres(String),
+}
+
+/// Open the ledger `config` names (`ledger.kind`): the SQLite file under the state root,
+/// or the PostgreSQL database whose URL is in the environment variable `ledger.url_env`.
+pub fn open(config: &crate::config::Config) -> Result<Arc<dyn Ledger>, LedgerError> {
+    match &config.ledger {
+        crate::config::LedgerConfig::Sqlite => {
+            Ok(Arc::new(SqliteLedger::open(&config.ledger_path())?))
+        }
+        crate::config::LedgerConfig::Postgres { url_env } => {
+            let url = std::env::var(url_env).map_err(|_| {
+                LedgerError::Unavailable(format!(
+                    "ledger.url_env names {url_env}, which is not set (export the database \
+                     URL, e.g. {url_env}=postgres://user@host:5432/sortie)"
+                ))
+            })?;
+            Ok(Arc::new(PostgresLedger::open(&url)?))
+        }
+    }
+}
+
+/// The environment variable naming this host in claimer ids (default: the host name).
+pub const HOST_ID_ENV: &str = "SORTIE_HOST_ID";
+
+/// This host's identity: `SORTIE_HOST_ID` when set and not blank, else the host name,
+/// else `localhost`. A `:` is replaced (it separates the parts of a claimer id).
+pub fn host_id() -> String {
+    let from_env = std::env::var(HOST_ID_ENV)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let id = from_env
+        .or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "localhost".to_string());
+    id.replace(':', "_")
+}
+
+/// A fresh claimer id, `host:pid:uuid`: which host and process hold a claim, unique per
+/// call. The pipeline builds its claimer id with this.
+pub fn claimer_id() -> String {
+    format!(
+        "{}:{}:{}",
+        host_id(),
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    )
+}
+
+/// The host part of a claimer id built by [`claimer_id`].
+pub fn claimer_host(claimer_id: &str) -> &str {
+    claimer_id.split(':').next().unwrap_or(claimer_id)
 }
 
 /// The claim ledger. Implementations are safe to share between threads.
@@ -630,5 +694,22 @@ pub trait Ledger: Send + Sync {
     /// Whether the ledger answers (`/readyz`). Default: it always does.
     fn ping(&self) -> Result<(), LedgerError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claimer_id_names_the_host_and_the_process_and_is_unique() {
+        let (a, b) = (claimer_id(), claimer_id());
+        assert_ne!(a, b);
+        let parts: Vec<&str> = a.split(':').collect();
+        assert_eq!(parts.len(), 3, "{a}");
+        assert_eq!(parts[0], host_id());
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(claimer_host(&a), host_id());
+        assert!(!host_id().is_empty() && !host_id().contains(':'));
     }
 }

@@ -26,7 +26,7 @@
 //! [`Ledger::outbox_put`] returns. `docs/ledger.md` explains what a power loss can cost.
 
 mod claims;
-mod codec;
+pub(super) mod codec;
 mod hook_deliveries;
 mod migrations;
 mod records;

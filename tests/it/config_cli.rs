@@ -54,7 +54,13 @@ claim lease: 600s
 "
     );
     assert_text(&stdout, &want);
-    assert_text(&stderr, "");
+    // The fixture's board was never created: valid, with a warning saying how to.
+    assert_text(
+        &stderr,
+        &format!(
+            "warning: three-stage.yaml:4:9: tracker.path: the board directory {d}/board does not exist; create it with `sortie board init {d}/board`\n"
+        ),
+    );
     assert_eq!(code, 0);
 }
 
@@ -76,7 +82,7 @@ fn a_role_template_with_an_unknown_variable_fails_validation_with_file_and_line(
     assert_eq!(code, 2, "{stdout}{stderr}");
     let file = dir.path().join("roles/agent.md");
     assert!(
-        stderr.starts_with(&format!("{}:5: ", file.display())),
+        stderr.starts_with(&format!("sortie: {}:5: ", file.display())),
         "{stderr}"
     );
     assert!(stderr.contains("undefined"), "{stderr}");

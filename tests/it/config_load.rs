@@ -62,6 +62,7 @@ fn three_stage_fixture_loads_with_every_field() {
         filter: Default::default(),
         blockers: Default::default(),
         state_root: dir.join("state"),
+        ledger: Default::default(),
         roles_dir: dir.join("roles"),
         claim_ttl: Duration::from_secs(600),
         concurrency: Concurrency {

@@ -6,6 +6,9 @@ mod contract_adapters;
 mod forge_model;
 mod gitea_model;
 mod github_model;
+#[macro_use]
+#[path = "../ledger_suite/mod.rs"]
+mod ledger_suite;
 mod gitlab_model;
 mod jira_model;
 mod linear_model;
@@ -46,10 +49,10 @@ mod jira_adapter;
 mod jira_adf;
 mod jira_pipeline;
 mod leases_and_cancel;
-mod ledger_claims;
 mod ledger_cli;
 mod ledger_race;
 mod ledger_records;
+mod ledger_sqlite;
 mod linear_adapter;
 mod linear_cli;
 mod linear_config;

@@ -1,4 +1,4 @@
-//! Tests against services `scripts/test` starts (real Redmine, Prism, Chromium, the real agent CLIs): each fails, never skips, when its service is missing, and says how to start it.
+//! Tests against services `scripts/test` starts (real Redmine, PostgreSQL, Prism, Chromium, the real agent CLIs): each fails, never skips, when its service is missing, and says how to start it.
 
 #[path = "../it/common/mod.rs"]
 mod common;
@@ -6,6 +6,9 @@ mod common;
 mod contract;
 #[path = "../it/github_model/mod.rs"]
 mod github_model;
+#[macro_use]
+#[path = "../ledger_suite/mod.rs"]
+mod ledger_suite;
 
 mod agent_clis;
 mod agent_pipeline;
@@ -13,6 +16,8 @@ mod daemon_dashboard;
 mod forge_contract;
 mod github_contract;
 mod jira_contract;
+mod ledger_postgres;
+mod ledger_postgres_hosts;
 mod model_server;
 mod redmine_contract;
 mod redmine_e2e;

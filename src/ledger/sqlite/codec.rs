@@ -7,29 +7,29 @@ use chrono::DateTime;
 use crate::ledger::{FollowUp, LedgerError, OutboxState, RunPhase, Timestamp};
 
 /// A timestamp as stored: integer milliseconds since the Unix epoch (UTC).
-pub(super) fn to_millis(t: Timestamp) -> i64 {
+pub(in crate::ledger) fn to_millis(t: Timestamp) -> i64 {
     t.timestamp_millis()
 }
 
 /// Decode stored milliseconds; a value outside chrono's range is a corrupt row.
-pub(super) fn from_millis(ms: i64) -> Result<Timestamp, LedgerError> {
+pub(in crate::ledger) fn from_millis(ms: i64) -> Result<Timestamp, LedgerError> {
     DateTime::from_timestamp_millis(ms)
         .ok_or_else(|| LedgerError::Corrupt(format!("timestamp {ms} ms is out of range")))
 }
 
 /// `now + ttl` in stored milliseconds, saturating instead of overflowing on absurd TTLs.
-pub(super) fn expiry_millis(now: Timestamp, ttl: Duration) -> i64 {
+pub(in crate::ledger) fn expiry_millis(now: Timestamp, ttl: Duration) -> i64 {
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     to_millis(now).saturating_add(ttl_ms)
 }
 
 /// Decode a stored attempt or counter that must fit a `u32`.
-pub(super) fn to_u32(value: i64, what: &str) -> Result<u32, LedgerError> {
+pub(in crate::ledger) fn to_u32(value: i64, what: &str) -> Result<u32, LedgerError> {
     u32::try_from(value).map_err(|_| LedgerError::Corrupt(format!("{what} {value} is not a u32")))
 }
 
 /// The stored name of a run phase.
-pub(super) fn phase_name(phase: RunPhase) -> &'static str {
+pub(in crate::ledger) fn phase_name(phase: RunPhase) -> &'static str {
     match phase {
         RunPhase::Running => "running",
         RunPhase::Finished => "finished",
@@ -38,7 +38,7 @@ pub(super) fn phase_name(phase: RunPhase) -> &'static str {
 }
 
 /// Decode a stored run phase.
-pub(super) fn parse_phase(name: &str) -> Result<RunPhase, LedgerError> {
+pub(in crate::ledger) fn parse_phase(name: &str) -> Result<RunPhase, LedgerError> {
     match name {
         "running" => Ok(RunPhase::Running),
         "finished" => Ok(RunPhase::Finished),
@@ -48,7 +48,7 @@ pub(super) fn parse_phase(name: &str) -> Result<RunPhase, LedgerError> {
 }
 
 /// The stored name of an outbox state.
-pub(super) fn outbox_state_name(state: OutboxState) -> &'static str {
+pub(in crate::ledger) fn outbox_state_name(state: OutboxState) -> &'static str {
     match state {
         OutboxState::Pending => "pending",
         OutboxState::CommentPosted => "comment_posted",
@@ -58,7 +58,7 @@ pub(super) fn outbox_state_name(state: OutboxState) -> &'static str {
 }
 
 /// Decode a stored outbox state.
-pub(super) fn parse_outbox_state(name: &str) -> Result<OutboxState, LedgerError> {
+pub(in crate::ledger) fn parse_outbox_state(name: &str) -> Result<OutboxState, LedgerError> {
     match name {
         "pending" => Ok(OutboxState::Pending),
         "comment_posted" => Ok(OutboxState::CommentPosted),
@@ -71,12 +71,12 @@ pub(super) fn parse_outbox_state(name: &str) -> Result<OutboxState, LedgerError>
 }
 
 /// A follow-up as stored: its JSON.
-pub(super) fn follow_up_text(follow_up: &FollowUp) -> String {
+pub(in crate::ledger) fn follow_up_text(follow_up: &FollowUp) -> String {
     serde_json::to_string(follow_up).unwrap_or_else(|_| "{\"kind\":\"clear\"}".to_string())
 }
 
 /// Decode a stored follow-up.
-pub(super) fn parse_follow_up(text: &str) -> Result<FollowUp, LedgerError> {
+pub(in crate::ledger) fn parse_follow_up(text: &str) -> Result<FollowUp, LedgerError> {
     serde_json::from_str(text)
         .map_err(|err| LedgerError::Corrupt(format!("follow-up {text:?}: {err}")))
 }
@@ -85,7 +85,7 @@ pub(super) fn parse_follow_up(text: &str) -> Result<FollowUp, LedgerError> {
 /// what the row itself says: a ticket that moved on clears; a success that stays runs
 /// again; a failure that stays is retried (bounded by `retry.max_attempts` like any
 /// other failure), never held on a guess. `docs/operations.md` (upgrades) says so.
-pub(super) fn legacy_follow_up(outcome: &str, stays: bool) -> FollowUp {
+pub(in crate::ledger) fn legacy_follow_up(outcome: &str, stays: bool) -> FollowUp {
     match (outcome, stays) {
         (_, false) => FollowUp::Clear,
         ("success", true) => FollowUp::Continue { after_seconds: 1 },

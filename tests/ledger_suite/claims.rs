@@ -1,13 +1,15 @@
-//! Claim ledger behaviour: leases, takeovers, ceilings, ownership and attempt numbering.
+//! Claim ledger behaviour (every backend): leases, takeovers, ceilings, ownership and attempt numbering.
 //! Time is injected: every call gets an explicit `now`.
 
 use std::time::Duration;
 
 use chrono::DateTime;
 use sortie::ledger::{
-    CeilingScope, Claim, ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, RenewOutcome,
-    Scope, SqliteLedger, Timestamp,
+    CeilingScope, Claim, ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, RenewOutcome, Scope,
+    Timestamp,
 };
+
+use super::Backend;
 
 const TTL: Duration = Duration::from_secs(600);
 const WIDE_CAPS: ClaimLimits = ClaimLimits {
@@ -43,13 +45,8 @@ fn acquired(outcome: ClaimOutcome) -> Claim {
     }
 }
 
-fn ledger() -> SqliteLedger {
-    SqliteLedger::open_in_memory().unwrap()
-}
-
-#[test]
-fn first_caller_wins_and_the_loser_learns_the_holder() {
-    let ledger = ledger();
+pub fn first_caller_wins_and_the_loser_learns_the_holder(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     let claim = acquired(ledger.try_claim(&request(&k, "host:1:a"), at(0)).unwrap());
     assert_eq!(claim.claimer_id, "host:1:a");
@@ -69,9 +66,8 @@ fn first_caller_wins_and_the_loser_learns_the_holder() {
     assert_eq!(ledger.claims(Scope::All).unwrap(), vec![claim]);
 }
 
-#[test]
-fn the_holder_claiming_again_renews_instead_of_being_refused() {
-    let ledger = ledger();
+pub fn the_holder_claiming_again_renews_instead_of_being_refused(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     let first = acquired(ledger.try_claim(&request(&k, "me"), at(0)).unwrap());
     let again = acquired(ledger.try_claim(&request(&k, "me"), at(300)).unwrap());
@@ -81,9 +77,8 @@ fn the_holder_claiming_again_renews_instead_of_being_refused() {
     assert_eq!(ledger.last_attempt(&k).unwrap(), 1);
 }
 
-#[test]
-fn an_expired_lease_is_taken_over_with_a_higher_attempt() {
-    let ledger = ledger();
+pub fn an_expired_lease_is_taken_over_with_a_higher_attempt(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "dead"), at(0)).unwrap());
 
@@ -102,9 +97,8 @@ fn an_expired_lease_is_taken_over_with_a_higher_attempt() {
     assert_eq!(ledger.claims(Scope::All).unwrap()[0].claimer_id, "alive");
 }
 
-#[test]
-fn a_live_lease_one_millisecond_before_expiry_is_still_held() {
-    let ledger = ledger();
+pub fn a_live_lease_one_millisecond_before_expiry_is_still_held(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "a"), at(0)).unwrap());
     let just_before = at(600) - chrono::TimeDelta::milliseconds(1);
@@ -114,9 +108,8 @@ fn a_live_lease_one_millisecond_before_expiry_is_still_held() {
     ));
 }
 
-#[test]
-fn the_role_ceiling_counts_only_live_claims_of_that_role() {
-    let ledger = ledger();
+pub fn the_role_ceiling_counts_only_live_claims_of_that_role(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let caps = ClaimLimits {
         global: 100,
         role: 1,
@@ -145,9 +138,8 @@ fn the_role_ceiling_counts_only_live_claims_of_that_role() {
     acquired(ledger.try_claim(&second, at(600)).unwrap());
 }
 
-#[test]
-fn the_global_ceiling_counts_live_claims_of_this_tracker_across_roles() {
-    let ledger = ledger();
+pub fn the_global_ceiling_counts_live_claims_of_this_tracker_across_roles(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let caps = ClaimLimits {
         global: 2,
         role: 10,
@@ -173,9 +165,8 @@ fn the_global_ceiling_counts_live_claims_of_this_tracker_across_roles() {
     acquired(ledger.try_claim(&third, at(2)).unwrap());
 }
 
-#[test]
-fn the_status_ceiling_applies_only_when_set_and_only_to_that_stage() {
-    let ledger = ledger();
+pub fn the_status_ceiling_applies_only_when_set_and_only_to_that_stage(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let capped = ClaimLimits {
         global: 10,
         role: 10,
@@ -206,9 +197,8 @@ fn the_status_ceiling_applies_only_when_set_and_only_to_that_stage() {
     acquired(ledger.try_claim(&later, at(10_000)).unwrap());
 }
 
-#[test]
-fn a_zero_cap_refuses_every_claim() {
-    let ledger = ledger();
+pub fn a_zero_cap_refuses_every_claim(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let mut req = request(&key("T-1", "backend"), "a");
     req.limits.role = 0;
     assert_eq!(
@@ -217,9 +207,8 @@ fn a_zero_cap_refuses_every_claim() {
     );
 }
 
-#[test]
-fn only_the_owner_releases_but_force_release_removes_any_claim() {
-    let ledger = ledger();
+pub fn only_the_owner_releases_but_force_release_removes_any_claim(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "owner"), at(0)).unwrap());
     assert!(!ledger.release(&k, "intruder").unwrap());
@@ -234,9 +223,8 @@ fn only_the_owner_releases_but_force_release_removes_any_claim() {
     assert!(ledger.claims(Scope::All).unwrap().is_empty());
 }
 
-#[test]
-fn renew_extends_only_for_the_holder_and_reports_a_cancel_request() {
-    let ledger = ledger();
+pub fn renew_extends_only_for_the_holder_and_reports_a_cancel_request(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "holder"), at(0)).unwrap());
 
@@ -274,11 +262,10 @@ fn renew_extends_only_for_the_holder_and_reports_a_cancel_request() {
     assert!(!ledger.request_cancel(&k).unwrap());
 }
 
-#[test]
-fn a_late_renewal_succeeds_while_nobody_has_taken_the_expired_claim() {
+pub fn a_late_renewal_succeeds_while_nobody_has_taken_the_expired_claim(backend: &dyn Backend) {
     // A heartbeat delayed past the TTL (a suspended laptop) keeps its run if no other
     // claimer took the key meanwhile: there is still exactly one holder.
-    let ledger = ledger();
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "slow"), at(0)).unwrap());
     assert_eq!(
@@ -294,9 +281,8 @@ fn a_late_renewal_succeeds_while_nobody_has_taken_the_expired_claim() {
     ));
 }
 
-#[test]
-fn agent_pid_is_recorded_only_by_the_holder() {
-    let ledger = ledger();
+pub fn agent_pid_is_recorded_only_by_the_holder(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     acquired(ledger.try_claim(&request(&k, "holder"), at(0)).unwrap());
     ledger.set_agent_pid(&k, "other", Some(7)).unwrap();
@@ -307,9 +293,8 @@ fn agent_pid_is_recorded_only_by_the_holder() {
     assert_eq!(ledger.claims(Scope::All).unwrap()[0].agent_pid, None);
 }
 
-#[test]
-fn claims_lists_live_and_expired_rows_ordered_by_key() {
-    let ledger = ledger();
+pub fn claims_lists_live_and_expired_rows_ordered_by_key(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     for (ticket, role, when) in [("T-2", "qa", 0), ("T-1", "qa", 1000), ("T-1", "backend", 0)] {
         acquired(
             ledger
@@ -326,9 +311,8 @@ fn claims_lists_live_and_expired_rows_ordered_by_key() {
     assert_eq!(keys, ["local/T-1/backend", "local/T-1/qa", "local/T-2/qa"]);
 }
 
-#[test]
-fn attempts_grow_across_release_expiry_takeover_and_floor() {
-    let ledger = ledger();
+pub fn attempts_grow_across_release_expiry_takeover_and_floor(backend: &dyn Backend) {
+    let ledger = backend.fresh();
     let k = key("T-1", "backend");
     let attempt_at = |claimer: &str, when: i64, floor: u32| {
         let mut req = request(&k, claimer);
@@ -354,18 +338,16 @@ fn attempts_grow_across_release_expiry_takeover_and_floor() {
     assert_eq!(ledger.last_attempt(&key("T-1", "qa")).unwrap(), 0);
 }
 
-#[test]
-fn attempts_survive_reopening_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nested/state/ledger.db");
+pub fn attempts_survive_reopening_the_ledger(backend: &dyn Backend) {
+    let store = backend.store();
     let k = key("T-1", "backend");
     {
-        let ledger = SqliteLedger::open(&path).unwrap();
+        let ledger = store.open();
         acquired(ledger.try_claim(&request(&k, "a"), at(0)).unwrap());
         acquired(ledger.try_claim(&request(&k, "b"), at(700)).unwrap());
         assert!(ledger.release(&k, "b").unwrap());
     }
-    let reopened = SqliteLedger::open(&path).unwrap();
+    let reopened = store.open();
     assert_eq!(reopened.last_attempt(&k).unwrap(), 2);
     let claim = acquired(reopened.try_claim(&request(&k, "c"), at(800)).unwrap());
     assert_eq!(claim.stage_attempt, 3);

@@ -1,0 +1,232 @@
+//! PostgreSQL ledger throughput: claim + release cycles per second, (a) one contender,
+//! (b) 8 contending OS processes (each its own ledger and connection, as 8 hosts would
+//! be), each on its own ticket; (c) the cap-respecting claim under contention: 8
+//! processes claiming distinct tickets of ONE role whose cap is 4, so claims are refused
+//! by the ceiling all along (a refused claim counts as a cycle: it is a full claim
+//! transaction that read the fleet-wide count).
+//!
+//! Run against the test cluster (scripts/services/postgres.sh):
+//!   SORTIE_BENCH_POSTGRES_URL=$SORTIE_TEST_POSTGRES_URL cargo bench --bench ledger_postgres
+//! `SORTIE_BENCH_SECONDS` sets the measuring time per case (default 5). The server's
+//! `synchronous_commit` is printed with the figures. The bench re-executes itself with
+//! `SORTIE_BENCH_PG_CONTENDER` set for the contender processes: such a child opens the
+//! ledger, prints `READY`, waits for a line on stdin, runs for the given time, and prints
+//! `DONE <cycles> <acquired> <max_live_in_role>`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use sortie::ledger::{
+    ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, PostgresLedger, Scope,
+};
+
+const CONTENDERS: usize = 8;
+const CONTENDER_ENV: &str = "SORTIE_BENCH_PG_CONTENDER";
+const URL_ENV: &str = "SORTIE_BENCH_POSTGRES_URL";
+const CAP: u32 = 4;
+
+fn request(worker: usize, n: u64, capped: bool) -> ClaimRequest {
+    // Uncapped: each worker cycles one ticket. Capped: tickets rotate so the workers
+    // contend for the role's cap, not for one key.
+    let ticket = if capped {
+        format!("T-{worker}-{}", n % 16)
+    } else {
+        format!("T-{worker}")
+    };
+    ClaimRequest {
+        key: ClaimKey::new("local", ticket, "backend"),
+        stage: "ready".into(),
+        claimer_id: format!("bench{worker}:{}:x", std::process::id()),
+        run_id: format!("run-{worker}-{n}"),
+        ttl: Duration::from_secs(600),
+        limits: ClaimLimits {
+            global: if capped { 1_000 } else { 100_000 },
+            role: if capped { CAP } else { 100_000 },
+            status: None,
+        },
+        attempt_floor: 0,
+    }
+}
+
+/// Cycles for `duration`: (cycles, acquired). Uncapped, a cycle is claim + release of
+/// the worker's ticket. Capped, the worker keeps what it acquired until its next cycle,
+/// which releases it and then claims again: every worker holds a claim most of the time,
+/// so the role's cap is what decides.
+fn run(ledger: &dyn Ledger, worker: usize, capped: bool, duration: Duration) -> (u64, u64) {
+    let started = Instant::now();
+    let (mut cycles, mut acquired) = (0u64, 0u64);
+    let mut held: Option<ClaimRequest> = None;
+    while started.elapsed() < duration {
+        if let Some(prev) = held.take() {
+            assert!(ledger
+                .release(&prev.key, &prev.claimer_id)
+                .expect("release"));
+        }
+        let req = request(worker, cycles, capped);
+        match ledger.try_claim(&req, Utc::now()).expect("claim") {
+            ClaimOutcome::Acquired(_) if capped => {
+                acquired += 1;
+                held = Some(req);
+            }
+            ClaimOutcome::Acquired(_) => {
+                acquired += 1;
+                assert!(ledger.release(&req.key, &req.claimer_id).expect("release"));
+            }
+            ClaimOutcome::Ceiling(_) => assert!(capped, "ceiling in the uncapped case"),
+            held => panic!("unexpected {held:?}"),
+        }
+        cycles += 1;
+    }
+    if let Some(prev) = held {
+        ledger
+            .release(&prev.key, &prev.claimer_id)
+            .expect("release");
+    }
+    (cycles, acquired)
+}
+
+fn contender(url: &str) {
+    let worker: usize = std::env::var(CONTENDER_ENV).unwrap().parse().unwrap();
+    let capped = std::env::var("SORTIE_BENCH_CAPPED").is_ok();
+    let secs: f64 = std::env::var("SORTIE_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    let ledger = PostgresLedger::open_with(url, 1).expect("open");
+    ledger.ping().expect("ping");
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let (cycles, acquired) = run(&ledger, worker, capped, Duration::from_secs_f64(secs));
+    println!("DONE {cycles} {acquired}");
+}
+
+fn processes(url: &str, capped: bool, secs: f64) -> (u64, u64, Duration, usize) {
+    let exe = std::env::current_exe().unwrap();
+    let mut children: Vec<_> = (0..CONTENDERS)
+        .map(|worker| {
+            let mut cmd = Command::new(&exe);
+            cmd.env(CONTENDER_ENV, worker.to_string())
+                .env("SORTIE_BENCH_SECONDS", secs.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+            if capped {
+                cmd.env("SORTIE_BENCH_CAPPED", "1");
+            }
+            let mut child = cmd.spawn().unwrap();
+            let mut out = BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "READY");
+            (child, out)
+        })
+        .collect();
+    // A sampler (its own connection) watches the live claims of the role meanwhile.
+    let sampler = {
+        let url = url.to_string();
+        std::thread::spawn(move || {
+            let ledger = PostgresLedger::open_with(&url, 1).unwrap();
+            let started = Instant::now();
+            let mut worst = 0;
+            while started.elapsed() < Duration::from_secs_f64(secs) {
+                let live = ledger.claims(Scope::All).unwrap().len();
+                worst = worst.max(live);
+            }
+            worst
+        })
+    };
+    let started = Instant::now();
+    for (child, _) in &mut children {
+        writeln!(child.stdin.as_mut().unwrap()).unwrap();
+    }
+    let (mut cycles, mut acquired) = (0, 0);
+    for (mut child, mut out) in children {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let parts: Vec<u64> = line
+            .trim()
+            .strip_prefix("DONE ")
+            .unwrap()
+            .split(' ')
+            .map(|p| p.parse().unwrap())
+            .collect();
+        cycles += parts[0];
+        acquired += parts[1];
+        child.wait().unwrap();
+    }
+    let elapsed = started.elapsed();
+    (cycles, acquired, elapsed, sampler.join().unwrap())
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+    // it, as a smoke test: every case briefly, against the test cluster.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let Ok(base) = std::env::var(URL_ENV).or_else(|_| std::env::var("SORTIE_TEST_POSTGRES_URL"))
+    else {
+        eprintln!(
+            "neither {URL_ENV} nor SORTIE_TEST_POSTGRES_URL is set: run ./scripts/test, or start \
+             the test cluster (export SORTIE_TEST_SERVICES=$(mktemp -d); bash \
+             scripts/services/postgres.sh; set -a; . \"$SORTIE_TEST_SERVICES/postgres.env\"; \
+             set +a) and run with {URL_ENV}=$SORTIE_TEST_POSTGRES_URL"
+        );
+        std::process::exit(2);
+    };
+    if std::env::var(CONTENDER_ENV).is_ok() {
+        contender(&base);
+        return;
+    }
+    let secs: f64 = std::env::var("SORTIE_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if smoke { 0.3 } else { 5.0 });
+    std::env::set_var("SORTIE_BENCH_SECONDS", secs.to_string());
+    let schema = format!("bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls).expect("connect");
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .unwrap();
+    let sync: String = admin
+        .query_one("SHOW synchronous_commit", &[])
+        .unwrap()
+        .get(0);
+    let sep = if base.contains('?') { '&' } else { '?' };
+    // SORTIE_BENCH_PG_OPTIONS: more `-c name=value` settings for the ledger's sessions,
+    // e.g. `-c synchronous_commit=off` to see what the WAL flush costs.
+    let extra = std::env::var("SORTIE_BENCH_PG_OPTIONS")
+        .map(|o| format!(" {o}"))
+        .unwrap_or_default()
+        .replace(' ', "%20")
+        .replace('=', "%3D");
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}{extra}");
+    std::env::set_var(URL_ENV, &url);
+
+    let session = std::env::var("SORTIE_BENCH_PG_OPTIONS").unwrap_or_default();
+    println!("server synchronous_commit = {sync}; session options {session:?}; {secs} s per case");
+    let ledger = PostgresLedger::open_with(&url, 1).unwrap();
+    let started = Instant::now();
+    let (cycles, _) = run(&ledger, 99, false, Duration::from_secs_f64(secs));
+    let rate = cycles as f64 / started.elapsed().as_secs_f64();
+    println!("1 contender:                 {rate:>8.0} claim+release cycles/s");
+
+    let (cycles, _, elapsed, _) = processes(&url, false, secs);
+    let rate = cycles as f64 / elapsed.as_secs_f64();
+    println!(
+        "{CONTENDERS} processes, own tickets:   {rate:>8.0} claim+release cycles/s (aggregate)"
+    );
+
+    let (cycles, acquired, elapsed, worst) = processes(&url, true, secs);
+    let rate = cycles as f64 / elapsed.as_secs_f64();
+    let won = acquired as f64 / elapsed.as_secs_f64();
+    println!(
+        "{CONTENDERS} processes, one role cap {CAP}: {rate:>8.0} capped claim transactions/s \
+         ({won:.0}/s acquired, each released by the next), most live claims sampled: {worst}"
+    );
+    assert!(worst <= CAP as usize, "cap {CAP} exceeded: {worst}");
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}

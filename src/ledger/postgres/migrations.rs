@@ -1,0 +1,260 @@
+//! The Postgres ledger schema as an ordered list of migrations, recorded in
+//! `sortie_schema.version`.
+//!
+//! Migration `n` (1-based) brings a schema from version `n - 1` to `n`. Never edit a
+//! released migration: append a new one. Version 1 is the SQLite ledger's schema 4 (the
+//! same tables and columns; times are integer milliseconds since the epoch, UTC), so both
+//! backends hold the same rows.
+
+use super::pool::Conn;
+use crate::ledger::LedgerError;
+
+/// Every migration in order; the schema version of this build is its length.
+const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE claims (
+        tracker          TEXT COLLATE "C"    NOT NULL,
+        ticket_id        TEXT COLLATE "C"    NOT NULL,
+        role             TEXT COLLATE "C"    NOT NULL,
+        stage            TEXT COLLATE "C"    NOT NULL,
+        claimer_id       TEXT COLLATE "C"    NOT NULL,
+        claimed_at       BIGINT  NOT NULL,
+        lease_expires_at BIGINT  NOT NULL,
+        stage_attempt    BIGINT  NOT NULL,
+        run_id           TEXT COLLATE "C"    NOT NULL,
+        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+        agent_pid        BIGINT,
+        PRIMARY KEY (tracker, ticket_id, role)
+    );
+    CREATE TABLE attempts (
+        tracker      TEXT COLLATE "C"   NOT NULL,
+        ticket_id    TEXT COLLATE "C"   NOT NULL,
+        role         TEXT COLLATE "C"   NOT NULL,
+        last_attempt BIGINT NOT NULL,
+        PRIMARY KEY (tracker, ticket_id, role)
+    );
+    CREATE TABLE retries (
+        tracker        TEXT COLLATE "C"   NOT NULL,
+        ticket_id      TEXT COLLATE "C"   NOT NULL,
+        role           TEXT COLLATE "C"   NOT NULL,
+        stage          TEXT COLLATE "C"   NOT NULL,
+        failed_attempt BIGINT NOT NULL,
+        due_at         BIGINT NOT NULL,
+        reason_code    TEXT COLLATE "C"   NOT NULL,
+        PRIMARY KEY (tracker, ticket_id, role)
+    );
+    CREATE TABLE holds (
+        tracker     TEXT COLLATE "C"   NOT NULL,
+        ticket_id   TEXT COLLATE "C"   NOT NULL,
+        role        TEXT COLLATE "C"   NOT NULL,
+        status      TEXT COLLATE "C"   NOT NULL,
+        reason_code TEXT COLLATE "C"   NOT NULL,
+        created_at  BIGINT NOT NULL,
+        PRIMARY KEY (tracker, ticket_id, role)
+    );
+    CREATE TABLE runs (
+        run_id        TEXT COLLATE "C"   NOT NULL PRIMARY KEY,
+        tracker       TEXT COLLATE "C"   NOT NULL,
+        ticket_id     TEXT COLLATE "C"   NOT NULL,
+        role          TEXT COLLATE "C"   NOT NULL,
+        stage         TEXT COLLATE "C"   NOT NULL,
+        stage_attempt BIGINT NOT NULL,
+        claimer_id    TEXT COLLATE "C"   NOT NULL,
+        phase         TEXT COLLATE "C"   NOT NULL,
+        outcome       TEXT,
+        reason_code   TEXT,
+        log_path      TEXT,
+        started_at    BIGINT NOT NULL,
+        finished_at   BIGINT,
+        session_id    TEXT,
+        route         TEXT COLLATE "C"
+    );
+    CREATE INDEX runs_by_start ON runs (started_at);
+    CREATE INDEX runs_by_ticket ON runs (tracker, ticket_id);
+    CREATE INDEX runs_by_key ON runs (tracker, ticket_id, role, stage_attempt);
+    CREATE TABLE outbox (
+        idempotency_key  TEXT COLLATE "C"   NOT NULL PRIMARY KEY,
+        tracker          TEXT COLLATE "C"   NOT NULL,
+        ticket_id        TEXT COLLATE "C"   NOT NULL,
+        role             TEXT COLLATE "C"   NOT NULL,
+        stage            TEXT COLLATE "C"   NOT NULL,
+        stage_attempt    BIGINT NOT NULL,
+        run_id           TEXT COLLATE "C"   NOT NULL,
+        outcome          TEXT COLLATE "C"   NOT NULL,
+        from_status      TEXT COLLATE "C"   NOT NULL,
+        to_status        TEXT COLLATE "C"   NOT NULL,
+        comment_body     TEXT COLLATE "C"   NOT NULL,
+        state            TEXT COLLATE "C"   NOT NULL,
+        write_attempts   BIGINT NOT NULL,
+        next_attempt_at  BIGINT NOT NULL,
+        last_error       TEXT,
+        created_at       BIGINT NOT NULL,
+        follow_up        TEXT,
+        lease_holder     TEXT,
+        lease_expires_at BIGINT
+    );
+    CREATE INDEX outbox_by_tracker_state ON outbox (tracker, state, created_at);
+    CREATE TABLE hook_deliveries (
+        delivery_id     TEXT COLLATE "C"   NOT NULL,
+        sink_id         TEXT COLLATE "C"   NOT NULL,
+        event           TEXT COLLATE "C"   NOT NULL,
+        payload         TEXT COLLATE "C"   NOT NULL,
+        state           TEXT COLLATE "C"   NOT NULL,
+        attempts        BIGINT NOT NULL,
+        last_error      TEXT,
+        next_attempt_at BIGINT,
+        created_at      BIGINT NOT NULL,
+        updated_at      BIGINT NOT NULL,
+        PRIMARY KEY (delivery_id, sink_id)
+    );
+    CREATE INDEX hook_deliveries_by_state ON hook_deliveries (state, next_attempt_at);
+    CREATE TABLE run_usage (
+        run_id             TEXT COLLATE "C"   NOT NULL PRIMARY KEY,
+        tracker            TEXT COLLATE "C"   NOT NULL,
+        ticket_id          TEXT COLLATE "C"   NOT NULL,
+        role               TEXT COLLATE "C"   NOT NULL,
+        tokens_in          BIGINT NOT NULL,
+        tokens_out         BIGINT NOT NULL,
+        cost_usd           DOUBLE PRECISION,
+        recorded_at        BIGINT NOT NULL,
+        cache_read_tokens  BIGINT NOT NULL DEFAULT 0,
+        cache_write_tokens BIGINT NOT NULL DEFAULT 0,
+        reasoning_tokens   BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX run_usage_by_ticket ON run_usage (tracker, ticket_id);
+    CREATE TABLE blocker_checks (
+        tracker    TEXT COLLATE "C"   NOT NULL,
+        ticket_id  TEXT COLLATE "C"   NOT NULL,
+        checked_at BIGINT NOT NULL,
+        PRIMARY KEY (tracker, ticket_id)
+    );
+    -- The whole claim as one statement (one round trip), serialized per tracker by a
+    -- transaction-scoped advisory lock held until the statement's commit: see
+    -- claims::try_claim for the steps and why the lock makes the caps fleet-wide.
+    CREATE FUNCTION sortie_try_claim(
+        p_tracker TEXT, p_ticket TEXT, p_role TEXT, p_stage TEXT, p_claimer TEXT, p_run TEXT,
+        p_now BIGINT, p_expires BIGINT, p_role_cap BIGINT, p_global_cap BIGINT,
+        p_status_cap BIGINT, p_floor BIGINT)
+    RETURNS TABLE (o_outcome TEXT, o_claimer TEXT, o_stage TEXT, o_claimed_at BIGINT,
+                   o_expires BIGINT, o_attempt BIGINT, o_run TEXT, o_cancel BOOLEAN,
+                   o_pid BIGINT)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur claims%ROWTYPE;
+        role_live BIGINT;
+        global_live BIGINT;
+        stage_live BIGINT;
+        last BIGINT;
+        attempt BIGINT;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('sortie.claims'),
+                                      hashtext(COALESCE(current_schema(), '') || '/' || p_tracker));
+        SELECT * INTO cur FROM claims c
+         WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+        IF FOUND THEN
+            IF cur.lease_expires_at > p_now THEN
+                IF cur.claimer_id <> p_claimer THEN
+                    RETURN QUERY SELECT 'held'::TEXT, cur.claimer_id, cur.stage, cur.claimed_at,
+                        cur.lease_expires_at, cur.stage_attempt, cur.run_id,
+                        cur.cancel_requested, cur.agent_pid;
+                    RETURN;
+                END IF;
+                UPDATE claims c SET lease_expires_at = p_expires
+                 WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+                RETURN QUERY SELECT 'acquired'::TEXT, cur.claimer_id, cur.stage, cur.claimed_at,
+                    p_expires, cur.stage_attempt, cur.run_id, cur.cancel_requested, cur.agent_pid;
+                RETURN;
+            END IF;
+            DELETE FROM claims c
+             WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+        END IF;
+        SELECT COUNT(*) FILTER (WHERE c.role = p_role), COUNT(*),
+               COUNT(*) FILTER (WHERE c.stage = p_stage)
+          INTO role_live, global_live, stage_live
+          FROM claims c WHERE c.tracker = p_tracker AND c.lease_expires_at > p_now;
+        IF role_live >= p_role_cap THEN
+            RETURN QUERY SELECT 'ceiling_role'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+            RETURN;
+        END IF;
+        IF global_live >= p_global_cap THEN
+            RETURN QUERY SELECT 'ceiling_global'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+            RETURN;
+        END IF;
+        IF p_status_cap IS NOT NULL AND stage_live >= p_status_cap THEN
+            RETURN QUERY SELECT 'ceiling_status'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+            RETURN;
+        END IF;
+        SELECT a.last_attempt INTO last FROM attempts a
+         WHERE a.tracker = p_tracker AND a.ticket_id = p_ticket AND a.role = p_role;
+        attempt := GREATEST(COALESCE(last, 0) + 1, p_floor, 1);
+        INSERT INTO claims (tracker, ticket_id, role, stage, claimer_id, claimed_at,
+                            lease_expires_at, stage_attempt, run_id, cancel_requested, agent_pid)
+        VALUES (p_tracker, p_ticket, p_role, p_stage, p_claimer, p_now, p_expires, attempt,
+                p_run, FALSE, NULL);
+        INSERT INTO attempts AS a (tracker, ticket_id, role, last_attempt)
+        VALUES (p_tracker, p_ticket, p_role, attempt)
+        ON CONFLICT (tracker, ticket_id, role) DO UPDATE SET last_attempt = excluded.last_attempt;
+        RETURN QUERY SELECT 'acquired'::TEXT, p_claimer, p_stage, p_now, p_expires, attempt,
+            p_run, FALSE, NULL::BIGINT;
+    END
+    $fn$;
+    "#];
+
+/// The schema version this build writes and understands.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the schema to [`SCHEMA_VERSION`], refusing one from a newer sortie.
+///
+/// One transaction holding a transaction-scoped advisory lock (keyed by the schema the
+/// connection writes to): hosts starting at once wait for each other, and the second one
+/// finds the schema up to date. A failed migration rolls back whole.
+pub(super) fn migrate(conn: &mut Conn, target: &str) -> Result<(), LedgerError> {
+    conn.transaction("BEGIN", |tx| {
+        tx.row(
+            "SELECT pg_advisory_xact_lock(hashtext('sortie.migrate'), \
+             hashtext(COALESCE(current_schema(), '')))",
+            &[],
+        )?;
+        if tx
+            .row("SELECT current_schema()::text", &[])?
+            .and_then(|row| row.get::<_, Option<String>>(0))
+            .is_none()
+        {
+            return Err(LedgerError::Postgres(format!(
+                "{target}: no schema of the search_path exists to create the ledger in \
+                 (create it, or fix `options=-c search_path=...` in the URL)"
+            )));
+        }
+        tx.batch(
+            "CREATE TABLE IF NOT EXISTS sortie_schema (\
+                 only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), \
+                 version BIGINT NOT NULL)",
+        )?;
+        let found: i64 = tx
+            .row("SELECT version FROM sortie_schema", &[])?
+            .map(|row| row.get(0))
+            .unwrap_or(0);
+        if found > SCHEMA_VERSION {
+            return Err(LedgerError::TooNew {
+                path: target.to_string(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let start = usize::try_from(found)
+            .map_err(|_| LedgerError::Corrupt(format!("negative schema version {found}")))?;
+        for sql in MIGRATIONS.iter().skip(start) {
+            tx.batch(sql)?;
+        }
+        if start < MIGRATIONS.len() {
+            tx.exec(
+                "INSERT INTO sortie_schema (only_row, version) VALUES (TRUE, $1) \
+                 ON CONFLICT (only_row) DO UPDATE SET version = excluded.version",
+                &[&SCHEMA_VERSION],
+            )?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,439 @@
+//! The PostgreSQL ledger: one database shared by every host of a pipeline.
+//!
+//! Same trait, same rows and same behaviour as the SQLite ledger (`src/ledger/sqlite*`,
+//! the reference); what differs is how each guarantee is made to hold across hosts:
+//!
+//! - **Claims** run in one transaction holding a transaction-scoped advisory lock on the
+//!   tracker ([`claims::try_claim`]): one winner per key, the loser learns the holder, and
+//!   the per-role, per-status and global caps are checked and the claim inserted as one
+//!   step for the whole fleet. `docs/ledger.md` has the alternatives measured.
+//! - **Fencing**: [`Ledger::outbox_put`] checks the claim with `SELECT ... FOR SHARE` and
+//!   inserts the entry in the same transaction, so a takeover (which deletes the row)
+//!   either happened before (the put answers `LeaseLost`) or waits for the put's commit.
+//! - **Durability**: as on SQLite, the outbox is durable and the rest is disposable:
+//!   outbox writes commit with `synchronous_commit = on` (the commit waits for the WAL
+//!   flush), everything else with `off` (visible to every host at once, but a crash of
+//!   the database server may forget the last fraction of a second of claims: a host whose
+//!   claim was forgotten finds it lost at its next renewal or outbox put and never writes
+//!   back; `docs/ledger.md`). A URL that sets `synchronous_commit` itself is obeyed.
+//! - **Migrations** run at start in one transaction under an advisory lock; a schema
+//!   newer than this build is refused with [`LedgerError::TooNew`].
+//! - **Unreachable database**: every call answers [`LedgerError::Unavailable`] and the
+//!   next call reconnects.
+//!
+//! The `postgres` client cannot be used from inside a tokio runtime, and this trait is
+//! called from tokio tasks: [`pool`] runs every request on a dedicated thread.
+
+mod claims;
+mod migrations;
+mod pool;
+mod records;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pool::{Conn, Pool};
+
+use super::{
+    Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, HookDelivery, Ledger, LedgerError,
+    LedgerSnapshot, OutboxEntry, OutboxPut, RenewOutcome, RetryEntry, RunRecord, RunUsage, Scope,
+    Timestamp, UsageTotal,
+};
+use crate::ledger::sqlite::codec::expiry_millis;
+
+/// Connections per ledger: a tick's reads are sequential and runs in flight renew and
+/// store outcomes now and then, so a handful is plenty, and each costs a server process.
+pub const DEFAULT_POOL_SIZE: usize = 4;
+
+/// How long connecting may take when the URL sets no `connect_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Session settings of a ledger connection: ordinary commits do not wait for the flush.
+const FAST_SESSION: &str = "SET synchronous_commit = off";
+
+/// Opens a transaction whose commit waits until the WAL is flushed (to the standbys too
+/// when the server has synchronous replication), whatever the session's setting.
+const DURABLE_BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit = on";
+
+/// The PostgreSQL ledger.
+pub struct PostgresLedger {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PostgresLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresLedger")
+            .field("target", &self.pool.target())
+            .finish()
+    }
+}
+
+impl PostgresLedger {
+    /// The schema version this build writes; a database with a higher version is refused.
+    pub const SCHEMA_VERSION: i64 = migrations::SCHEMA_VERSION;
+
+    /// Connect to the database of a libpq-style `url` (`postgres://user:pw@host:port/db`,
+    /// with `?options=-c search_path=...` to use another schema) and migrate it.
+    ///
+    /// A malformed URL is [`LedgerError::Open`]; a database that cannot be reached is
+    /// [`LedgerError::Unavailable`]; a newer schema is [`LedgerError::TooNew`].
+    pub fn open(url: &str) -> Result<PostgresLedger, LedgerError> {
+        Self::open_with(url, DEFAULT_POOL_SIZE)
+    }
+
+    /// [`Self::open`] with `pool_size` connections.
+    pub fn open_with(url: &str, pool_size: usize) -> Result<PostgresLedger, LedgerError> {
+        let target = describe(url);
+        let mut config = postgres::Config::from_str(url).map_err(|err| LedgerError::Open {
+            path: target.clone(),
+            cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()),
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("sortie");
+        }
+        // Claims, leases, retries and history are disposable execution state: they commit
+        // without waiting for the WAL flush (the SQLite ledger's `synchronous = NORMAL`),
+        // and the outbox, which must survive, commits with it (DURABLE_BEGIN). A URL that
+        // sets `synchronous_commit` itself (`options=-c synchronous_commit=on`) keeps it.
+        let setup = (!url.contains("synchronous_commit")).then_some(FAST_SESSION);
+        let pool = Pool::start(config, target.clone(), setup, pool_size);
+        pool.call(move |conn| migrations::migrate(conn, &target))?;
+        Ok(PostgresLedger { pool })
+    }
+
+    /// Open as a shared trait object.
+    pub fn open_shared(url: &str) -> Result<Arc<dyn Ledger>, LedgerError> {
+        Ok(Arc::new(Self::open(url)?))
+    }
+
+    fn call<T: Send + 'static>(
+        &self,
+        body: impl Fn(&mut Conn) -> Result<T, LedgerError> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        self.pool.call(body)
+    }
+}
+
+/// A URL as shown in messages: scheme, hosts and database, never the user or password.
+fn describe(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "postgres ledger (key=value connection string)".to_string();
+    };
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let rest = rest.split_once('?').map_or(rest, |(before, _)| before);
+    format!("{scheme}://{rest}")
+}
+
+fn owned(scope: Scope<'_>) -> Option<String> {
+    match scope {
+        Scope::All => None,
+        Scope::Tracker(t) => Some(t.to_string()),
+    }
+}
+
+impl Ledger for PostgresLedger {
+    fn try_claim(&self, req: &ClaimRequest, now: Timestamp) -> Result<ClaimOutcome, LedgerError> {
+        let req = req.clone();
+        self.call(move |c| claims::try_claim(c, &req, now))
+    }
+
+    fn renew(
+        &self,
+        key: &ClaimKey,
+        claimer_id: &str,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<RenewOutcome, LedgerError> {
+        let (key, claimer_id) = (key.clone(), claimer_id.to_string());
+        self.call(move |c| claims::renew(c, &key, &claimer_id, ttl, now))
+    }
+
+    fn release(&self, key: &ClaimKey, claimer_id: &str) -> Result<bool, LedgerError> {
+        let (key, claimer_id) = (key.clone(), claimer_id.to_string());
+        self.call(move |c| claims::release(c, &key, Some(&claimer_id)))
+    }
+
+    fn force_release(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| claims::release(c, &key, None))
+    }
+
+    fn claims(&self, scope: Scope<'_>) -> Result<Vec<Claim>, LedgerError> {
+        let tracker = owned(scope);
+        self.call(move |c| claims::all(c, tracker.as_deref()))
+    }
+
+    fn claim(&self, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| claims::one(c, &key))
+    }
+
+    fn request_cancel(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| claims::request_cancel(c, &key))
+    }
+
+    fn set_agent_pid(
+        &self,
+        key: &ClaimKey,
+        claimer_id: &str,
+        pid: Option<u32>,
+    ) -> Result<(), LedgerError> {
+        let (key, claimer_id) = (key.clone(), claimer_id.to_string());
+        self.call(move |c| claims::set_agent_pid(c, &key, &claimer_id, pid))
+    }
+
+    fn last_attempt(&self, key: &ClaimKey) -> Result<u32, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| claims::last_attempt(c, &key))
+    }
+
+    fn schedule_retry(&self, entry: &RetryEntry) -> Result<(), LedgerError> {
+        let entry = entry.clone();
+        self.call(move |c| records::schedule_retry(c, &entry))
+    }
+
+    fn retries(&self, scope: Scope<'_>) -> Result<Vec<RetryEntry>, LedgerError> {
+        let tracker = owned(scope);
+        self.call(move |c| records::retries(c, tracker.as_deref()))
+    }
+
+    fn clear_retry(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| records::clear_retry(c, &key))
+    }
+
+    fn put_hold(&self, hold: &Hold) -> Result<(), LedgerError> {
+        let hold = hold.clone();
+        self.call(move |c| records::put_hold(c, &hold))
+    }
+
+    fn holds(&self, scope: Scope<'_>) -> Result<Vec<Hold>, LedgerError> {
+        let tracker = owned(scope);
+        self.call(move |c| records::holds(c, tracker.as_deref()))
+    }
+
+    fn clear_hold(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| records::clear_hold(c, &key))
+    }
+
+    fn record_usage(&self, usage: &RunUsage) -> Result<(), LedgerError> {
+        let usage = usage.clone();
+        self.call(move |c| records::record_usage(c, &usage))
+    }
+
+    fn usage_totals(&self, tracker: &str) -> Result<Vec<UsageTotal>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| records::usage_totals(c, &tracker))
+    }
+
+    fn usage_by_role_since(
+        &self,
+        tracker: &str,
+        since: Timestamp,
+    ) -> Result<Vec<UsageTotal>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| records::usage_by_role_since(c, &tracker, since))
+    }
+
+    fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError> {
+        let (tracker, ticket_id) = (tracker.to_string(), ticket_id.to_string());
+        self.call(move |c| records::ticket_usage(c, &tracker, &ticket_id))
+    }
+
+    fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError> {
+        let run = run.clone();
+        self.call(move |c| records::record_run(c, &run))
+    }
+
+    fn recent_runs(&self, scope: Scope<'_>, limit: usize) -> Result<Vec<RunRecord>, LedgerError> {
+        let tracker = owned(scope);
+        self.call(move |c| records::recent_runs(c, tracker.as_deref(), limit))
+    }
+
+    fn runs_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunRecord>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| records::runs_since(c, &tracker, since))
+    }
+
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
+        let run_id = run_id.to_string();
+        self.call(move |c| records::run(c, &run_id))
+    }
+
+    fn ticket_runs(
+        &self,
+        tracker: &str,
+        ticket_id: &str,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, LedgerError> {
+        let (tracker, ticket_id) = (tracker.to_string(), ticket_id.to_string());
+        self.call(move |c| records::ticket_runs(c, &tracker, &ticket_id, limit))
+    }
+
+    fn last_session(&self, key: &ClaimKey) -> Result<Option<RunRecord>, LedgerError> {
+        let key = key.clone();
+        self.call(move |c| records::last_session(c, &key))
+    }
+
+    fn outbox_put(
+        &self,
+        entry: &OutboxEntry,
+        claimer_id: &str,
+        write_lease: Duration,
+        now: Timestamp,
+    ) -> Result<OutboxPut, LedgerError> {
+        let (entry, claimer_id) = (entry.clone(), claimer_id.to_string());
+        self.call(move |c| {
+            // The fence and the insert share one transaction; the row lock keeps a
+            // takeover from falling between them. The commit is flushed before the
+            // answer: the outcome survives a crash of the database server.
+            c.transaction(DURABLE_BEGIN, |tx| {
+                if !claims::is_held_by_locked(tx, &entry.key, &claimer_id)? {
+                    return Ok(OutboxPut::LeaseLost);
+                }
+                let lease_until = expiry_millis(now, write_lease);
+                Ok(
+                    if records::outbox_put(tx, &entry, &claimer_id, lease_until)? {
+                        OutboxPut::Stored
+                    } else {
+                        OutboxPut::Exists
+                    },
+                )
+            })
+        })
+    }
+
+    fn outbox_take(
+        &self,
+        idempotency_key: &str,
+        holder: &str,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<bool, LedgerError> {
+        let (key, holder) = (idempotency_key.to_string(), holder.to_string());
+        self.call(move |c| records::outbox_take(c, &key, &holder, lease, now))
+    }
+
+    fn outbox_release(&self, idempotency_key: &str, holder: &str) -> Result<(), LedgerError> {
+        let (key, holder) = (idempotency_key.to_string(), holder.to_string());
+        self.call(move |c| records::outbox_release(c, &key, &holder))
+    }
+
+    fn outbox_pending(&self, tracker: &str) -> Result<Vec<OutboxEntry>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| records::outbox_pending(c, &tracker))
+    }
+
+    fn outbox_get(&self, idempotency_key: &str) -> Result<Option<OutboxEntry>, LedgerError> {
+        let key = idempotency_key.to_string();
+        self.call(move |c| records::outbox_get(c, &key))
+    }
+
+    fn outbox_update(&self, entry: &OutboxEntry) -> Result<(), LedgerError> {
+        let entry = entry.clone();
+        self.call(move |c| c.transaction(DURABLE_BEGIN, |tx| records::outbox_update(tx, &entry)))
+    }
+
+    fn hook_delivery(
+        &self,
+        delivery_id: &str,
+        sink_id: &str,
+    ) -> Result<Option<HookDelivery>, LedgerError> {
+        let (delivery_id, sink_id) = (delivery_id.to_string(), sink_id.to_string());
+        self.call(move |c| records::hook_delivery(c, &delivery_id, &sink_id))
+    }
+
+    fn record_hook_delivery(&self, delivery: &HookDelivery) -> Result<(), LedgerError> {
+        let delivery = delivery.clone();
+        self.call(move |c| records::record_hook_delivery(c, &delivery))
+    }
+
+    fn hook_failures(&self, limit: usize) -> Result<Vec<HookDelivery>, LedgerError> {
+        self.call(move |c| records::hook_failures(c, limit))
+    }
+
+    fn hook_retries_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<HookDelivery>, LedgerError> {
+        self.call(move |c| records::hook_retries_due(c, now, limit))
+    }
+
+    fn blocker_checks(&self, tracker: &str) -> Result<Vec<(String, Timestamp)>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| records::blocker_checks(c, &tracker))
+    }
+
+    fn record_blocker_check(
+        &self,
+        tracker: &str,
+        ticket_id: &str,
+        at: Timestamp,
+    ) -> Result<(), LedgerError> {
+        let (tracker, ticket_id) = (tracker.to_string(), ticket_id.to_string());
+        self.call(move |c| records::record_blocker_check(c, &tracker, &ticket_id, at))
+    }
+
+    fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {
+        let tracker = tracker.to_string();
+        // One repeatable-read transaction: the four reads see the same state.
+        self.call(move |c| {
+            c.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", |tx| {
+                Ok(LedgerSnapshot {
+                    claims: claims::all(tx, Some(&tracker))?,
+                    retries: records::retries(tx, Some(&tracker))?,
+                    holds: records::holds(tx, Some(&tracker))?,
+                    outbox_pending: records::outbox_pending(tx, &tracker)?,
+                })
+            })
+        })
+    }
+
+    fn ping(&self) -> Result<(), LedgerError> {
+        self.call(|c| c.batch("SELECT 1"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<PostgresLedger>();
+    }
+
+    #[test]
+    fn messages_never_show_credentials() {
+        assert_eq!(
+            describe("postgres://u:secret@db.example:5432/sortie?sslmode=require"),
+            "postgres://db.example:5432/sortie"
+        );
+        assert_eq!(describe("postgresql://h/db"), "postgresql://h/db");
+        assert!(!describe("host=h password=secret").contains("secret"));
+    }
+
+    #[test]
+    fn malformed_url_is_an_open_error_naming_the_target() {
+        let err = PostgresLedger::open("postgres://u:pw@h:notaport/db").unwrap_err();
+        assert!(matches!(err, LedgerError::Open { .. }), "{err:?}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn unreachable_database_is_unavailable_not_a_panic() {
+        // Port 1 on the loopback interface: nothing listens there.
+        let err = PostgresLedger::open("postgres://sortie@127.0.0.1:1/sortie?connect_timeout=2")
+            .unwrap_err();
+        assert!(matches!(err, LedgerError::Unavailable(_)), "{err:?}");
+        assert!(err.to_string().contains("127.0.0.1:1/sortie"), "{err}");
+    }
+}

@@ -1,0 +1,193 @@
+//! The outbox, the retry queue, holds and run history, on every backend.
+
+use chrono::DateTime;
+use sortie::ledger::{
+    ClaimKey, FollowUp, Hold, Ledger, OutboxEntry, OutboxPut, OutboxState, RetryEntry, RunPhase,
+    RunRecord, Scope, Timestamp,
+};
+
+use super::Backend;
+
+fn at(secs: i64) -> Timestamp {
+    DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap()
+}
+
+fn key(ticket: &str, role: &str) -> ClaimKey {
+    ClaimKey::new("local", ticket, role)
+}
+
+fn outbox_entry(idempotency_key: &str, tracker: &str, created: i64) -> OutboxEntry {
+    OutboxEntry {
+        idempotency_key: idempotency_key.into(),
+        key: ClaimKey::new(tracker, "T-1", "backend"),
+        stage: "ready".into(),
+        stage_attempt: 2,
+        run_id: "run-1".into(),
+        outcome: "success".into(),
+        from_status: "in-progress".into(),
+        to_status: "review".into(),
+        comment_body: "Done.\n\n```yaml sortie:success\nrole: backend\n```\n".into(),
+        state: OutboxState::Pending,
+        write_attempts: 0,
+        next_attempt_at: at(created),
+        last_error: None,
+        created_at: at(created),
+        follow_up: FollowUp::Clear,
+    }
+}
+
+/// Store `entry` as its run would: under a claim of its key.
+fn put(ledger: &dyn Ledger, entry: &OutboxEntry) -> OutboxPut {
+    crate::common::store_crashed_outcome(ledger, entry, entry.created_at)
+}
+
+pub fn outbox_put_is_idempotent_on_the_key(backend: &dyn Backend) {
+    let ledger = backend.fresh();
+    let entry = outbox_entry("k1", "local", 0);
+    assert_eq!(put(&*ledger, &entry), OutboxPut::Stored);
+
+    let mut different = entry.clone();
+    different.comment_body = "a second rendering must not replace the first".into();
+    assert_eq!(put(&*ledger, &different), OutboxPut::Exists);
+    assert_eq!(ledger.outbox_get("k1").unwrap(), Some(entry));
+    assert_eq!(ledger.outbox_get("missing").unwrap(), None);
+}
+
+pub fn outbox_pending_and_update_round_trip(backend: &dyn Backend) {
+    let ledger = backend.fresh();
+    let older = outbox_entry("older", "local", 0);
+    let newer = outbox_entry("newer", "local", 10);
+    let elsewhere = outbox_entry("elsewhere", "github:o/r", 5);
+    for e in [&newer, &older, &elsewhere] {
+        assert_eq!(put(&*ledger, e), OutboxPut::Stored);
+    }
+    assert_eq!(
+        ledger.outbox_pending("local").unwrap(),
+        vec![older.clone(), newer.clone()]
+    );
+
+    let mut posted = older.clone();
+    posted.state = OutboxState::CommentPosted;
+    posted.write_attempts = 3;
+    posted.next_attempt_at = at(60);
+    posted.last_error = Some("HTTP 502 from tracker".into());
+    ledger.outbox_update(&posted).unwrap();
+    assert_eq!(ledger.outbox_get("older").unwrap(), Some(posted.clone()));
+    assert_eq!(
+        ledger.outbox_pending("local").unwrap(),
+        vec![posted.clone(), newer.clone()]
+    );
+
+    let mut done = posted.clone();
+    done.state = OutboxState::Done;
+    done.last_error = None;
+    ledger.outbox_update(&done).unwrap();
+    let mut dropped = newer.clone();
+    dropped.state = OutboxState::Dropped;
+    dropped.last_error = Some("ticket closed by a person".into());
+    ledger.outbox_update(&dropped).unwrap();
+    assert!(ledger.outbox_pending("local").unwrap().is_empty());
+    assert_eq!(ledger.outbox_get("newer").unwrap(), Some(dropped));
+    assert_eq!(
+        ledger.outbox_pending("github:o/r").unwrap(),
+        vec![elsewhere]
+    );
+}
+
+pub fn outbox_entries_survive_reopening_the_ledger(backend: &dyn Backend) {
+    let store = backend.store();
+    let entry = outbox_entry("k1", "local", 0);
+    put(&*store.open(), &entry);
+    let reopened = store.open();
+    assert_eq!(reopened.outbox_pending("local").unwrap(), vec![entry]);
+    // Ordinary writes still work after the durable one.
+    put(&*reopened, &outbox_entry("k2", "local", 1));
+    assert_eq!(reopened.outbox_pending("local").unwrap().len(), 2);
+}
+pub fn retries_are_queued_replaced_listed_by_due_time_and_cleared(backend: &dyn Backend) {
+    let ledger = backend.fresh();
+    let retry = |ticket: &str, failed: u32, due: i64| RetryEntry {
+        key: key(ticket, "backend"),
+        stage: "ready".into(),
+        failed_attempt: failed,
+        due_at: at(due),
+        reason_code: "agent_exit_nonzero".into(),
+    };
+    ledger.schedule_retry(&retry("T-1", 1, 50)).unwrap();
+    ledger.schedule_retry(&retry("T-2", 1, 20)).unwrap();
+    // A later failure of the same key replaces its entry.
+    ledger.schedule_retry(&retry("T-1", 2, 10)).unwrap();
+    assert_eq!(
+        ledger.retries(Scope::All).unwrap(),
+        vec![retry("T-1", 2, 10), retry("T-2", 1, 20)]
+    );
+    assert!(ledger.clear_retry(&key("T-1", "backend")).unwrap());
+    assert!(!ledger.clear_retry(&key("T-1", "backend")).unwrap());
+    assert_eq!(
+        ledger.retries(Scope::All).unwrap(),
+        vec![retry("T-2", 1, 20)]
+    );
+}
+
+pub fn holds_are_recorded_replaced_and_cleared(backend: &dyn Backend) {
+    let ledger = backend.fresh();
+    let hold = |ticket: &str, status: &str| Hold {
+        key: key(ticket, "qa"),
+        status: status.into(),
+        reason_code: "max_attempts".into(),
+        created_at: at(5),
+    };
+    ledger.put_hold(&hold("T-2", "review")).unwrap();
+    ledger.put_hold(&hold("T-1", "review")).unwrap();
+    ledger.put_hold(&hold("T-1", "testing")).unwrap();
+    assert_eq!(
+        ledger.holds(Scope::All).unwrap(),
+        vec![hold("T-1", "testing"), hold("T-2", "review")]
+    );
+    assert!(ledger.clear_hold(&key("T-2", "qa")).unwrap());
+    assert!(!ledger.clear_hold(&key("T-2", "qa")).unwrap());
+    assert_eq!(
+        ledger.holds(Scope::All).unwrap(),
+        vec![hold("T-1", "testing")]
+    );
+}
+
+pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend) {
+    let ledger = backend.fresh();
+    let run = |id: &str, started: i64| RunRecord {
+        run_id: id.into(),
+        key: key("T-1", "backend"),
+        stage: "ready".into(),
+        stage_attempt: 1,
+        claimer_id: "host:1:a".into(),
+        phase: RunPhase::Running,
+        outcome: None,
+        reason_code: None,
+        log_path: None,
+        started_at: at(started),
+        session_id: None,
+        route: None,
+        finished_at: None,
+    };
+    ledger.record_run(&run("r1", 0)).unwrap();
+    ledger.record_run(&run("r3", 20)).unwrap();
+    ledger.record_run(&run("r2", 10)).unwrap();
+
+    let mut finished = run("r1", 0);
+    finished.phase = RunPhase::Finished;
+    finished.outcome = Some("failure".into());
+    finished.reason_code = Some("timeout".into());
+    finished.log_path = Some("state/logs/r1.log".into());
+    finished.finished_at = Some(at(3600));
+    ledger.record_run(&finished).unwrap();
+
+    assert_eq!(
+        ledger.recent_runs(Scope::All, 10).unwrap(),
+        vec![run("r3", 20), run("r2", 10), finished]
+    );
+    assert_eq!(
+        ledger.recent_runs(Scope::All, 1).unwrap(),
+        vec![run("r3", 20)]
+    );
+    assert!(ledger.recent_runs(Scope::All, 0).unwrap().is_empty());
+}
