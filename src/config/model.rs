@@ -378,6 +378,10 @@ pub struct Stage {
     pub requires_prior_role: Option<String>,
     /// Live runs of this stage's role; defaults to `concurrency.per_role_max_in_flight`.
     pub max_in_flight: u32,
+    /// The tickets this stage may touch: `tracker.filter` narrowed by the stage's own
+    /// `filter` (labels of both required, excluded labels of both excluded). Default:
+    /// `tracker.filter`.
+    pub filter: TicketFilter,
 }
 
 impl Stage {

@@ -149,6 +149,7 @@ pub(crate) struct RawStage {
     pub(crate) failure_status: Option<String>,
     pub(crate) requires_prior_role: Option<String>,
     pub(crate) max_in_flight: Option<u32>,
+    pub(crate) filter: Option<RawFilter>,
 }
 
 /// An outcome in a hook's `outcomes:` filter.

@@ -7,8 +7,9 @@ use crate::tracker::same_name;
 
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::Stage;
+use super::model::{Stage, TicketFilter};
 use super::raw::{RawConfig, RawStage, SINGLE_ROLE_KEYS};
+use super::tracker::{narrow_filter, normalize_filter};
 
 /// Role used by the single-role form when `role` is not given.
 pub(crate) const DEFAULT_ROLE: &str = "agent";
@@ -65,10 +66,12 @@ fn check_role(problems: &mut Problems, path: &FieldPath, role: &str) {
 
 /// Build the stages from whichever form the file uses, recording every contract violation.
 /// `terminal` is the list of terminal states already read. `default_cap` fills `max_in_flight`.
+/// `tracker_filter` is `tracker.filter`, which each stage's own `filter` narrows.
 pub(crate) fn build_stages(
     raw: &mut RawConfig,
     terminal: &[String],
     default_cap: u32,
+    tracker_filter: &TicketFilter,
     problems: &mut Problems,
 ) -> Vec<Stage> {
     let root = FieldPath::root();
@@ -97,12 +100,14 @@ pub(crate) fn build_stages(
             let stages: Vec<SourcedStage> = list
                 .into_iter()
                 .enumerate()
-                .filter_map(|(i, s)| s.map(|s| from_raw_stage(s, i, default_cap)))
+                .filter_map(|(i, s)| {
+                    s.map(|s| from_raw_stage(s, i, default_cap, tracker_filter, problems))
+                })
                 .collect();
             check_pipeline(&stages, terminal, problems);
             stages
         }
-        None => match single_role(raw, terminal, default_cap, problems) {
+        None => match single_role(raw, terminal, default_cap, tracker_filter, problems) {
             Some(stage) => vec![stage],
             None => Vec::new(),
         },
@@ -124,8 +129,16 @@ pub(crate) fn build_stages(
     stages.into_iter().map(|s| s.stage).collect()
 }
 
-fn from_raw_stage(raw: RawStage, index: usize, default_cap: u32) -> SourcedStage {
+fn from_raw_stage(
+    raw: RawStage,
+    index: usize,
+    default_cap: u32,
+    tracker_filter: &TicketFilter,
+    problems: &mut Problems,
+) -> SourcedStage {
     let base = FieldPath::root().key("pipeline_stages").index(index);
+    let own = normalize_filter(raw.filter, &base.key("filter"), false, problems);
+    let filter = narrow_filter(tracker_filter, own, &base.key("filter"), problems);
     SourcedStage {
         stage: Stage {
             role: raw.role,
@@ -135,6 +148,7 @@ fn from_raw_stage(raw: RawStage, index: usize, default_cap: u32) -> SourcedStage
             failure_status: raw.failure_status,
             requires_prior_role: raw.requires_prior_role,
             max_in_flight: raw.max_in_flight.unwrap_or(default_cap),
+            filter,
         },
         role: base.key("role"),
         claim: base.key("claim_status"),
@@ -151,6 +165,7 @@ fn single_role(
     raw: &RawConfig,
     terminal: &[String],
     default_cap: u32,
+    tracker_filter: &TicketFilter,
     problems: &mut Problems,
 ) -> Option<SourcedStage> {
     let root = FieldPath::root();
@@ -247,6 +262,7 @@ fn single_role(
             failure_status: None,
             requires_prior_role: None,
             max_in_flight: default_cap,
+            filter: tracker_filter.clone(),
         },
         role: root.key("role"),
         claim: active_path.index(claim_index),

@@ -221,7 +221,7 @@ impl PipelineBuilder {
             }
         }
         let identity = self.tracker.identity().await?;
-        let trusted = std::iter::once(identity)
+        let trusted = std::iter::once(identity.clone())
             .chain(config.trusted_authors.iter().cloned())
             .collect();
         let hooks = self
@@ -235,6 +235,7 @@ impl PipelineBuilder {
             templates,
             clock: self.clock,
             claimer_id: new_claimer_id(),
+            identity,
             trusted,
             faults: self.faults,
             events,
@@ -621,6 +622,7 @@ fn plan_with<'t>(
         ledger: &obs.ledger,
         histories,
         unreadable,
+        identity: &ctx.identity,
         now: obs.now,
     })
 }

@@ -22,6 +22,7 @@ mod daemon_e2e;
 mod daemon_serve;
 mod github_adapter;
 mod github_cli;
+mod flow_filters;
 mod github_pipeline;
 mod hooks_config;
 mod hooks_events;

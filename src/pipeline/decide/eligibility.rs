@@ -57,6 +57,12 @@ pub enum SkipReason {
         /// Its limit.
         limit: u32,
     },
+    /// The ticket does not pass the stage's filter (`tracker.filter` narrowed by the
+    /// stage's `filter`): sortie leaves it alone.
+    Filtered {
+        /// Which part fails (`label agent-ok missing`).
+        detail: String,
+    },
     /// The tracker failed while checking this ticket.
     TrackerError {
         /// What it said.
@@ -107,6 +113,7 @@ impl std::fmt::Display for SkipReason {
                 };
                 write!(f, "{scope} cap reached ({limit} in flight)")
             }
+            SkipReason::Filtered { detail } => write!(f, "{detail} (filter)"),
             SkipReason::TrackerError { message } => write!(f, "tracker error: {message}"),
         }
     }
@@ -142,7 +149,8 @@ pub fn stage_for_status(config: &Config, status: &str) -> Option<usize> {
         .position(|s| s.owned_statuses().any(|owned| same_name(owned, status)))
 }
 
-/// Split the listed tickets into ordered candidates and skips.
+/// Split the listed tickets into ordered candidates and skips. `identity` is who a
+/// filter's `assignee: me` means.
 ///
 /// Candidates come out in dispatch order: stages from the last to the first (finish
 /// work before starting new work), and within a stage due retries first, then by
@@ -151,6 +159,7 @@ pub fn candidates<'a>(
     config: &Config,
     tickets: &'a [Ticket],
     ledger: &LedgerSnapshot,
+    identity: &str,
     now: DateTime<Utc>,
 ) -> (Vec<Candidate<'a>>, Vec<Skip<'a>>) {
     let pending_writebacks: HashSet<(&str, &str)> = ledger
@@ -193,6 +202,10 @@ pub fn candidates<'a>(
             skip(SkipReason::Terminal {
                 status: ticket.status.clone(),
             });
+            continue;
+        }
+        if let Some(detail) = super::filter::mismatch(&stage.filter, ticket, identity) {
+            skip(SkipReason::Filtered { detail });
             continue;
         }
         if let Some(claim) = claims.get(&key) {

@@ -180,6 +180,7 @@ mod tests {
             failure_status: failure.map(Into::into),
             requires_prior_role: None,
             max_in_flight: 1,
+            filter: Default::default(),
         }
     }
 

@@ -33,6 +33,8 @@ pub struct PlanInput<'t, 'a> {
     /// Tickets whose history could not be read this tick, with the tracker's error:
     /// they wait for the next tick.
     pub unreadable: &'a HashMap<String, String>,
+    /// Who sortie is on the tracker (a filter's `assignee: me`).
+    pub identity: &'a str,
     /// The time the plan is for.
     pub now: DateTime<Utc>,
 }
@@ -84,7 +86,13 @@ impl Plan<'_> {
 /// Plan one tick (see the module docs).
 pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
     let config = input.config;
-    let (ordered, early) = candidates(config, input.tickets, input.ledger, input.now);
+    let (ordered, early) = candidates(
+        config,
+        input.tickets,
+        input.ledger,
+        input.identity,
+        input.now,
+    );
     let mut out = Plan {
         skips: early
             .into_iter()
@@ -196,6 +204,7 @@ mod tests {
             ledger: &ledger,
             histories,
             unreadable: &unreadable,
+            identity: "sortie",
             now,
         };
         // Round 1: qa's one slot goes to ticket 1 (needs its history), dev's to 3.
@@ -247,6 +256,7 @@ mod tests {
             ledger: &ledger,
             histories: &histories,
             unreadable: &unreadable,
+            identity: "sortie",
             now: Utc::now(),
         });
         assert_eq!(p.needs_history, vec!["1"], "one slot, one history read");

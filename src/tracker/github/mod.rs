@@ -216,44 +216,13 @@ impl GithubTracker {
             .cloned()
             .unwrap_or(wanted)
     }
-}
 
-fn number(id: &str) -> Result<u64, TrackerError> {
-    issue_number(id)
-        .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a GitHub issue number")))
-}
-
-#[async_trait]
-impl Tracker for GithubTracker {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn rate_limit_remaining(&self) -> Option<u64> {
-        self.api().rate_limit_remaining()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: false,
-            idempotency_header: false,
-            blockers: false,
-        }
-    }
-
-    async fn identity(&self) -> Result<String, TrackerError> {
-        let login = self
-            .identity
-            .get_or_try_init(|| async {
-                let login = self.api.user().await;
-                self.api.save_cache();
-                login
-            })
-            .await?;
-        Ok(login.clone())
-    }
-
-    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+    /// Open issues on each of `statuses` that also carry every label of `extra`.
+    async fn list_with_labels(
+        &self,
+        statuses: &[String],
+        extra: &[&str],
+    ) -> Result<Listing, TrackerError> {
         let mut listing = Listing::default();
         // An issue with two status labels shows up in two listings: collect by number.
         let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
@@ -268,7 +237,9 @@ impl Tracker for GithubTracker {
             }
             // As the repository spells it, when sortie has seen it.
             let label = self.status_label(status);
-            let page = match self.api.open_issues_with_label(&label).await {
+            let mut query = vec![label.as_str()];
+            query.extend(extra.iter().copied());
+            let page = match self.api.open_issues_with_labels(&query).await {
                 Ok(page) => page,
                 Err(err) => {
                     result = Err(err);
@@ -309,6 +280,65 @@ impl Tracker for GithubTracker {
             }
         }
         Ok(listing)
+    }
+
+}
+
+fn number(id: &str) -> Result<u64, TrackerError> {
+    issue_number(id)
+        .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a GitHub issue number")))
+}
+
+#[async_trait]
+impl Tracker for GithubTracker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        self.api().rate_limit_remaining()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_statuses: false,
+            idempotency_header: false,
+            blockers: false,
+        }
+    }
+
+    async fn identity(&self) -> Result<String, TrackerError> {
+        let login = self
+            .identity
+            .get_or_try_init(|| async {
+                let login = self.api.user().await;
+                self.api.save_cache();
+                login
+            })
+            .await?;
+        Ok(login.clone())
+    }
+
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.list_with_labels(statuses, &[]).await
+    }
+
+    /// Server-side: the filter's labels join the status label in the `labels=` query
+    /// (GitHub returns issues carrying all of them). Excluded labels and the assignee
+    /// are applied by the pipeline after listing.
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        // A label with a comma cannot be queried; the pipeline filters on it anyway.
+        let labels: Vec<&str> = filter
+            .labels
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.contains(','))
+            .collect();
+        self.list_with_labels(statuses, &labels).await
     }
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {

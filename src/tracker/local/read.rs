@@ -109,7 +109,7 @@ pub(super) fn load_ticket(
             updated_at,
             url: None,
             closed: false,
-            assignees: Vec::new(),
+            assignees: front.assignees,
             blocked_by: None,
         }),
         front.notes,
