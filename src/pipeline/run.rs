@@ -243,7 +243,12 @@ async fn run_stage(
             line.duration_seconds = Some(seconds_between(started_at, ctx.clock.now()));
             line.note = Some(match reason {
                 CancelReason::LeaseLost => "lease lost; nothing written".to_string(),
-                CancelReason::TicketLeftStage => cancelled_note(ctx, &ticket.id).await,
+                CancelReason::TicketLeftStage => match moved_to {
+                    Some(in_progress) => {
+                        withdrawn_note(ctx, &ticket.id, in_progress, &stage, &mut line).await
+                    }
+                    None => cancelled_note(ctx, &ticket.id).await,
+                },
                 CancelReason::Shutdown => {
                     interrupted_note(ctx, &ticket, &stage, moved_to, &mut line).await
                 }
@@ -323,6 +328,33 @@ async fn cancelled_note(ctx: &Context, id: &str) -> String {
         Ok(t) => format!("ticket is now {}; nothing written", t.status),
         Err(TrackerError::NotFound(_)) => "ticket no longer exists; nothing written".to_string(),
         Err(_) => "ticket left the stage; nothing written".to_string(),
+    }
+}
+
+/// A run cancelled while its ticket may still be in the in-progress status sortie moved
+/// it to (a person withdrew it by removing the opt-in label, not by moving it): the
+/// ticket goes back to the claim status. A ticket a person moved stays where it is.
+async fn withdrawn_note(
+    ctx: &Context,
+    id: &str,
+    in_progress: &str,
+    stage: &Stage,
+    line: &mut RunLine,
+) -> String {
+    match ctx
+        .tracker
+        .transition(id, in_progress, &stage.claim_status)
+        .await
+    {
+        Ok(()) => {
+            line.from_status = in_progress.to_string();
+            line.to_status = Some(stage.claim_status.clone());
+            format!(
+                "withdrawn; nothing written, ticket back to {}",
+                stage.claim_status
+            )
+        }
+        Err(_) => cancelled_note(ctx, id).await,
     }
 }
 

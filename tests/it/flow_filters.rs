@@ -133,7 +133,7 @@ fn an_unknown_filter_key_is_a_config_error_naming_file_line_and_key() {
     let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
     assert_eq!(out.status.code(), Some(2), "a config error exits 2");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("pipeline.yaml:13"), "file and line:\n{err}");
+    assert!(err.contains("pipeline.yaml:14:"), "file and line:\n{err}");
     assert!(err.contains("lables"), "the key is named:\n{err}");
 }
 
