@@ -87,7 +87,8 @@ fn bench(c: &mut Criterion) {
     };
     c.bench_function("eligibility_and_order_10k", |b| {
         b.iter(|| {
-            let (ordered, skips) = candidates(&config, black_box(&tickets), &snapshot, "sortie", now);
+            let (ordered, skips) =
+                candidates(&config, black_box(&tickets), &snapshot, "sortie", now);
             black_box((ordered.len(), skips.len()))
         })
     });

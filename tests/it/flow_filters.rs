@@ -113,7 +113,11 @@ fn assignee_me_is_the_boards_own_identity() {
     for (id, who) in [(&mine, "sortie"), (&theirs, "alice")] {
         let path = ticket_file(&sb, id);
         let text = std::fs::read_to_string(&path).unwrap();
-        let text = text.replacen("status: todo\n", &format!("status: todo\nassignee: {who}\n"), 1);
+        let text = text.replacen(
+            "status: todo\n",
+            &format!("status: todo\nassignee: {who}\n"),
+            1,
+        );
         std::fs::write(&path, text).unwrap();
     }
     let dry = sb.tick_json(&["--dry-run"]);
@@ -174,10 +178,24 @@ fn removing_the_label_from_a_running_ticket_cancels_its_run() {
         "{second:#}"
     );
     let out = first.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(started.elapsed() < Duration::from_secs(30), "stopped long before 60 s");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "stopped long before 60 s"
+    );
     assert_eq!(report["runs"][0]["outcome"], "cancelled", "{report:#}");
-    assert!(sb.comments(&id).is_empty(), "a cancelled run writes nothing");
-    assert_eq!(sb.ticket(&id).status, "todo", "back where the person left it");
+    assert!(
+        sb.comments(&id).is_empty(),
+        "a cancelled run writes nothing"
+    );
+    assert_eq!(
+        sb.ticket(&id).status,
+        "todo",
+        "back where the person left it"
+    );
 }

@@ -69,18 +69,27 @@ mod tests {
         let f = filter(&["agent-ok", "backend"], &["no-agent"], None);
         let check = |labels: &[&str]| mismatch_parts(&f, &strings(labels), &[], "sortie");
         assert_eq!(check(&["Agent-OK ", "backend"]), None, "names ignore case");
-        assert_eq!(check(&["backend"]).as_deref(), Some("label agent-ok missing"));
+        assert_eq!(
+            check(&["backend"]).as_deref(),
+            Some("label agent-ok missing")
+        );
         assert_eq!(
             check(&["agent-ok", "backend", "no-agent"]).as_deref(),
             Some("label no-agent excludes it")
         );
-        assert_eq!(mismatch_parts(&TicketFilter::default(), &[], &[], "x"), None);
+        assert_eq!(
+            mismatch_parts(&TicketFilter::default(), &[], &[], "x"),
+            None
+        );
     }
 
     #[test]
     fn assignee_me_is_the_tracker_identity() {
         let me = filter(&[], &[], Some("me"));
-        assert_eq!(mismatch_parts(&me, &[], &strings(&["sortie-bot"]), "sortie-bot"), None);
+        assert_eq!(
+            mismatch_parts(&me, &[], &strings(&["sortie-bot"]), "sortie-bot"),
+            None
+        );
         assert_eq!(
             mismatch_parts(&me, &[], &strings(&["alice"]), "sortie-bot").as_deref(),
             Some("not assigned to sortie-bot (assigned to alice)")

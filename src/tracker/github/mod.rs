@@ -281,7 +281,6 @@ impl GithubTracker {
         }
         Ok(listing)
     }
-
 }
 
 fn number(id: &str) -> Result<u64, TrackerError> {

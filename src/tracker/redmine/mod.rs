@@ -256,7 +256,6 @@ impl RedmineTracker {
         }
         Ok(listing)
     }
-
 }
 
 /// The issue number in `id`, refusing anything that is not one (it goes into a URL path).
