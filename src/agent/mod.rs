@@ -28,8 +28,8 @@ pub use presets::{preset_argv, EventStream, MAX_EVENT_LINE_BYTES, MAX_STREAM_TEX
 pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
 pub use program::find_program;
 pub use prompt::{
-    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, RoleSettings, RoleTemplates,
-    StageVars, TicketVars,
+    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, ReworkVars, RoleSettings,
+    RoleTemplates, StageVars, TicketVars,
 };
 pub use workspace::{
     adopt_legacy_workspace, ensure_workspace, legacy_workspace_name, list_workspaces,

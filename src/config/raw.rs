@@ -150,6 +150,15 @@ pub(crate) struct RawStage {
     pub(crate) requires_prior_role: Option<String>,
     pub(crate) max_in_flight: Option<u32>,
     pub(crate) filter: Option<RawFilter>,
+    pub(crate) rework: Option<RawRework>,
+}
+
+/// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRework {
+    pub(crate) max: u32,
+    pub(crate) then: Option<String>,
 }
 
 /// An outcome in a hook's `outcomes:` filter.

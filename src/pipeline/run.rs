@@ -16,7 +16,7 @@ use super::supervisor::{LiveRun, Supervisor};
 use super::writeback::{self, WritebackResult};
 use crate::agent::{
     run_agent, AgentOutcome, AgentSpec, CancelReason, CommentVars, FailureVars, PriorVars,
-    PromptContext, RunEnd, RunPlan, StageVars, TicketVars,
+    PromptContext, ReworkVars, RunEnd, RunPlan, StageVars, TicketVars,
 };
 use crate::block::{render_comment, Category, NextAction, OutcomeBlock};
 use crate::config::Stage;
@@ -528,7 +528,19 @@ impl Finish<'_> {
             attempt: claim.stage_attempt,
             run_id: &claim.run_id,
             duration_seconds: duration,
-            failures_before: self.history.failures_in_a_row(&stage.role),
+            failures_before: self
+                .history
+                .failures_this_round(&stage.role, stage.rework_target()),
+            rework_rounds: stage
+                .rework_target()
+                .map(|to| {
+                    self.history
+                        .sent_back(&stage.role, to)
+                        .into_iter()
+                        .map(|f| (f.reason_code.clone(), f.detail.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         let decision = decide(&ctx.config.retry, &facts, &outcome);
         line.outcome = decision.block.kind().to_string();
@@ -749,6 +761,17 @@ fn prompt_context(
             reason_code: f.reason_code.clone(),
             detail: f.detail.clone(),
         }),
+        rework: history
+            .returned_work(&stage.role, &stage.claim_status)
+            .map(|(f, count)| ReworkVars {
+                count,
+                from_role: f.role.clone(),
+                failure: FailureVars {
+                    attempt: f.stage_attempt,
+                    reason_code: f.reason_code.clone(),
+                    detail: f.detail.clone(),
+                },
+            }),
         comments: history
             .human_comments()
             .iter()

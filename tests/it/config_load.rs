@@ -54,6 +54,7 @@ fn three_stage_fixture_loads_with_every_field() {
         requires_prior_role: prior.map(Into::into),
         max_in_flight: cap,
         filter: Default::default(),
+        rework: None,
     };
     let expected = Config {
         source: Some(path.clone()),
@@ -144,6 +145,7 @@ fn single_role_form_becomes_a_one_stage_pipeline() {
             requires_prior_role: None,
             max_in_flight: 1,
             filter: Default::default(),
+            rework: None,
         }]
     );
     assert_eq!(

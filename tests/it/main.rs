@@ -21,6 +21,7 @@ mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
 mod flow_filters;
+mod flow_rework;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;

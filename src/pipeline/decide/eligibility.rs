@@ -50,6 +50,14 @@ pub enum SkipReason {
         /// The role whose success is required.
         role: String,
     },
+    /// This stage sent the ticket back for rework, and the earlier role has not
+    /// succeeded since.
+    PriorRoleNotRedone {
+        /// The role whose newer success is required.
+        role: String,
+        /// This stage's role.
+        since: String,
+    },
     /// A ceiling is reached.
     CapReached {
         /// Which one.
@@ -105,6 +113,10 @@ impl std::fmt::Display for SkipReason {
             SkipReason::PriorRoleMissing { role } => {
                 write!(f, "prior role {role} has no success block on the ticket")
             }
+            SkipReason::PriorRoleNotRedone { role, since } => write!(
+                f,
+                "waiting for a {role} success newer than {since}'s last failure (rework)"
+            ),
             SkipReason::CapReached { scope, limit } => {
                 let scope = match scope {
                     CeilingScope::Global => "global",

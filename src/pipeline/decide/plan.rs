@@ -136,6 +136,13 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
                 }));
                 continue;
             }
+            if !history.has_success_since_sent_back(prior, &stage.role, stage.rework_target()) {
+                out.skips.push(skip(SkipReason::PriorRoleNotRedone {
+                    role: prior.clone(),
+                    since: stage.role.clone(),
+                }));
+                continue;
+            }
         }
         caps.add(stage);
         out.dispatches.push(Dispatch {
