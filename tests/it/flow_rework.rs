@@ -136,3 +136,25 @@ fn a_cycle_without_a_bound_is_refused_with_file_line_and_the_chain() {
     );
     assert!(err.contains("rework"), "{err}");
 }
+
+#[test]
+fn qa_in_round_two_requires_a_backend_success_newer_than_its_last_failure() {
+    let sb = Sandbox::with_config(&config("\n    rework: {max: 2, then: needs-human}"));
+    let id = sb.add("Shortcut", "design-approved", &[]);
+    sb.tick(); // backend succeeds
+    sb.tick(); // qa fails, sends it back
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+    // A person pushes it straight back to qa, skipping backend.
+    sb.ok(&["board", "move", "--board", "board", &id, "code-review"]);
+    let dry = sb.tick_json(&["--dry-run"]);
+    assert_eq!(
+        dry["skips"][0]["reason"], "prior_role_not_redone",
+        "{dry:#}"
+    );
+    let text = sb.ok(&["pipeline", "tick", "--config", "pipeline.yaml", "--dry-run"]);
+    assert!(
+        text.contains("waiting for a backend success newer than qa's last failure"),
+        "{text}"
+    );
+    assert_eq!(dry["runs"].as_array().map(Vec::len), Some(0));
+}
