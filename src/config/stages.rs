@@ -106,7 +106,7 @@ pub(crate) fn build_stages(
                 })
                 .collect();
             check_pipeline(&stages, terminal, problems);
-            check_rework(&stages, problems);
+            check_rework(&stages, terminal, problems);
             stages
         }
         None => match single_role(raw, terminal, default_cap, tracker_filter, problems) {
@@ -387,7 +387,7 @@ fn owner_of(stages: &[SourcedStage], status: &str) -> Option<usize> {
 
 /// Back edges (a stage whose outcome status is an earlier stage's status) make cycles:
 /// each needs a `rework` bound, which only a failure edge can carry.
-fn check_rework(stages: &[SourcedStage], problems: &mut Problems) {
+fn check_rework(stages: &[SourcedStage], terminal: &[String], problems: &mut Problems) {
     let chain = |from: usize, to: usize| {
         stages[to..=from]
             .iter()
@@ -399,7 +399,9 @@ fn check_rework(stages: &[SourcedStage], problems: &mut Problems) {
     for (i, s) in stages.iter().enumerate() {
         let st = &s.stage;
         if let Some(success) = &st.success_status {
-            if let Some(j) = owner_of(stages, success).filter(|&j| j < i) {
+            // A terminal status some stage claims is reported as such already.
+            let terminal = terminal.iter().any(|t| same_name(t, success));
+            if let Some(j) = owner_of(stages, success).filter(|&j| j < i && !terminal) {
                 problems.at_value(
                     &s.success,
                     format!(
