@@ -102,6 +102,7 @@ fn bench(c: &mut Criterion) {
                 histories: &histories,
                 unreadable: &unreadable,
                 identity: "sortie",
+                blockers: false,
                 now,
             });
             black_box((p.dispatches.len(), p.skips.len(), p.needs_history.len()))

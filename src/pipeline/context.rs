@@ -67,6 +67,8 @@ pub(crate) struct Context {
     pub claimer_id: String,
     /// Who sortie is on the tracker (the author of its comments, `assignee: me`).
     pub identity: String,
+    /// Whether tracker-native blockers hold tickets back.
+    pub blockers: bool,
     /// Authors whose outcome blocks count: sortie's own identity and `trusted_authors`.
     pub trusted: HashSet<String>,
     /// Fault points of the crash-anywhere suite.

@@ -228,6 +228,10 @@ impl PipelineBuilder {
             .hooks
             .unwrap_or_else(|| HookRegistry::from_config(&config));
         let events = Events::new(hooks, self.ledger.clone(), self.clock.clone());
+        let blockers = config
+            .blockers
+            .enabled
+            .unwrap_or(self.tracker.capabilities().blockers);
         let ctx = Context {
             config,
             tracker: self.tracker,
@@ -236,6 +240,7 @@ impl PipelineBuilder {
             clock: self.clock,
             claimer_id: new_claimer_id(),
             identity,
+            blockers,
             trusted,
             faults: self.faults,
             events,
@@ -623,6 +628,7 @@ fn plan_with<'t>(
         histories,
         unreadable,
         identity: &ctx.identity,
+        blockers: ctx.blockers,
         now: obs.now,
     })
 }

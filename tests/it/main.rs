@@ -20,6 +20,7 @@ mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
+mod flow_blockers;
 mod flow_filters;
 mod flow_rework;
 mod github_adapter;

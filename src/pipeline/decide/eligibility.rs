@@ -58,6 +58,17 @@ pub enum SkipReason {
         /// This stage's role.
         since: String,
     },
+    /// A tracker-native blocker is not terminal yet.
+    Blocked {
+        /// The open blockers, as `#id (status)`.
+        by: Vec<String>,
+    },
+    /// The ticket's blockers could not be read this tick: held, never dispatched on a
+    /// guess.
+    BlockersUnknown {
+        /// Why.
+        message: String,
+    },
     /// A ceiling is reached.
     CapReached {
         /// Which one.
@@ -117,6 +128,10 @@ impl std::fmt::Display for SkipReason {
                 f,
                 "waiting for a {role} success newer than {since}'s last failure (rework)"
             ),
+            SkipReason::Blocked { by } => write!(f, "blocked by {}", by.join(", ")),
+            SkipReason::BlockersUnknown { message } => {
+                write!(f, "blockers could not be read ({message}); held this tick")
+            }
             SkipReason::CapReached { scope, limit } => {
                 let scope = match scope {
                     CeilingScope::Global => "global",

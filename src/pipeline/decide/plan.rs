@@ -35,6 +35,9 @@ pub struct PlanInput<'t, 'a> {
     pub unreadable: &'a HashMap<String, String>,
     /// Who sortie is on the tracker (a filter's `assignee: me`).
     pub identity: &'a str,
+    /// Whether tracker-native blockers hold tickets back (`tracker.blockers.enabled`,
+    /// default: whether the tracker supports them).
+    pub blockers: bool,
     /// The time the plan is for.
     pub now: DateTime<Utc>,
 }
@@ -119,6 +122,12 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
             }));
             continue;
         }
+        if input.blockers {
+            if let Some(reason) = blocked(config, ticket) {
+                out.skips.push(skip(reason));
+                continue;
+            }
+        }
         if let Some(reason) = caps.check(stage) {
             out.skips.push(skip(reason));
             continue;
@@ -154,6 +163,25 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
         });
     }
     out
+}
+
+/// Why `ticket` waits for its blockers, if it does. A blocker is done when the tracker
+/// says it is closed or its status is terminal; one whose status is unknown is not.
+fn blocked(config: &Config, ticket: &Ticket) -> Option<SkipReason> {
+    let Some(blockers) = &ticket.blocked_by else {
+        return Some(SkipReason::BlockersUnknown {
+            message: "the tracker listed no blockers for it".to_string(),
+        });
+    };
+    let open: Vec<String> = blockers
+        .iter()
+        .filter(|b| !(b.closed || b.status.as_deref().is_some_and(|s| config.is_terminal(s))))
+        .map(|b| match &b.status {
+            Some(status) => format!("#{} ({status})", b.id),
+            None => format!("#{} (status unknown: missing or unreadable)", b.id),
+        })
+        .collect();
+    (!open.is_empty()).then_some(SkipReason::Blocked { by: open })
 }
 
 #[cfg(test)]
@@ -212,6 +240,7 @@ mod tests {
             histories,
             unreadable: &unreadable,
             identity: "sortie",
+            blockers: false,
             now,
         };
         // Round 1: qa's one slot goes to ticket 1 (needs its history), dev's to 3.
@@ -264,6 +293,7 @@ mod tests {
             histories: &histories,
             unreadable: &unreadable,
             identity: "sortie",
+            blockers: false,
             now: Utc::now(),
         });
         assert_eq!(p.needs_history, vec!["1"], "one slot, one history read");

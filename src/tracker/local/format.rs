@@ -166,6 +166,8 @@ pub struct TicketFront {
     pub labels: Vec<String>,
     /// `assignee` (one name) or `assignees` (a list).
     pub assignees: Vec<String>,
+    /// `blocked_by`: ids of the tickets blocking this one.
+    pub blocked_by: Vec<String>,
     /// `created_at`, if present and parseable.
     pub created_at: Option<DateTime<Utc>>,
     /// `updated_at`, if present and parseable.
@@ -188,6 +190,8 @@ struct RawTicketFront {
     assignee: Value,
     #[serde(default)]
     assignees: Value,
+    #[serde(default)]
+    blocked_by: Value,
     #[serde(default)]
     created_at: Value,
     #[serde(default)]
@@ -226,6 +230,7 @@ pub fn parse_ticket_front(split: &Split<'_>) -> Result<TicketFront, FormatError>
     let labels = parse_names("labels", &raw.labels, &mut notes);
     let mut assignees = parse_names("assignee", &raw.assignee, &mut notes);
     assignees.extend(parse_names("assignees", &raw.assignees, &mut notes));
+    let blocked_by = parse_names("blocked_by", &raw.blocked_by, &mut notes);
     let created_at = parse_time_field("created_at", &raw.created_at, &mut notes);
     let updated_at = parse_time_field("updated_at", &raw.updated_at, &mut notes);
     Ok(TicketFront {
@@ -234,6 +239,7 @@ pub fn parse_ticket_front(split: &Split<'_>) -> Result<TicketFront, FormatError>
         priority,
         labels,
         assignees,
+        blocked_by,
         created_at,
         updated_at,
         notes,

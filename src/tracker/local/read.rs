@@ -110,7 +110,18 @@ pub(super) fn load_ticket(
             url: None,
             closed: false,
             assignees: front.assignees,
-            blocked_by: None,
+            // Statuses filled in by the board (`LocalBoard::resolve_blockers`).
+            blocked_by: Some(
+                front
+                    .blocked_by
+                    .into_iter()
+                    .map(|id| crate::tracker::Blocker {
+                        id,
+                        status: None,
+                        closed: false,
+                    })
+                    .collect(),
+            ),
         }),
         front.notes,
     ))
