@@ -22,6 +22,7 @@ mod daemon_e2e;
 mod daemon_serve;
 mod flow_blockers;
 mod flow_filters;
+mod flow_github;
 mod flow_rework;
 mod github_adapter;
 mod github_cli;
