@@ -45,7 +45,14 @@ fn a_blocked_ticket_waits_then_runs_the_tick_after_its_blocker_closes() {
     let sb = Sandbox::with_config(&config());
     let blocker = sb.add("the blocker", "backlog", &[]);
     let blocked = sb.add("waits", "todo", &[]);
-    block(&sb, &blocked, &[&blocker]);
+    let out = sb.ok(&[
+        "board", "block", "--board", "board", &blocked, "--by", &blocker,
+    ]);
+    assert_eq!(out.trim(), format!("{blocked}: blocked by {blocker}"));
+    let refused = sb.sortie(&[
+        "board", "block", "--board", "board", &blocked, "--by", "404",
+    ]);
+    assert!(!refused.status.success(), "an unknown blocker is refused");
 
     let report = sb.tick_json(&[]);
     let skip = skip_reason(&report, &blocked);
