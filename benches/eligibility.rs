@@ -103,6 +103,7 @@ fn bench(c: &mut Criterion) {
                 unreadable: &unreadable,
                 identity: "sortie",
                 blockers: false,
+                blockers_read: &Default::default(),
                 now,
             });
             black_box((p.dispatches.len(), p.skips.len(), p.needs_history.len()))

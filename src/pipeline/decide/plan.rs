@@ -17,7 +17,7 @@ use super::eligibility::{candidates, SkipReason};
 use crate::config::Config;
 use crate::ledger::{ClaimLimits, LedgerSnapshot};
 use crate::pipeline::history::TicketHistory;
-use crate::tracker::Ticket;
+use crate::tracker::{Blocker, Ticket};
 
 /// Everything the plan is a function of.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +38,9 @@ pub struct PlanInput<'t, 'a> {
     /// Whether tracker-native blockers hold tickets back (`tracker.blockers.enabled`,
     /// default: whether the tracker supports them).
     pub blockers: bool,
+    /// Blockers read so far this tick (`Tracker::blockers`) for tickets whose listing
+    /// did not carry them: the list, or why it could not be read.
+    pub blockers_read: &'a HashMap<String, Result<Vec<Blocker>, String>>,
     /// The time the plan is for.
     pub now: DateTime<Utc>,
 }
@@ -77,12 +80,14 @@ pub struct Plan<'a> {
     pub skips: Vec<Skip<'a>>,
     /// Tickets whose history must be read before the plan is final.
     pub needs_history: Vec<&'a str>,
+    /// Tickets whose blockers must be read before the plan is final.
+    pub needs_blockers: Vec<&'a str>,
 }
 
 impl Plan<'_> {
     /// Whether the plan needs no more input.
     pub fn is_final(&self) -> bool {
-        self.needs_history.is_empty()
+        self.needs_history.is_empty() && self.needs_blockers.is_empty()
     }
 }
 
@@ -122,15 +127,36 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
             }));
             continue;
         }
-        if input.blockers {
-            if let Some(reason) = blocked(config, ticket) {
-                out.skips.push(skip(reason));
-                continue;
-            }
-        }
         if let Some(reason) = caps.check(stage) {
             out.skips.push(skip(reason));
             continue;
+        }
+        if input.blockers {
+            let listed = ticket.blocked_by.as_deref().map(Ok);
+            let read = input
+                .blockers_read
+                .get(&ticket.id)
+                .map(|r| r.as_deref().map_err(String::as_str));
+            match listed.or(read) {
+                None => {
+                    // Keep its place, as for a history.
+                    caps.add(stage);
+                    out.needs_blockers.push(&ticket.id);
+                    continue;
+                }
+                Some(Err(message)) => {
+                    out.skips.push(skip(SkipReason::BlockersUnknown {
+                        message: message.to_string(),
+                    }));
+                    continue;
+                }
+                Some(Ok(blockers)) => {
+                    if let Some(reason) = blocked(config, blockers) {
+                        out.skips.push(skip(reason));
+                        continue;
+                    }
+                }
+            }
         }
         let Some(history) = input.histories.get(&ticket.id) else {
             // Keep its place: whether it runs decides what the next candidates may do.
@@ -165,14 +191,9 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
     out
 }
 
-/// Why `ticket` waits for its blockers, if it does. A blocker is done when the tracker
+/// Why a ticket with `blockers` waits for them, if it does. A blocker is done when the tracker
 /// says it is closed or its status is terminal; one whose status is unknown is not.
-fn blocked(config: &Config, ticket: &Ticket) -> Option<SkipReason> {
-    let Some(blockers) = &ticket.blocked_by else {
-        return Some(SkipReason::BlockersUnknown {
-            message: "the tracker listed no blockers for it".to_string(),
-        });
-    };
+fn blocked(config: &Config, blockers: &[Blocker]) -> Option<SkipReason> {
     let open: Vec<String> = blockers
         .iter()
         .filter(|b| !(b.closed || b.status.as_deref().is_some_and(|s| config.is_terminal(s))))
@@ -233,6 +254,7 @@ mod tests {
         let histories = HashMap::new();
         let unreadable = HashMap::new();
         let now = Utc::now();
+        let no_blockers = HashMap::new();
         let input = |histories| PlanInput {
             config: &config,
             tickets: &tickets,
@@ -241,6 +263,7 @@ mod tests {
             unreadable: &unreadable,
             identity: "sortie",
             blockers: false,
+            blockers_read: &no_blockers,
             now,
         };
         // Round 1: qa's one slot goes to ticket 1 (needs its history), dev's to 3.
@@ -294,6 +317,7 @@ mod tests {
             unreadable: &unreadable,
             identity: "sortie",
             blockers: false,
+            blockers_read: &HashMap::new(),
             now: Utc::now(),
         });
         assert_eq!(p.needs_history, vec!["1"], "one slot, one history read");

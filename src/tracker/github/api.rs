@@ -125,6 +125,14 @@ impl GithubApi {
         self.all_pages(url, true).await
     }
 
+    /// `GET /repos/{o}/{r}/issues/{n}/dependencies/blocked_by?per_page=100`: the issues
+    /// blocking issue `number`, every page.
+    pub async fn blocked_by(&self, number: u64) -> Result<Items, TrackerError> {
+        let mut url = self.repo_url(&["issues", &number.to_string(), "dependencies", "blocked_by"]);
+        url.query_pairs_mut().append_pair("per_page", PER_PAGE);
+        self.all_pages(url, false).await
+    }
+
     /// `GET /repos/{o}/{r}/issues/{n}`.
     pub async fn issue(&self, number: u64) -> Result<Value, TrackerError> {
         let url = self.repo_url(&["issues", &number.to_string()]);

@@ -340,6 +340,35 @@ impl Tracker for GithubTracker {
         self.list_with_labels(statuses, &labels).await
     }
 
+    /// Issue dependencies: `GET .../issues/{n}/dependencies/blocked_by`, one request
+    /// (per page) per ticket. A blocker is closed when its issue is; its status is its
+    /// status label when it has exactly one.
+    async fn blockers(&self, id: &str) -> Result<Vec<crate::tracker::Blocker>, TrackerError> {
+        let page = self.api.blocked_by(number(id)?).await?;
+        let mut out = Vec::new();
+        for value in page.items {
+            let Some(n) = value.get("number").and_then(|n| n.as_u64()) else {
+                return Err(TrackerError::Invalid(format!(
+                    "a blocker of #{id} has no issue number"
+                )));
+            };
+            let closed = value.get("state").and_then(|s| s.as_str()) == Some("closed");
+            let status = match serde_json::from_value::<WireIssue>(value) {
+                Ok(issue) => match issue.classify(&self.labels) {
+                    Classified::Ticket(t) if !t.status.is_empty() => Some(t.status),
+                    _ => None,
+                },
+                Err(_) => None,
+            };
+            out.push(crate::tracker::Blocker {
+                id: n.to_string(),
+                status,
+                closed,
+            });
+        }
+        Ok(out)
+    }
+
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let issue = self.wire_issue(id).await?;
         match issue.classify(&self.labels) {
