@@ -322,6 +322,50 @@ impl Tracker for RedmineTracker {
         self.list_assigned(statuses, me.then_some("me")).await
     }
 
+    /// Relations: `GET /issues/{id}/relations.json`; `X blocks id` and `id blocked X`
+    /// make X a blocker, each then read (`GET /issues/{X}.json`) for its status.
+    async fn blockers(&self, id: &str) -> Result<Vec<crate::tracker::Blocker>, TrackerError> {
+        #[derive(serde::Deserialize)]
+        struct Relation {
+            issue_id: u64,
+            issue_to_id: u64,
+            relation_type: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Relations {
+            relations: Vec<Relation>,
+        }
+        let number: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| TrackerError::Invalid(format!("{id:?} is not a Redmine issue id")))?;
+        let list: Relations = self
+            .api
+            .get(&format!("/issues/{number}/relations.json"))
+            .await?;
+        let mut ids: Vec<u64> = Vec::new();
+        for r in list.relations {
+            let by = match r.relation_type.as_str() {
+                "blocks" if r.issue_to_id == number => r.issue_id,
+                "blocked" if r.issue_id == number => r.issue_to_id,
+                _ => continue,
+            };
+            if !ids.contains(&by) {
+                ids.push(by);
+            }
+        }
+        let mut out = Vec::new();
+        for by in ids {
+            let ticket = self.get(&by.to_string()).await?;
+            out.push(crate::tracker::Blocker {
+                id: by.to_string(),
+                status: Some(ticket.status),
+                closed: ticket.closed,
+            });
+        }
+        Ok(out)
+    }
+
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let issue = self.issue(id, false).await?;
         self.to_ticket(&issue).await
