@@ -199,3 +199,20 @@ fn removing_the_label_from_a_running_ticket_cancels_its_run() {
         "back where the person left it"
     );
 }
+
+#[test]
+fn a_stage_filter_cannot_exclude_what_the_tracker_filter_requires() {
+    let sb = Sandbox::with_config(&config(
+        "{labels: [agent-ok], assignee: bob}",
+        "{exclude_labels: [Agent-OK], assignee: alice}",
+        "echo done",
+    ));
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pipeline_stages[0].filter") && err.contains("no ticket could pass"),
+        "{err}"
+    );
+    assert!(err.contains("cannot ask for \"alice\""), "{err}");
+}
