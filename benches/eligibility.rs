@@ -87,7 +87,8 @@ fn bench(c: &mut Criterion) {
     };
     c.bench_function("eligibility_and_order_10k", |b| {
         b.iter(|| {
-            let (ordered, skips) = candidates(&config, black_box(&tickets), &snapshot, now);
+            let (ordered, skips) =
+                candidates(&config, black_box(&tickets), &snapshot, "sortie", now);
             black_box((ordered.len(), skips.len()))
         })
     });
@@ -100,6 +101,9 @@ fn bench(c: &mut Criterion) {
                 ledger: &snapshot,
                 histories: &histories,
                 unreadable: &unreadable,
+                identity: "sortie",
+                blockers: false,
+                blockers_read: &Default::default(),
                 now,
             });
             black_box((p.dispatches.len(), p.skips.len(), p.needs_history.len()))

@@ -42,6 +42,9 @@ pub struct PromptContext {
     pub prior: BTreeMap<String, PriorVars>,
     /// This role's previous failure on the ticket, for retries.
     pub last_failure: Option<FailureVars>,
+    /// Work a later stage sent back to this one (`rework.count`, `rework.from_role`,
+    /// `rework.failure`); none outside a rework round.
+    pub rework: Option<ReworkVars>,
     /// Recent comments by people (not sortie's own), oldest first, bounded.
     pub comments: Vec<CommentVars>,
 }
@@ -197,6 +200,17 @@ pub struct FailureVars {
     pub detail: String,
 }
 
+/// Work sent back to this stage by a later one.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReworkVars {
+    /// Which round: 1 the first time the work came back.
+    pub count: u32,
+    /// The role that sent it back.
+    pub from_role: String,
+    /// That role's failure: attempt, reason code, detail.
+    pub failure: FailureVars,
+}
+
 /// The compiled prompt templates of every role in a pipeline.
 #[derive(Debug)]
 pub struct RoleTemplates {
@@ -308,6 +322,7 @@ impl PromptContext {
             attempt: 1,
             prior: BTreeMap::new(),
             last_failure: None,
+            rework: None,
             comments: Vec::new(),
         }
     }

@@ -85,6 +85,18 @@ pub enum BoardCommand {
         /// New status.
         status: String,
     },
+    /// Record that a ticket is blocked by another (its `blocked_by` front matter): the
+    /// pipeline does not dispatch it until every blocker is terminal.
+    Block {
+        /// Where the board is.
+        #[command(flatten)]
+        location: BoardLocation,
+        /// The blocked ticket.
+        id: String,
+        /// The blocking ticket.
+        #[arg(long)]
+        by: String,
+    },
     /// Add a comment to a ticket.
     Comment {
         /// Where the board is.
@@ -193,6 +205,11 @@ pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
             check_status(&location, &board, &status)?;
             let before = board.set_status(&id, &status).map_err(from_tracker)?;
             writeln!(out, "{id}: {before} -> {}", status.trim())?;
+        }
+        BoardCommand::Block { location, id, by } => {
+            let board = open(&location)?;
+            let blockers = board.add_blocker(&id, &by).map_err(from_tracker)?;
+            writeln!(out, "{id}: blocked by {}", blockers.join(", "))?;
         }
         BoardCommand::Comment {
             location,

@@ -144,8 +144,36 @@ pub fn describe(cfg: &Config) -> String {
             }
             None => line.push_str(", failure -> (stays, held)"),
         }
+        if let (Some(rework), Some(back)) = (&s.rework, s.rework_target()) {
+            let to = cfg
+                .stages
+                .iter()
+                .find(|t| crate::tracker::same_name(&t.claim_status, back))
+                .map_or("?", |t| t.role.as_str());
+            let _ = write!(
+                line,
+                " (back edge {} -> {to}: sent back at most {} times, then {})",
+                s.role,
+                rework.max,
+                rework.then.as_deref().unwrap_or("held")
+            );
+        }
         if let Some(prior) = &s.requires_prior_role {
             let _ = write!(line, ", requires {prior}");
+        }
+        if !s.filter.is_empty() {
+            let f = &s.filter;
+            let mut parts = Vec::new();
+            if !f.labels.is_empty() {
+                parts.push(format!("labels {}", f.labels.join(", ")));
+            }
+            if !f.exclude_labels.is_empty() {
+                parts.push(format!("not {}", f.exclude_labels.join(", ")));
+            }
+            if let Some(a) = &f.assignee {
+                parts.push(format!("assignee {a}"));
+            }
+            let _ = write!(line, ", only tickets with {}", parts.join("; "));
         }
         let _ = writeln!(out, "{line}, max {} in flight", s.max_in_flight);
     }

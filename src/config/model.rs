@@ -486,9 +486,32 @@ pub struct Stage {
     pub requires_prior_role: Option<String>,
     /// Live runs of this stage's role; defaults to `concurrency.per_role_max_in_flight`.
     pub max_in_flight: u32,
+    /// The tickets this stage may touch: `tracker.filter` narrowed by the stage's own
+    /// `filter` (labels of both required, excluded labels of both excluded). Default:
+    /// `tracker.filter`.
+    pub filter: TicketFilter,
+    /// The bound on sending work back when `failure_status` is an earlier stage's
+    /// claim status. Default none (refused for such a back edge).
+    pub rework: Option<Rework>,
+}
+
+/// `rework: {max, then}`: how often a stage may send a ticket back to an earlier stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rework {
+    /// Work is sent back at most this many times (the earlier stage runs at most
+    /// `max + 1` times for one ticket).
+    pub max: u32,
+    /// Where the ticket goes once the bound is reached; none holds it where it is.
+    pub then: Option<String>,
 }
 
 impl Stage {
+    /// Where this stage sends work back on failure (an earlier stage's claim status),
+    /// when it has a `rework` bound.
+    pub fn rework_target(&self) -> Option<&str> {
+        self.rework.as_ref().and(self.failure_status.as_deref())
+    }
+
     /// The statuses a ticket of this stage may have while the stage owns it.
     pub fn owned_statuses(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.claim_status.as_str()).chain(self.in_progress_status.as_deref())

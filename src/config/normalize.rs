@@ -166,7 +166,7 @@ pub(crate) fn normalize(
         1,
     );
 
-    let stages = build_stages(&mut raw, &terminal_states, per_role, problems);
+    let stages = build_stages(&mut raw, &terminal_states, per_role, &filter, problems);
     for (i, s) in stages.iter().enumerate() {
         let p = root.key("pipeline_stages").index(i).key("max_in_flight");
         at_least(problems, &p, Some(s.max_in_flight), 1, 1);

@@ -230,6 +230,16 @@ pub(crate) struct RawStage {
     pub(crate) failure_status: Option<String>,
     pub(crate) requires_prior_role: Option<String>,
     pub(crate) max_in_flight: Option<u32>,
+    pub(crate) filter: Option<RawFilter>,
+    pub(crate) rework: Option<RawRework>,
+}
+
+/// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRework {
+    pub(crate) max: u32,
+    pub(crate) then: Option<String>,
 }
 
 /// An outcome in a hook's `outcomes:` filter.

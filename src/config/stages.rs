@@ -7,8 +7,9 @@ use crate::tracker::same_name;
 
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::Stage;
+use super::model::{Rework, Stage, TicketFilter};
 use super::raw::{RawConfig, RawStage, SINGLE_ROLE_KEYS};
+use super::tracker::{narrow_filter, normalize_filter};
 
 /// Role used by the single-role form when `role` is not given.
 pub(crate) const DEFAULT_ROLE: &str = "agent";
@@ -22,6 +23,7 @@ pub(crate) struct SourcedStage {
     success: FieldPath,
     failure: FieldPath,
     requires: FieldPath,
+    rework: FieldPath,
 }
 
 /// Why a status or role name is unusable, or `None` when it is fine.
@@ -65,10 +67,12 @@ fn check_role(problems: &mut Problems, path: &FieldPath, role: &str) {
 
 /// Build the stages from whichever form the file uses, recording every contract violation.
 /// `terminal` is the list of terminal states already read. `default_cap` fills `max_in_flight`.
+/// `tracker_filter` is `tracker.filter`, which each stage's own `filter` narrows.
 pub(crate) fn build_stages(
     raw: &mut RawConfig,
     terminal: &[String],
     default_cap: u32,
+    tracker_filter: &TicketFilter,
     problems: &mut Problems,
 ) -> Vec<Stage> {
     let root = FieldPath::root();
@@ -97,12 +101,15 @@ pub(crate) fn build_stages(
             let stages: Vec<SourcedStage> = list
                 .into_iter()
                 .enumerate()
-                .filter_map(|(i, s)| s.map(|s| from_raw_stage(s, i, default_cap)))
+                .filter_map(|(i, s)| {
+                    s.map(|s| from_raw_stage(s, i, default_cap, tracker_filter, problems))
+                })
                 .collect();
             check_pipeline(&stages, terminal, problems);
+            check_rework(&stages, terminal, problems);
             stages
         }
-        None => match single_role(raw, terminal, default_cap, problems) {
+        None => match single_role(raw, terminal, default_cap, tracker_filter, problems) {
             Some(stage) => vec![stage],
             None => Vec::new(),
         },
@@ -124,8 +131,16 @@ pub(crate) fn build_stages(
     stages.into_iter().map(|s| s.stage).collect()
 }
 
-fn from_raw_stage(raw: RawStage, index: usize, default_cap: u32) -> SourcedStage {
+fn from_raw_stage(
+    raw: RawStage,
+    index: usize,
+    default_cap: u32,
+    tracker_filter: &TicketFilter,
+    problems: &mut Problems,
+) -> SourcedStage {
     let base = FieldPath::root().key("pipeline_stages").index(index);
+    let own = normalize_filter(raw.filter, &base.key("filter"), false, problems);
+    let filter = narrow_filter(tracker_filter, own, &base.key("filter"), problems);
     SourcedStage {
         stage: Stage {
             role: raw.role,
@@ -135,6 +150,11 @@ fn from_raw_stage(raw: RawStage, index: usize, default_cap: u32) -> SourcedStage
             failure_status: raw.failure_status,
             requires_prior_role: raw.requires_prior_role,
             max_in_flight: raw.max_in_flight.unwrap_or(default_cap),
+            filter,
+            rework: raw.rework.map(|r| Rework {
+                max: r.max,
+                then: r.then,
+            }),
         },
         role: base.key("role"),
         claim: base.key("claim_status"),
@@ -142,6 +162,7 @@ fn from_raw_stage(raw: RawStage, index: usize, default_cap: u32) -> SourcedStage
         success: base.key("success_status"),
         failure: base.key("failure_status"),
         requires: base.key("requires_prior_role"),
+        rework: base.key("rework"),
     }
 }
 
@@ -151,6 +172,7 @@ fn single_role(
     raw: &RawConfig,
     terminal: &[String],
     default_cap: u32,
+    tracker_filter: &TicketFilter,
     problems: &mut Problems,
 ) -> Option<SourcedStage> {
     let root = FieldPath::root();
@@ -247,6 +269,8 @@ fn single_role(
             failure_status: None,
             requires_prior_role: None,
             max_in_flight: default_cap,
+            filter: tracker_filter.clone(),
+            rework: None,
         },
         role: root.key("role"),
         claim: active_path.index(claim_index),
@@ -255,6 +279,7 @@ fn single_role(
         success: root.key("handoff_state"),
         failure: root.key("role"),
         requires: root.key("role"),
+        rework: root.key("role"),
     })
 }
 
@@ -348,6 +373,98 @@ fn check_pipeline(stages: &[SourcedStage], terminal: &[String], problems: &mut P
                     )
                 };
                 problems.at_value(&s.requires, format!("{why}; {expected}"));
+            }
+        }
+    }
+}
+
+/// The index of the stage whose claim or in-progress status is `status`.
+fn owner_of(stages: &[SourcedStage], status: &str) -> Option<usize> {
+    stages
+        .iter()
+        .position(|s| s.stage.owned_statuses().any(|o| same_name(o, status)))
+}
+
+/// Back edges (a stage whose outcome status is an earlier stage's status) make cycles:
+/// each needs a `rework` bound, which only a failure edge can carry.
+fn check_rework(stages: &[SourcedStage], terminal: &[String], problems: &mut Problems) {
+    let chain = |from: usize, to: usize| {
+        stages[to..=from]
+            .iter()
+            .map(|s| s.stage.role.as_str())
+            .chain(std::iter::once(stages[to].stage.role.as_str()))
+            .collect::<Vec<_>>()
+            .join(" -> ")
+    };
+    for (i, s) in stages.iter().enumerate() {
+        let st = &s.stage;
+        if let Some(success) = &st.success_status {
+            // A terminal status some stage claims is reported as such already.
+            let terminal = terminal.iter().any(|t| same_name(t, success));
+            if let Some(j) = owner_of(stages, success).filter(|&j| j < i && !terminal) {
+                problems.at_value(
+                    &s.success,
+                    format!(
+                        "success_status `{success}` is pipeline_stages[{j}] ({})'s status: the cycle {} \
+                         (back edge {} -> {}) would never end; only failure_status may send work back, \
+                         bounded by `rework`",
+                        stages[j].stage.role,
+                        chain(i, j),
+                        st.role,
+                        stages[j].stage.role
+                    ),
+                );
+            }
+        }
+        let back = st
+            .failure_status
+            .as_deref()
+            .and_then(|f| owner_of(stages, f).map(|j| (f, j)))
+            .filter(|&(_, j)| j < i);
+        match (back, &st.rework) {
+            (Some((failure, j)), None) => problems.at_value(
+                &s.failure,
+                format!(
+                    "failure_status `{failure}` is pipeline_stages[{j}] ({})'s claim status: the cycle {} \
+                     (back edge {} -> {}) has no bound; add e.g. `rework: {{max: 2, then: needs-human}}` \
+                     to this stage",
+                    stages[j].stage.role,
+                    chain(i, j),
+                    st.role,
+                    stages[j].stage.role
+                ),
+            ),
+            (Some((failure, j)), Some(_)) if !same_name(failure, &stages[j].stage.claim_status) => {
+                problems.at_value(
+                    &s.failure,
+                    format!(
+                        "failure_status `{failure}` is pipeline_stages[{j}]'s in_progress_status; \
+                         send work back to its claim_status `{}`",
+                        stages[j].stage.claim_status
+                    ),
+                )
+            }
+            (None, Some(_)) => problems.at_key(
+                &s.rework,
+                "`rework` bounds sending work back, but this stage's failure_status is not an \
+                 earlier stage's claim_status; remove `rework` or point failure_status back",
+            ),
+            _ => {}
+        }
+        if let Some(Rework {
+            then: Some(then), ..
+        }) = &st.rework
+        {
+            check_status(problems, &s.rework.key("then"), then);
+            if let Some(j) = owner_of(stages, then) {
+                problems.at_value(
+                    &s.rework.key("then"),
+                    format!(
+                        "rework.then `{then}` is pipeline_stages[{j}] ({})'s status, so an exhausted \
+                         ticket would run again; expected a status no stage claims (e.g. needs-human)",
+                        stages[j].stage.role
+                    ),
+                );
             }
         }
     }

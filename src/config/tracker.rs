@@ -420,6 +420,59 @@ pub(super) fn normalize_filter(
     }
 }
 
+/// A stage's filter: `base` (`tracker.filter`) narrowed by the stage's `own` one, found
+/// at `path`. Labels of both are required and excluded labels of both excluded; an
+/// assignee set in both must be the same person.
+pub(super) fn narrow_filter(
+    base: &TicketFilter,
+    own: TicketFilter,
+    path: &FieldPath,
+    problems: &mut Problems,
+) -> TicketFilter {
+    let union = |a: &[String], b: Vec<String>| {
+        let mut out = a.to_vec();
+        for name in b {
+            if !out.iter().any(|o| crate::tracker::same_name(o, &name)) {
+                out.push(name);
+            }
+        }
+        out
+    };
+    let clash = |required: &[String], excluded: &[String]| {
+        required
+            .iter()
+            .find(|l| excluded.iter().any(|e| crate::tracker::same_name(e, l)))
+            .cloned()
+    };
+    let crossed = clash(&base.labels, &own.exclude_labels)
+        .or_else(|| clash(&own.labels, &base.exclude_labels));
+    if let Some(label) = crossed {
+        problems.at_key(
+            path,
+            format!("label {label:?} is required by one of `tracker.filter` and this filter and excluded by the other; no ticket could pass"),
+        );
+    }
+    let labels = union(&base.labels, own.labels);
+    let exclude_labels = union(&base.exclude_labels, own.exclude_labels);
+    let assignee = match (&base.assignee, own.assignee) {
+        (Some(a), Some(b)) if !crate::tracker::same_name(a, &b) => {
+            problems.at_value(
+                &path.key("assignee"),
+                format!("`tracker.filter` already requires assignee {a:?}; a stage filter narrows it and cannot ask for {b:?} instead"),
+            );
+            Some(b)
+        }
+        (_, Some(b)) => Some(b),
+        (a, None) => a.clone(),
+    };
+    TicketFilter {
+        labels,
+        exclude_labels,
+        assignee,
+        project: own.project.or_else(|| base.project.clone()),
+    }
+}
+
 /// The `tracker.blockers` section.
 pub(super) fn normalize_blockers(
     raw: Option<RawBlockers>,

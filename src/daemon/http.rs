@@ -449,6 +449,28 @@ struct TicketView {
     blocks: Vec<BlockView>,
 }
 
+/// The skip line of a ticket on a stage's status that its stage's filter keeps out.
+async fn filtered_out(
+    config: &crate::config::Config,
+    tracker: &dyn crate::tracker::Tracker,
+    ticket: &crate::tracker::Ticket,
+) -> Option<crate::pipeline::report::SkipLine> {
+    let mut ticket = ticket.clone();
+    if let Some(status) = config.canonical_status(&ticket.status) {
+        ticket.status = status.to_string();
+    }
+    let stage =
+        &config.stages[crate::pipeline::eligibility::stage_for_status(config, &ticket.status)?];
+    let identity = tracker.identity().await.ok()?;
+    let detail = crate::pipeline::decide::filter::mismatch(&stage.filter, &ticket, &identity)?;
+    Some(crate::pipeline::report::SkipLine {
+        ticket: ticket.id.clone(),
+        role: stage.role.clone(),
+        status: ticket.status.clone(),
+        reason: crate::pipeline::eligibility::SkipReason::Filtered { detail },
+    })
+}
+
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
 async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
@@ -490,13 +512,19 @@ async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
     let name = tracker.name().to_string();
     let ledger = pipeline.ledger();
     let scope = Scope::Tracker(&name);
+    let mut skipped: Vec<_> = report
+        .skips
+        .into_iter()
+        .filter(|s| s.ticket == id)
+        .collect();
+    let would_run: Vec<_> = report.runs.into_iter().filter(|r| r.ticket == id).collect();
+    if skipped.is_empty() && would_run.is_empty() {
+        // A tracker that filters server-side did not list it: say which filter.
+        skipped.extend(filtered_out(pipeline.config(), tracker.as_ref(), &ticket).await);
+    }
     let view = TicketView {
-        would_run: report.runs.into_iter().filter(|r| r.ticket == id).collect(),
-        skipped: report
-            .skips
-            .into_iter()
-            .filter(|s| s.ticket == id)
-            .collect(),
+        would_run,
+        skipped,
         claims: ledger
             .claims(scope)
             .unwrap_or_default()

@@ -65,6 +65,10 @@ pub(crate) struct Context {
     pub clock: Arc<dyn Clock>,
     /// This process's claimer id (`host:pid:nonce`).
     pub claimer_id: String,
+    /// Who sortie is on the tracker (the author of its comments, `assignee: me`).
+    pub identity: String,
+    /// Whether tracker-native blockers hold tickets back.
+    pub blockers: bool,
     /// Authors whose outcome blocks count: sortie's own identity and `trusted_authors`.
     pub trusted: HashSet<String>,
     /// Fault points of the crash-anywhere suite.

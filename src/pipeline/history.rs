@@ -71,6 +71,11 @@ impl TicketHistory {
         })
     }
 
+    /// The latest block of `role`.
+    pub fn last_block(&self, role: &str) -> Option<&OutcomeBlock> {
+        self.blocks.iter().rev().find(|b| b.role() == role)
+    }
+
     /// The highest attempt any block of `role` records (0 if none).
     pub fn max_attempt(&self, role: &str) -> u32 {
         self.blocks
@@ -92,6 +97,80 @@ impl TicketHistory {
             }
         }
         n
+    }
+
+    /// The failure blocks with which `role` sent the ticket back to `to` (an earlier
+    /// stage's claim status), oldest first: the rework rounds so far.
+    pub fn sent_back(&self, role: &str, to: &str) -> Vec<&FailureBlock> {
+        self.blocks
+            .iter()
+            .filter_map(|b| match b {
+                OutcomeBlock::Failure(f)
+                    if f.role == role && crate::tracker::same_name(&f.to_status, to) =>
+                {
+                    Some(f)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Failures of `role` in a row, counting back no further than its last success or
+    /// its last failure that sent work back to `back_to`: each rework round starts a
+    /// fresh retry budget.
+    pub fn failures_this_round(&self, role: &str, back_to: Option<&str>) -> u32 {
+        let mut n = 0;
+        for block in self.blocks.iter().rev().filter(|b| b.role() == role) {
+            match block {
+                OutcomeBlock::Failure(f)
+                    if back_to.is_some_and(|to| crate::tracker::same_name(&f.to_status, to)) =>
+                {
+                    break
+                }
+                OutcomeBlock::Failure(_) => n += 1,
+                OutcomeBlock::Success(_) => break,
+            }
+        }
+        n
+    }
+
+    /// Whether `prior` has a success block newer than every failure with which `role`
+    /// sent the ticket back to `back_to` (with no such failure: any success counts).
+    pub fn has_success_since_sent_back(
+        &self,
+        prior: &str,
+        role: &str,
+        back_to: Option<&str>,
+    ) -> bool {
+        let last_back = back_to.and_then(|to| {
+            self.blocks.iter().rposition(|b| {
+                matches!(b, OutcomeBlock::Failure(f)
+                    if f.role == role && crate::tracker::same_name(&f.to_status, to))
+            })
+        });
+        let start = last_back.map_or(0, |i| i + 1);
+        self.blocks[start..]
+            .iter()
+            .any(|b| matches!(b, OutcomeBlock::Success(s) if s.role == prior))
+    }
+
+    /// The work returned to a stage claiming from `claim_status` whose role is `role`:
+    /// the latest failure of another role that sent the ticket to `claim_status`, when
+    /// `role` has not succeeded since, with how many times that role sent it back.
+    pub fn returned_work(&self, role: &str, claim_status: &str) -> Option<(&FailureBlock, u32)> {
+        for block in self.blocks.iter().rev() {
+            match block {
+                OutcomeBlock::Success(s) if s.role == role => return None,
+                OutcomeBlock::Failure(f)
+                    if f.role != role && crate::tracker::same_name(&f.to_status, claim_status) =>
+                {
+                    let count = self.sent_back(&f.role, claim_status).len() as u32;
+                    return Some((f, count));
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     /// Whether a block carries `idempotency_key`.

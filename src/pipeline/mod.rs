@@ -221,13 +221,17 @@ impl PipelineBuilder {
             }
         }
         let identity = self.tracker.identity().await?;
-        let trusted = std::iter::once(identity)
+        let trusted = std::iter::once(identity.clone())
             .chain(config.trusted_authors.iter().cloned())
             .collect();
         let hooks = self
             .hooks
             .unwrap_or_else(|| HookRegistry::from_config(&config));
         let events = Events::new(hooks, self.ledger.clone(), self.clock.clone());
+        let blockers = config
+            .blockers
+            .enabled
+            .unwrap_or(self.tracker.capabilities().blockers);
         let ctx = Context {
             config,
             tracker: self.tracker,
@@ -235,6 +239,8 @@ impl PipelineBuilder {
             templates,
             clock: self.clock,
             claimer_id: new_claimer_id(),
+            identity,
+            blockers,
             trusted,
             faults: self.faults,
             events,
@@ -418,8 +424,8 @@ impl Pipeline {
         }
         report.cancels = reconcile::reconcile(ctx, &obs, opts.dry_run).await?;
 
-        let (histories, unreadable) = self.read_histories(&obs).await;
-        let plan = plan_with(&obs, ctx, &histories, &unreadable);
+        let (histories, unreadable, blockers) = self.read_histories(&obs, opts.dry_run).await;
+        let plan = plan_with(&obs, ctx, &histories, &unreadable, &blockers);
         report.skips = plan
             .skips
             .iter()
@@ -515,24 +521,35 @@ impl Pipeline {
         Ok(report)
     }
 
-    /// Read the histories the plan asks for until it asks for none: the comments of a
-    /// ticket are read at most once per tick. A ticket whose comments cannot be read
-    /// is kept out of the plan for this tick, with the reason.
+    /// Read the histories and blockers the plan asks for until it asks for none: the
+    /// comments and the blockers of a ticket are read at most once per tick. A ticket
+    /// whose comments cannot be read is kept out of the plan for this tick, with the
+    /// reason; so is one whose blockers could not be read, or whose read did not fit in
+    /// `tracker.blockers.max_reads_per_tick` (the tickets read least recently go first,
+    /// so reads rotate fairly across ticks).
     async fn read_histories(
         &self,
         obs: &Observation,
-    ) -> (HashMap<String, TicketHistory>, HashMap<String, String>) {
+        dry_run: bool,
+    ) -> (
+        HashMap<String, TicketHistory>,
+        HashMap<String, String>,
+        BlockerReads,
+    ) {
         let ctx = &self.ctx;
         let mut histories = HashMap::new();
         let mut unreadable = HashMap::new();
+        let mut blockers: BlockerReads = HashMap::new();
+        let mut budget = ctx.config.blockers.max_reads_per_tick as usize;
+        let mut reserved: Option<HashSet<String>> = None;
         loop {
-            let needed: Vec<String> = plan_with(obs, ctx, &histories, &unreadable)
-                .needs_history
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            if needed.is_empty() {
-                return (histories, unreadable);
+            let plan = plan_with(obs, ctx, &histories, &unreadable, &blockers);
+            let needed: Vec<String> = plan.needs_history.iter().map(|s| s.to_string()).collect();
+            let needed_blockers: Vec<String> =
+                plan.needs_blockers.iter().map(|s| s.to_string()).collect();
+            drop(plan);
+            if needed.is_empty() && needed_blockers.is_empty() {
+                return (histories, unreadable, blockers);
             }
             for id in needed {
                 match ctx.tracker.comments(&id).await {
@@ -543,6 +560,60 @@ impl Pipeline {
                         unreadable.insert(id, err.to_string());
                     }
                 }
+            }
+            if needed_blockers.is_empty() {
+                continue;
+            }
+            // The reads go first to the tickets whose blockers were read longest ago
+            // (never read first), among every ticket that may need them this tick:
+            // those keep a reservation, and only spare reads go to others.
+            let reserved = reserved.get_or_insert_with(|| {
+                let checked: HashMap<String, chrono::DateTime<chrono::Utc>> = ctx
+                    .ledger
+                    .blocker_checks(ctx.tracker_name())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect();
+                let mut potential: Vec<&Ticket> = obs
+                    .tickets
+                    .iter()
+                    .filter(|t| {
+                        t.blocked_by.is_none()
+                            && !t.closed
+                            && !ctx.config.is_terminal(&t.status)
+                            && eligibility::stage_for_status(&ctx.config, &t.status).is_some()
+                    })
+                    .collect();
+                potential.sort_by_key(|t| checked.get(&t.id).copied());
+                potential
+                    .into_iter()
+                    .take(budget)
+                    .map(|t| t.id.clone())
+                    .collect::<HashSet<String>>()
+            });
+            for id in needed_blockers {
+                let mine = reserved.remove(&id);
+                if !mine && budget <= reserved.len() {
+                    let max = ctx.config.blockers.max_reads_per_tick;
+                    blockers.insert(
+                        id,
+                        Err(format!(
+                            "{max} blocker reads per tick used up (tracker.blockers.max_reads_per_tick); read on a later tick"
+                        )),
+                    );
+                    continue;
+                }
+                budget -= 1;
+                let read = ctx.tracker.blockers(&id).await.map_err(|e| e.to_string());
+                if read.is_ok() && !dry_run {
+                    if let Err(err) =
+                        ctx.ledger
+                            .record_blocker_check(ctx.tracker_name(), &id, ctx.clock.now())
+                    {
+                        tracing::warn!(%err, "could not record the blocker read");
+                    }
+                }
+                blockers.insert(id, read);
             }
         }
     }
@@ -609,12 +680,16 @@ impl Pipeline {
     }
 }
 
-/// The plan for what `obs` saw, given the histories read so far.
+/// Blockers read this tick, by ticket id: the list, or why it could not be read.
+type BlockerReads = HashMap<String, Result<Vec<crate::tracker::Blocker>, String>>;
+
+/// The plan for what `obs` saw, given the histories and blockers read so far.
 fn plan_with<'t>(
     obs: &'t Observation,
     ctx: &Context,
     histories: &HashMap<String, TicketHistory>,
     unreadable: &HashMap<String, String>,
+    blockers_read: &BlockerReads,
 ) -> Plan<'t> {
     plan(PlanInput {
         config: &ctx.config,
@@ -622,6 +697,9 @@ fn plan_with<'t>(
         ledger: &obs.ledger,
         histories,
         unreadable,
+        identity: &ctx.identity,
+        blockers: ctx.blockers,
+        blockers_read,
         now: obs.now,
     })
 }

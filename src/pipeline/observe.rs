@@ -95,6 +95,8 @@ pub(crate) async fn where_are<'a>(
             Some(t) => Whereabouts::Status {
                 status: t.status.clone(),
                 closed: t.closed,
+                labels: t.labels.clone(),
+                assignees: t.assignees.clone(),
             },
             None => match ctx.tracker.get(id).await {
                 Ok(mut t) => {
@@ -102,6 +104,8 @@ pub(crate) async fn where_are<'a>(
                     Whereabouts::Status {
                         status: t.status,
                         closed: t.closed,
+                        labels: t.labels,
+                        assignees: t.assignees,
                     }
                 }
                 Err(TrackerError::NotFound(_)) => Whereabouts::Gone,

@@ -33,7 +33,7 @@ pub(crate) async fn reconcile(
     let mut cancels = Vec::new();
     for claim in &snapshot.claims {
         let ClaimPlacement::Cancel(reason) =
-            place_claim(&ctx.config, claim, &at(&claim.key.ticket_id))
+            place_claim(&ctx.config, claim, &at(&claim.key.ticket_id), &ctx.identity)
         else {
             continue;
         };

@@ -16,7 +16,7 @@ use super::supervisor::{LiveRun, Supervisor};
 use super::writeback::{self, WritebackResult};
 use crate::agent::{
     run_agent, AgentOutcome, AgentSpec, CancelReason, CommentVars, FailureVars, PriorVars,
-    PromptContext, RunEnd, RunPlan, StageVars, TicketVars,
+    PromptContext, ReworkVars, RunEnd, RunPlan, StageVars, TicketVars,
 };
 use crate::block::{render_comment, Category, NextAction, OutcomeBlock};
 use crate::config::Stage;
@@ -259,7 +259,12 @@ async fn run_stage(
             line.duration_seconds = Some(seconds_between(started_at, ctx.clock.now()));
             line.note = Some(match reason {
                 CancelReason::LeaseLost => "lease lost; nothing written".to_string(),
-                CancelReason::TicketLeftStage => cancelled_note(ctx, &ticket.id).await,
+                CancelReason::TicketLeftStage => match moved_to {
+                    Some(in_progress) => {
+                        withdrawn_note(ctx, &ticket.id, in_progress, &stage, &mut line).await
+                    }
+                    None => cancelled_note(ctx, &ticket.id).await,
+                },
                 CancelReason::Shutdown => {
                     interrupted_note(ctx, &ticket, &stage, moved_to, &mut line).await
                 }
@@ -356,6 +361,33 @@ async fn cancelled_note(ctx: &Context, id: &str) -> String {
         Ok(t) => format!("ticket is now {}; nothing written", t.status),
         Err(TrackerError::NotFound(_)) => "ticket no longer exists; nothing written".to_string(),
         Err(_) => "ticket left the stage; nothing written".to_string(),
+    }
+}
+
+/// A run cancelled while its ticket may still be in the in-progress status sortie moved
+/// it to (a person withdrew it by removing the opt-in label, not by moving it): the
+/// ticket goes back to the claim status. A ticket a person moved stays where it is.
+async fn withdrawn_note(
+    ctx: &Context,
+    id: &str,
+    in_progress: &str,
+    stage: &Stage,
+    line: &mut RunLine,
+) -> String {
+    match ctx
+        .tracker
+        .transition(id, in_progress, &stage.claim_status)
+        .await
+    {
+        Ok(()) => {
+            line.from_status = in_progress.to_string();
+            line.to_status = Some(stage.claim_status.clone());
+            format!(
+                "withdrawn; nothing written, ticket back to {}",
+                stage.claim_status
+            )
+        }
+        Err(_) => cancelled_note(ctx, id).await,
     }
 }
 
@@ -529,7 +561,19 @@ impl Finish<'_> {
             attempt: claim.stage_attempt,
             run_id: &claim.run_id,
             duration_seconds: duration,
-            failures_before: self.history.failures_in_a_row(&stage.role),
+            failures_before: self
+                .history
+                .failures_this_round(&stage.role, stage.rework_target()),
+            rework_rounds: stage
+                .rework_target()
+                .map(|to| {
+                    self.history
+                        .sent_back(&stage.role, to)
+                        .into_iter()
+                        .map(|f| (f.reason_code.clone(), f.detail.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         let decision = decide(&ctx.config.retry, &facts, &outcome);
         line.outcome = decision.block.kind().to_string();
@@ -750,6 +794,17 @@ fn prompt_context(
             reason_code: f.reason_code.clone(),
             detail: f.detail.clone(),
         }),
+        rework: history
+            .returned_work(&stage.role, &stage.claim_status)
+            .map(|(f, count)| ReworkVars {
+                count,
+                from_role: f.role.clone(),
+                failure: FailureVars {
+                    attempt: f.stage_attempt,
+                    reason_code: f.reason_code.clone(),
+                    detail: f.detail.clone(),
+                },
+            }),
         comments: history
             .human_comments()
             .iter()

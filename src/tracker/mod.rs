@@ -110,8 +110,10 @@ pub struct Capabilities {
     pub native_statuses: bool,
     /// The adapter sends an `Idempotency-Key` header with writes.
     pub idempotency_header: bool,
-    /// The adapter reads tracker-native blockers ([`Tracker::blockers`] or
-    /// [`Ticket::blocked_by`]).
+    /// Blockers are read unless the config says otherwise (`tracker.blockers.enabled`):
+    /// true where they come with the listing at no extra cost (the local board, Linear);
+    /// false where they cost a request per ticket (GitHub, GitLab, Redmine, Jira), which
+    /// read them only when the config turns them on.
     pub blockers: bool,
 }
 

@@ -170,7 +170,7 @@ fn json_output_carries_every_field() {
       "url": null,
       "closed": false,
       "assignees": [],
-      "blocked_by": null
+      "blocked_by": []
     }
   ],
   "warnings": []
@@ -195,7 +195,7 @@ fn json_output_carries_every_field() {
     "url": null,
     "closed": false,
     "assignees": [],
-    "blocked_by": null
+    "blocked_by": []
   },
   "comments": [
     {

@@ -98,7 +98,7 @@ needs-docs -[docs]-> done
 
 backend: claims todo, runs in coding, success -> review, failure -> blocked, max 1 in flight
 docs: claims needs-docs, success -> done, failure -> (stays, held), max 1 in flight
-qa: claims review, success -> done, failure -> todo, max 1 in flight
+qa: claims review, success -> done, failure -> todo (back edge qa -> backend: sent back at most 2 times, then needs-human), max 1 in flight
 
 tracker: local board at /srv/board
 state root: /srv/state (ledger /srv/state/ledger.db)

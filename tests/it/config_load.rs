@@ -53,6 +53,8 @@ fn three_stage_fixture_loads_with_every_field() {
         failure_status: fail.map(Into::into),
         requires_prior_role: prior.map(Into::into),
         max_in_flight: cap,
+        filter: Default::default(),
+        rework: None,
     };
     let expected = Config {
         source: Some(path.clone()),
@@ -145,6 +147,8 @@ fn single_role_form_becomes_a_one_stage_pipeline() {
             failure_status: None,
             requires_prior_role: None,
             max_in_flight: 1,
+            filter: Default::default(),
+            rework: None,
         }]
     );
     assert_eq!(

@@ -651,3 +651,54 @@ fn opening_the_tracker_without_its_key_variable_names_the_variable() {
         other => panic!("expected Unauthorized naming {var}, got {other:?}"),
     }
 }
+
+/// Issue #18: Redmine relations (`blocks` / `blocked`) hold a ticket until its blocker
+/// closes, when blockers are enabled.
+#[tokio::test]
+async fn a_ticket_blocked_through_a_relation_waits_until_its_blocker_closes() {
+    let project = Project::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = project
+        .issue("Schema first", "Design approved", "Normal")
+        .await;
+    let blocked = project
+        .issue("Then the API", "Ready for design", "Normal")
+        .await;
+    project
+        .server
+        .call(
+            "POST",
+            &format!("/issues/{blocker}/relations.json"),
+            Some(json!({"relation": {"issue_to_id": blocked.parse::<u64>().unwrap(), "relation_type": "blocks"}})),
+            None,
+        )
+        .await;
+    let found = project.tracker().blockers(&blocked).await.unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].id, blocker);
+    assert_eq!(found[0].status.as_deref(), Some("Design approved"));
+
+    let mut cfg = project.config(dir.path(), &["sh", "-c", "echo done"], &[]);
+    cfg.blockers.enabled = Some(true);
+    let tracker = sortie::tracker::open(&cfg).expect("tracker");
+    let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).expect("ledger"));
+    let p = Pipeline::new(cfg, tracker, ledger).await.expect("pipeline");
+    let report = p.tick(TickOptions { dry_run: true }).await.expect("tick");
+    let skip = report
+        .skips
+        .iter()
+        .find(|s| s.ticket == blocked)
+        .unwrap_or_else(|| panic!("{report:?}"));
+    assert_eq!(
+        skip.reason.to_string(),
+        format!("blocked by #{blocker} (Design approved)")
+    );
+    assert!(report.runs.iter().all(|r| r.ticket != blocked));
+
+    project.jane_moves(&blocker, "Closed").await;
+    let report = p.tick(TickOptions { dry_run: true }).await.expect("tick");
+    assert!(
+        report.runs.iter().any(|r| r.ticket == blocked),
+        "runs once its blocker is closed: {report:?}"
+    );
+}

@@ -50,12 +50,37 @@ pub enum SkipReason {
         /// The role whose success is required.
         role: String,
     },
+    /// This stage sent the ticket back for rework, and the earlier role has not
+    /// succeeded since.
+    PriorRoleNotRedone {
+        /// The role whose newer success is required.
+        role: String,
+        /// This stage's role.
+        since: String,
+    },
+    /// A tracker-native blocker is not terminal yet.
+    Blocked {
+        /// The open blockers, as `#id (status)`.
+        by: Vec<String>,
+    },
+    /// The ticket's blockers could not be read this tick: held, never dispatched on a
+    /// guess.
+    BlockersUnknown {
+        /// Why.
+        message: String,
+    },
     /// A ceiling is reached.
     CapReached {
         /// Which one.
         scope: CeilingScope,
         /// Its limit.
         limit: u32,
+    },
+    /// The ticket does not pass the stage's filter (`tracker.filter` narrowed by the
+    /// stage's `filter`): sortie leaves it alone.
+    Filtered {
+        /// Which part fails (`label agent-ok missing`).
+        detail: String,
     },
     /// The tracker failed while checking this ticket.
     TrackerError {
@@ -99,6 +124,14 @@ impl std::fmt::Display for SkipReason {
             SkipReason::PriorRoleMissing { role } => {
                 write!(f, "prior role {role} has no success block on the ticket")
             }
+            SkipReason::PriorRoleNotRedone { role, since } => write!(
+                f,
+                "waiting for a {role} success newer than {since}'s last failure (rework)"
+            ),
+            SkipReason::Blocked { by } => write!(f, "blocked by {}", by.join(", ")),
+            SkipReason::BlockersUnknown { message } => {
+                write!(f, "blockers could not be read ({message}); held this tick")
+            }
             SkipReason::CapReached { scope, limit } => {
                 let scope = match scope {
                     CeilingScope::Global => "global",
@@ -107,6 +140,7 @@ impl std::fmt::Display for SkipReason {
                 };
                 write!(f, "{scope} cap reached ({limit} in flight)")
             }
+            SkipReason::Filtered { detail } => write!(f, "{detail} (filter)"),
             SkipReason::TrackerError { message } => write!(f, "tracker error: {message}"),
         }
     }
@@ -142,7 +176,8 @@ pub fn stage_for_status(config: &Config, status: &str) -> Option<usize> {
         .position(|s| s.owned_statuses().any(|owned| same_name(owned, status)))
 }
 
-/// Split the listed tickets into ordered candidates and skips.
+/// Split the listed tickets into ordered candidates and skips. `identity` is who a
+/// filter's `assignee: me` means.
 ///
 /// Candidates come out in dispatch order: stages from the last to the first (finish
 /// work before starting new work), and within a stage due retries first, then by
@@ -151,6 +186,7 @@ pub fn candidates<'a>(
     config: &Config,
     tickets: &'a [Ticket],
     ledger: &LedgerSnapshot,
+    identity: &str,
     now: DateTime<Utc>,
 ) -> (Vec<Candidate<'a>>, Vec<Skip<'a>>) {
     let pending_writebacks: HashSet<(&str, &str)> = ledger
@@ -193,6 +229,10 @@ pub fn candidates<'a>(
             skip(SkipReason::Terminal {
                 status: ticket.status.clone(),
             });
+            continue;
+        }
+        if let Some(detail) = super::filter::mismatch(&stage.filter, ticket, identity) {
+            skip(SkipReason::Filtered { detail });
             continue;
         }
         if let Some(claim) = claims.get(&key) {

@@ -1,10 +1,11 @@
 //! The decisions of a tick, with no I/O: which tickets are eligible and in what order
-//! (`eligibility`), the in-flight ceilings (`caps`), where a ticket is against where its
+//! (`eligibility`, with the stage filters in `filter`), the in-flight ceilings (`caps`), where a ticket is against where its
 //! claim, retry or hold expects it (`placement`), the plan of a tick (`plan`), and what
 //! an agent's outcome becomes (`outcome`). Each is tested beside its code.
 
 pub mod caps;
 pub mod eligibility;
+pub mod filter;
 pub mod outcome;
 pub mod placement;
 pub mod plan;

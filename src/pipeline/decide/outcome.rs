@@ -32,7 +32,13 @@ pub struct RunFacts<'a> {
     /// blocks): the retry budget counts failures, so runs an operator cancelled, which
     /// post no block, never use it up.
     pub failures_before: u32,
+    /// The `(reason_code, detail)` of each earlier failure with which this stage sent
+    /// the ticket back for rework (from the ticket's blocks), oldest first.
+    pub rework_rounds: Vec<(String, String)>,
 }
+
+/// The reason code of the failure that ends a bounded rework loop.
+pub const REWORK_EXHAUSTED: &str = "rework.exhausted";
 
 /// The block, the prose before it, and what the ledger does once it is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +133,12 @@ pub fn decide(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome)
                         .trim_start()
                         .to_string();
                 }
+                let rounds = facts.rework_rounds.len() as u32;
+                if let (Some(rework), Some(_)) = (&stage.rework, stage.rework_target()) {
+                    if rounds >= rework.max {
+                        return exhausted(facts, key, rework, reason_code, &detail);
+                    }
+                }
                 let (to, follow_up) = match &stage.failure_status {
                     Some(to) => (to.clone(), FollowUp::Clear),
                     None => (
@@ -136,10 +148,18 @@ pub fn decide(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome)
                         },
                     ),
                 };
-                let prose = format!(
-                    "sortie: **{}** failed on attempt {attempt} ({reason_code}); {next}.",
-                    stage.role
-                );
+                let prose = match (&stage.rework, stage.rework_target()) {
+                    (Some(rework), Some(back)) => format!(
+                        "sortie: **{}** failed on attempt {attempt} ({reason_code}); work sent back to {back} (rework {} of {}).",
+                        stage.role,
+                        rounds + 1,
+                        rework.max
+                    ),
+                    _ => format!(
+                        "sortie: **{}** failed on attempt {attempt} ({reason_code}); {next}.",
+                        stage.role
+                    ),
+                };
                 (to, next, detail, prose, follow_up)
             };
             Decision {
@@ -165,6 +185,70 @@ pub fn decide(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome)
     }
 }
 
+/// The failure that ends a rework loop at its bound: to `rework.then`, or held in the
+/// stage's claim status without it, summarising every round.
+fn exhausted(
+    facts: &RunFacts<'_>,
+    key: String,
+    rework: &crate::config::Rework,
+    reason_code: &str,
+    detail: &str,
+) -> Decision {
+    let stage = facts.stage;
+    let mut summary = format!(
+        "{} sent the work back {} times (rework.max {}) and failed again:",
+        stage.role,
+        facts.rework_rounds.len(),
+        rework.max
+    );
+    let first_line = |d: &str| d.lines().next().unwrap_or("").trim().to_string();
+    for (i, (code, d)) in facts.rework_rounds.iter().enumerate() {
+        summary.push_str(&format!("\nround {}: {code}: {}", i + 1, first_line(d)));
+    }
+    summary.push_str(&format!("\nfinal: {reason_code}: {}", first_line(detail)));
+    let (to, follow_up, next) = match &rework.then {
+        Some(then) => (then.clone(), FollowUp::Clear, format!("moved to {then}")),
+        None => (
+            stage.claim_status.clone(),
+            FollowUp::Hold {
+                reason_code: REWORK_EXHAUSTED.to_string(),
+            },
+            "held for a person".to_string(),
+        ),
+    };
+    Decision {
+        prose: format!(
+            "sortie: **{}** failed on attempt {} ({reason_code}) after {} rework rounds; {next}.",
+            stage.role,
+            facts.attempt,
+            facts.rework_rounds.len()
+        ),
+        block: OutcomeBlock::Failure(FailureBlock {
+            role: stage.role.clone(),
+            stage_attempt: facts.attempt,
+            idempotency_key: key,
+            from_status: stage.claim_status.clone(),
+            to_status: to,
+            reason_code: REWORK_EXHAUSTED.to_string(),
+            category: Category::Policy,
+            transient: false,
+            next_action: NextAction::Manual,
+            detail: summary,
+            run_id: Some(facts.run_id.to_string()),
+            duration_seconds: facts.duration_seconds,
+            extra: BTreeMap::from([(
+                "rework".to_string(),
+                serde_yaml::to_value(BTreeMap::from([
+                    ("rounds", facts.rework_rounds.len() as u64),
+                    ("max", u64::from(rework.max)),
+                ]))
+                .unwrap_or_default(),
+            )]),
+        }),
+        follow_up,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -180,6 +264,8 @@ mod tests {
             failure_status: failure.map(Into::into),
             requires_prior_role: None,
             max_in_flight: 1,
+            filter: Default::default(),
+            rework: None,
         }
     }
 
@@ -200,6 +286,7 @@ mod tests {
             run_id: "r1",
             duration_seconds: Some(1.5),
             failures_before,
+            rework_rounds: Vec::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! and what follows (keep it, cancel the run, drop the record). Pure.
 
 use super::eligibility::stage_for_status;
+use super::filter::mismatch_parts;
 use crate::config::Config;
 use crate::ledger::{Claim, Hold, RetryEntry};
 use crate::tracker::same_name;
@@ -15,6 +16,10 @@ pub enum Whereabouts {
         status: String,
         /// The tracker itself says it is closed.
         closed: bool,
+        /// Its labels (other than a status label).
+        labels: Vec<String>,
+        /// Who it is assigned to.
+        assignees: Vec<String>,
     },
     /// The tracker says it does not exist.
     Gone,
@@ -31,8 +36,16 @@ pub enum ClaimPlacement {
     Cancel(String),
 }
 
-/// Whether the run holding `claim` may go on, given where its ticket is.
-pub fn place_claim(config: &Config, claim: &Claim, at: &Whereabouts) -> ClaimPlacement {
+/// Whether the run holding `claim` may go on, given where its ticket is. A ticket that no
+/// longer passes the stage's filter (a person removed the opt-in label, reassigned it)
+/// was withdrawn exactly like a card moved out of the stage. `identity` is who a
+/// filter's `assignee: me` means.
+pub fn place_claim(
+    config: &Config,
+    claim: &Claim,
+    at: &Whereabouts,
+    identity: &str,
+) -> ClaimPlacement {
     let Some(stage) = config.stages.iter().find(|s| s.role == claim.key.role) else {
         // A role no longer in the pipeline: its run finishes and its write-back drops.
         return ClaimPlacement::Keep;
@@ -40,7 +53,7 @@ pub fn place_claim(config: &Config, claim: &Claim, at: &Whereabouts) -> ClaimPla
     match at {
         Whereabouts::Unknown => ClaimPlacement::Keep,
         Whereabouts::Gone => ClaimPlacement::Cancel("ticket no longer exists".to_string()),
-        Whereabouts::Status { status, closed } if *closed || config.is_terminal(status) => {
+        Whereabouts::Status { status, closed, .. } if *closed || config.is_terminal(status) => {
             ClaimPlacement::Cancel(format!("ticket is terminal ({status})"))
         }
         Whereabouts::Status { status, .. }
@@ -48,7 +61,12 @@ pub fn place_claim(config: &Config, claim: &Claim, at: &Whereabouts) -> ClaimPla
         {
             ClaimPlacement::Cancel(format!("ticket moved to {status}"))
         }
-        Whereabouts::Status { .. } => ClaimPlacement::Keep,
+        Whereabouts::Status {
+            labels, assignees, ..
+        } => match mismatch_parts(&stage.filter, labels, assignees, identity) {
+            Some(detail) => ClaimPlacement::Cancel(format!("ticket left the filter: {detail}")),
+            None => ClaimPlacement::Keep,
+        },
     }
 }
 
@@ -95,6 +113,8 @@ mod tests {
         Whereabouts::Status {
             status: status.into(),
             closed: false,
+            labels: Vec::new(),
+            assignees: Vec::new(),
         }
     }
 
@@ -114,32 +134,34 @@ mod tests {
             agent_pid: None,
         };
         assert_eq!(
-            place_claim(&config, &claim, &at("todo")),
+            place_claim(&config, &claim, &at("todo"), "sortie"),
             ClaimPlacement::Keep
         );
         assert_eq!(
-            place_claim(&config, &claim, &at("Doing ")),
+            place_claim(&config, &claim, &at("Doing "), "sortie"),
             ClaimPlacement::Keep
         );
         assert_eq!(
-            place_claim(&config, &claim, &Whereabouts::Unknown),
+            place_claim(&config, &claim, &Whereabouts::Unknown, "sortie"),
             ClaimPlacement::Keep,
             "an unreachable tracker is not evidence"
         );
         assert_eq!(
-            place_claim(&config, &claim, &at("review")),
+            place_claim(&config, &claim, &at("review"), "sortie"),
             ClaimPlacement::Cancel("ticket moved to review".into())
         );
         assert_eq!(
-            place_claim(&config, &claim, &at("done")),
+            place_claim(&config, &claim, &at("done"), "sortie"),
             ClaimPlacement::Cancel("ticket is terminal (done)".into())
         );
         let closed = Whereabouts::Status {
             status: "todo".into(),
             closed: true,
+            labels: Vec::new(),
+            assignees: Vec::new(),
         };
         assert!(matches!(
-            place_claim(&config, &claim, &closed),
+            place_claim(&config, &claim, &closed, "sortie"),
             ClaimPlacement::Cancel(_)
         ));
     }

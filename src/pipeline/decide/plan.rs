@@ -17,7 +17,7 @@ use super::eligibility::{candidates, SkipReason};
 use crate::config::Config;
 use crate::ledger::{ClaimLimits, LedgerSnapshot};
 use crate::pipeline::history::TicketHistory;
-use crate::tracker::Ticket;
+use crate::tracker::{Blocker, Ticket};
 
 /// Everything the plan is a function of.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +33,14 @@ pub struct PlanInput<'t, 'a> {
     /// Tickets whose history could not be read this tick, with the tracker's error:
     /// they wait for the next tick.
     pub unreadable: &'a HashMap<String, String>,
+    /// Who sortie is on the tracker (a filter's `assignee: me`).
+    pub identity: &'a str,
+    /// Whether tracker-native blockers hold tickets back (`tracker.blockers.enabled`,
+    /// default: whether the tracker supports them).
+    pub blockers: bool,
+    /// Blockers read so far this tick (`Tracker::blockers`) for tickets whose listing
+    /// did not carry them: the list, or why it could not be read.
+    pub blockers_read: &'a HashMap<String, Result<Vec<Blocker>, String>>,
     /// The time the plan is for.
     pub now: DateTime<Utc>,
 }
@@ -72,19 +80,27 @@ pub struct Plan<'a> {
     pub skips: Vec<Skip<'a>>,
     /// Tickets whose history must be read before the plan is final.
     pub needs_history: Vec<&'a str>,
+    /// Tickets whose blockers must be read before the plan is final.
+    pub needs_blockers: Vec<&'a str>,
 }
 
 impl Plan<'_> {
     /// Whether the plan needs no more input.
     pub fn is_final(&self) -> bool {
-        self.needs_history.is_empty()
+        self.needs_history.is_empty() && self.needs_blockers.is_empty()
     }
 }
 
 /// Plan one tick (see the module docs).
 pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
     let config = input.config;
-    let (ordered, early) = candidates(config, input.tickets, input.ledger, input.now);
+    let (ordered, early) = candidates(
+        config,
+        input.tickets,
+        input.ledger,
+        input.identity,
+        input.now,
+    );
     let mut out = Plan {
         skips: early
             .into_iter()
@@ -115,6 +131,33 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
             out.skips.push(skip(reason));
             continue;
         }
+        if input.blockers {
+            let listed = ticket.blocked_by.as_deref().map(Ok);
+            let read = input
+                .blockers_read
+                .get(&ticket.id)
+                .map(|r| r.as_deref().map_err(String::as_str));
+            match listed.or(read) {
+                None => {
+                    // Keep its place, as for a history.
+                    caps.add(stage);
+                    out.needs_blockers.push(&ticket.id);
+                    continue;
+                }
+                Some(Err(message)) => {
+                    out.skips.push(skip(SkipReason::BlockersUnknown {
+                        message: message.to_string(),
+                    }));
+                    continue;
+                }
+                Some(Ok(blockers)) => {
+                    if let Some(reason) = blocked(config, blockers) {
+                        out.skips.push(skip(reason));
+                        continue;
+                    }
+                }
+            }
+        }
         let Some(history) = input.histories.get(&ticket.id) else {
             // Keep its place: whether it runs decides what the next candidates may do.
             caps.add(stage);
@@ -125,6 +168,13 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
             if !history.has_success(prior) {
                 out.skips.push(skip(SkipReason::PriorRoleMissing {
                     role: prior.clone(),
+                }));
+                continue;
+            }
+            if !history.has_success_since_sent_back(prior, &stage.role, stage.rework_target()) {
+                out.skips.push(skip(SkipReason::PriorRoleNotRedone {
+                    role: prior.clone(),
+                    since: stage.role.clone(),
                 }));
                 continue;
             }
@@ -139,6 +189,20 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
         });
     }
     out
+}
+
+/// Why a ticket with `blockers` waits for them, if it does. A blocker is done when the tracker
+/// says it is closed or its status is terminal; one whose status is unknown is not.
+fn blocked(config: &Config, blockers: &[Blocker]) -> Option<SkipReason> {
+    let open: Vec<String> = blockers
+        .iter()
+        .filter(|b| !(b.closed || b.status.as_deref().is_some_and(|s| config.is_terminal(s))))
+        .map(|b| match &b.status {
+            Some(status) => format!("#{} ({status})", b.id),
+            None => format!("#{} (status unknown: missing or unreadable)", b.id),
+        })
+        .collect();
+    (!open.is_empty()).then_some(SkipReason::Blocked { by: open })
 }
 
 #[cfg(test)]
@@ -190,12 +254,16 @@ mod tests {
         let histories = HashMap::new();
         let unreadable = HashMap::new();
         let now = Utc::now();
+        let no_blockers = HashMap::new();
         let input = |histories| PlanInput {
             config: &config,
             tickets: &tickets,
             ledger: &ledger,
             histories,
             unreadable: &unreadable,
+            identity: "sortie",
+            blockers: false,
+            blockers_read: &no_blockers,
             now,
         };
         // Round 1: qa's one slot goes to ticket 1 (needs its history), dev's to 3.
@@ -247,6 +315,9 @@ mod tests {
             ledger: &ledger,
             histories: &histories,
             unreadable: &unreadable,
+            identity: "sortie",
+            blockers: false,
+            blockers_read: &HashMap::new(),
             now: Utc::now(),
         });
         assert_eq!(p.needs_history, vec!["1"], "one slot, one history read");

@@ -111,12 +111,26 @@ impl GithubApi {
 
     /// `GET /repos/{o}/{r}/issues?labels=<label>&state=open&per_page=100`, every page.
     pub async fn open_issues_with_label(&self, label: &str) -> Result<Items, TrackerError> {
+        self.open_issues_with_labels(&[label]).await
+    }
+
+    /// `GET /repos/{o}/{r}/issues?labels=a,b&state=open&per_page=100`: open issues
+    /// carrying every one of `labels` (none may contain a comma), every page.
+    pub async fn open_issues_with_labels(&self, labels: &[&str]) -> Result<Items, TrackerError> {
         let mut url = self.repo_url(&["issues"]);
         url.query_pairs_mut()
-            .append_pair("labels", label)
+            .append_pair("labels", &labels.join(","))
             .append_pair("state", "open")
             .append_pair("per_page", PER_PAGE);
         self.all_pages(url, true).await
+    }
+
+    /// `GET /repos/{o}/{r}/issues/{n}/dependencies/blocked_by?per_page=100`: the issues
+    /// blocking issue `number`, every page.
+    pub async fn blocked_by(&self, number: u64) -> Result<Items, TrackerError> {
+        let mut url = self.repo_url(&["issues", &number.to_string(), "dependencies", "blocked_by"]);
+        url.query_pairs_mut().append_pair("per_page", PER_PAGE);
+        self.all_pages(url, false).await
     }
 
     /// `GET /repos/{o}/{r}/issues/{n}`.

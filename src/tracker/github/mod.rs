@@ -217,6 +217,67 @@ impl GithubTracker {
             .cloned()
             .unwrap_or(wanted)
     }
+
+    /// Open issues on each of `statuses` that also carry every label of `extra`.
+    async fn list_with_labels(
+        &self,
+        statuses: &[String],
+        extra: &[&str],
+    ) -> Result<Listing, TrackerError> {
+        let mut listing = Listing::default();
+        // An issue with two status labels shows up in two listings: collect by number.
+        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
+        let mut result = Ok(());
+        for status in statuses {
+            if status.contains(',') {
+                // The `labels` filter is comma-separated: such a label cannot be queried.
+                listing.warnings.push(format!(
+                    "status {status:?} contains a comma and cannot be listed on GitHub"
+                ));
+                continue;
+            }
+            // As the repository spells it, when sortie has seen it.
+            let label = self.status_label(status);
+            let mut query = vec![label.as_str()];
+            query.extend(extra.iter().copied());
+            let page = match self.api.open_issues_with_labels(&query).await {
+                Ok(page) => page,
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            };
+            listing.warnings.extend(page.warnings);
+            for value in page.items {
+                let number = value.get("number").and_then(|n| n.as_u64());
+                match serde_json::from_value::<WireIssue>(value) {
+                    Ok(issue) => {
+                        self.learn_labels(issue.labels.iter().map(|l| l.name()));
+                        issues.insert(issue.number, issue);
+                    }
+                    Err(err) => listing.warnings.push(format!(
+                        "issue #{} is unreadable, skipped: {err}",
+                        number.map_or_else(|| "?".to_string(), |n| n.to_string())
+                    )),
+                }
+            }
+        }
+        // Keep the ETags of the pages that did answer, even when a later one failed.
+        self.api.save_cache();
+        result?;
+        for issue in issues.values() {
+            match issue.classify(&self.labels) {
+                Classified::Ticket(ticket) if is_listed(statuses, &ticket.status) => {
+                    listing.tickets.push(*ticket)
+                }
+                Classified::Ticket(_) | Classified::PullRequest => {}
+                Classified::Ambiguous { number, labels } => listing
+                    .warnings
+                    .push(ambiguous_warning(&format!("issue #{number}"), &labels)),
+            }
+        }
+        Ok(listing)
+    }
 }
 
 fn number(id: &str) -> Result<u64, TrackerError> {
@@ -255,57 +316,54 @@ impl Tracker for GithubTracker {
     }
 
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        let mut listing = Listing::default();
-        // An issue with two status labels shows up in two listings: collect by number.
-        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
-        let mut result = Ok(());
-        for status in statuses {
-            if status.contains(',') {
-                // The `labels` filter is comma-separated: such a label cannot be queried.
-                listing.warnings.push(format!(
-                    "status {status:?} contains a comma and cannot be listed on GitHub"
-                ));
-                continue;
-            }
-            // As the repository spells it, when sortie has seen it.
-            let label = self.status_label(status);
-            let page = match self.api.open_issues_with_label(&label).await {
-                Ok(page) => page,
-                Err(err) => {
-                    result = Err(err);
-                    break;
-                }
+        self.list_with_labels(statuses, &[]).await
+    }
+
+    /// Server-side: the filter's labels join the status label in the `labels=` query
+    /// (GitHub returns issues carrying all of them). Excluded labels and the assignee
+    /// are applied by the pipeline after listing.
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        // A label with a comma cannot be queried; the pipeline filters on it anyway.
+        let labels: Vec<&str> = filter
+            .labels
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.contains(','))
+            .collect();
+        self.list_with_labels(statuses, &labels).await
+    }
+
+    /// Issue dependencies: `GET .../issues/{n}/dependencies/blocked_by`, one request
+    /// (per page) per ticket. A blocker is closed when its issue is; its status is its
+    /// status label when it has exactly one.
+    async fn blockers(&self, id: &str) -> Result<Vec<crate::tracker::Blocker>, TrackerError> {
+        let page = self.api.blocked_by(number(id)?).await?;
+        let mut out = Vec::new();
+        for value in page.items {
+            let Some(n) = value.get("number").and_then(|n| n.as_u64()) else {
+                return Err(TrackerError::Invalid(format!(
+                    "a blocker of #{id} has no issue number"
+                )));
             };
-            listing.warnings.extend(page.warnings);
-            for value in page.items {
-                let number = value.get("number").and_then(|n| n.as_u64());
-                match serde_json::from_value::<WireIssue>(value) {
-                    Ok(issue) => {
-                        self.learn_labels(issue.labels.iter().map(|l| l.name()));
-                        issues.insert(issue.number, issue);
-                    }
-                    Err(err) => listing.warnings.push(format!(
-                        "issue #{} is unreadable, skipped: {err}",
-                        number.map_or_else(|| "?".to_string(), |n| n.to_string())
-                    )),
-                }
-            }
+            let closed = value.get("state").and_then(|s| s.as_str()) == Some("closed");
+            let status = match serde_json::from_value::<WireIssue>(value) {
+                Ok(issue) => match issue.classify(&self.labels) {
+                    Classified::Ticket(t) if !t.status.is_empty() => Some(t.status),
+                    _ => None,
+                },
+                Err(_) => None,
+            };
+            out.push(crate::tracker::Blocker {
+                id: n.to_string(),
+                status,
+                closed,
+            });
         }
-        // Keep the ETags of the pages that did answer, even when a later one failed.
-        self.api.save_cache();
-        result?;
-        for issue in issues.values() {
-            match issue.classify(&self.labels) {
-                Classified::Ticket(ticket) if is_listed(statuses, &ticket.status) => {
-                    listing.tickets.push(*ticket)
-                }
-                Classified::Ticket(_) | Classified::PullRequest => {}
-                Classified::Ambiguous { number, labels } => listing
-                    .warnings
-                    .push(ambiguous_warning(&format!("issue #{number}"), &labels)),
-            }
-        }
-        Ok(listing)
+        Ok(out)
     }
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {

@@ -292,7 +292,9 @@ impl Tracker for GitlabTracker {
         Capabilities {
             native_statuses: false,
             idempotency_header: false,
-            blockers: true,
+            // Issue links cost a request per candidate: read only with
+            // `tracker.blockers.enabled: true`, as on GitHub and Redmine.
+            blockers: false,
         }
     }
 

@@ -164,6 +164,10 @@ pub struct TicketFront {
     pub priority: Option<i64>,
     /// `labels`.
     pub labels: Vec<String>,
+    /// `assignee` (one name) or `assignees` (a list).
+    pub assignees: Vec<String>,
+    /// `blocked_by`: ids of the tickets blocking this one.
+    pub blocked_by: Vec<String>,
     /// `created_at`, if present and parseable.
     pub created_at: Option<DateTime<Utc>>,
     /// `updated_at`, if present and parseable.
@@ -182,6 +186,12 @@ struct RawTicketFront {
     priority: Value,
     #[serde(default)]
     labels: Value,
+    #[serde(default)]
+    assignee: Value,
+    #[serde(default)]
+    assignees: Value,
+    #[serde(default)]
+    blocked_by: Value,
     #[serde(default)]
     created_at: Value,
     #[serde(default)]
@@ -217,7 +227,10 @@ pub fn parse_ticket_front(split: &Split<'_>) -> Result<TicketFront, FormatError>
     };
     let mut notes = Vec::new();
     let priority = parse_priority(&raw.priority, &mut notes);
-    let labels = parse_labels(&raw.labels, &mut notes);
+    let labels = parse_names("labels", &raw.labels, &mut notes);
+    let mut assignees = parse_names("assignee", &raw.assignee, &mut notes);
+    assignees.extend(parse_names("assignees", &raw.assignees, &mut notes));
+    let blocked_by = parse_names("blocked_by", &raw.blocked_by, &mut notes);
     let created_at = parse_time_field("created_at", &raw.created_at, &mut notes);
     let updated_at = parse_time_field("updated_at", &raw.updated_at, &mut notes);
     Ok(TicketFront {
@@ -225,6 +238,8 @@ pub fn parse_ticket_front(split: &Split<'_>) -> Result<TicketFront, FormatError>
         status,
         priority,
         labels,
+        assignees,
+        blocked_by,
         created_at,
         updated_at,
         notes,
@@ -318,7 +333,8 @@ fn parse_priority(v: &Value, notes: &mut Vec<String>) -> Option<i64> {
     parsed
 }
 
-fn parse_labels(v: &Value, notes: &mut Vec<String>) -> Vec<String> {
+/// A list of names (`labels`, `assignees`), or one name, found under `key`.
+fn parse_names(key: &str, v: &Value, notes: &mut Vec<String>) -> Vec<String> {
     match v {
         Value::Null => Vec::new(),
         Value::String(s) if s.trim().is_empty() => Vec::new(),
@@ -330,7 +346,7 @@ fn parse_labels(v: &Value, notes: &mut Vec<String>) -> Vec<String> {
                     Some(l) if !l.trim().is_empty() => labels.push(l.trim().to_owned()),
                     Some(_) => {}
                     None => notes.push(format!(
-                        "`labels` entry is not text ({}); ignored",
+                        "`{key}` entry is not text ({}); ignored",
                         compact(item)
                     )),
                 }
@@ -339,7 +355,7 @@ fn parse_labels(v: &Value, notes: &mut Vec<String>) -> Vec<String> {
         }
         other => {
             notes.push(format!(
-                "`labels` should be a list, found {}; ignored",
+                "`{key}` should be a list, found {}; ignored",
                 kind_of(other)
             ));
             Vec::new()

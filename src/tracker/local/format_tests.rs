@@ -156,6 +156,7 @@ fn unusable_optional_fields_are_noted_but_keep_the_ticket() {
 #[test]
 fn unknown_keys_are_ignored_and_missing_timestamps_are_not_noted() {
     let t = front("---\ntitle: T\nstatus: s\nassignee: bob\nestimate: [1, 2]\n---\n").unwrap();
+    assert_eq!(t.assignees, ["bob"]);
     assert_eq!((t.created_at, t.updated_at), (None, None));
     assert!(t.notes.is_empty());
 }

@@ -115,9 +115,29 @@ impl LocalBoard {
         self.scan(None)
     }
 
-    /// The tickets whose status is one of `statuses` (the synchronous [`Tracker::list`]).
+    /// The tickets whose status is one of `statuses` (the synchronous [`Tracker::list`]),
+    /// each with the statuses of its blockers.
     pub fn list_in(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        self.scan(Some(statuses))
+        let mut listing = self.scan(Some(statuses))?;
+        for ticket in &mut listing.tickets {
+            self.resolve_blockers(ticket);
+        }
+        Ok(listing)
+    }
+
+    /// Fill in the status of each of `ticket`'s blockers from its file. A blocker whose
+    /// file is missing or unreadable keeps `status: None`: the pipeline never treats it
+    /// as done.
+    pub fn resolve_blockers(&self, ticket: &mut Ticket) {
+        let Some(blockers) = ticket.blocked_by.as_mut() else {
+            return;
+        };
+        for blocker in blockers {
+            if let Ok((other, _)) = self.read_ticket(&blocker.id) {
+                blocker.status = Some(other.status);
+                blocker.closed = other.closed;
+            }
+        }
     }
 
     fn scan(&self, statuses: Option<&[String]>) -> Result<Listing, TrackerError> {
@@ -327,7 +347,7 @@ impl Tracker for LocalBoard {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
-            blockers: false,
+            blockers: true,
         }
     }
 
@@ -344,7 +364,13 @@ impl Tracker for LocalBoard {
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let id = id.to_owned();
-        let (ticket, notes) = self.blocking(move |board| board.read_ticket(&id)).await?;
+        let (ticket, notes) = self
+            .blocking(move |board| {
+                let (mut ticket, notes) = board.read_ticket(&id)?;
+                board.resolve_blockers(&mut ticket);
+                Ok((ticket, notes))
+            })
+            .await?;
         log_warnings(&notes);
         Ok(ticket)
     }

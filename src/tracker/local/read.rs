@@ -109,8 +109,19 @@ pub(super) fn load_ticket(
             updated_at,
             url: None,
             closed: false,
-            assignees: Vec::new(),
-            blocked_by: None,
+            assignees: front.assignees,
+            // Statuses filled in by the board (`LocalBoard::resolve_blockers`).
+            blocked_by: Some(
+                front
+                    .blocked_by
+                    .into_iter()
+                    .map(|id| crate::tracker::Blocker {
+                        id,
+                        status: None,
+                        closed: false,
+                    })
+                    .collect(),
+            ),
         }),
         front.notes,
     ))

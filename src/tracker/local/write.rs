@@ -198,6 +198,72 @@ impl LocalBoard {
     }
 }
 
+impl LocalBoard {
+    /// Record that ticket `id` is blocked by ticket `by` (its `blocked_by` front matter);
+    /// returns the blockers now listed. Both tickets must exist and differ.
+    pub fn add_blocker(&self, id: &str, by: &str) -> Result<Vec<String>, TrackerError> {
+        if id.trim() == by.trim() {
+            return Err(TrackerError::Invalid(format!(
+                "ticket {id} cannot block itself"
+            )));
+        }
+        self.read_ticket(by)?;
+        let dir = self.ticket_dir(id)?;
+        let path = dir.join(TICKET_FILE);
+        let _lock = TicketLock::acquire(&dir).map_err(|e| io_error(&dir, e))?;
+        let mut original = Vec::new();
+        let mut current = Vec::new();
+        for _ in 0..8 {
+            read_into(&path, &mut original).map_err(|e| self.ticket_io(id, &path, e))?;
+            let text = std::str::from_utf8(&original).map_err(|e| {
+                TrackerError::Invalid(format!(
+                    "ticket {id}: {} {}",
+                    path.display(),
+                    utf8_reason(&e)
+                ))
+            })?;
+            let split = split_front_matter(text).map_err(|e| invalid(id, &path, e))?;
+            let front = parse_ticket_front(&split).map_err(|e| invalid(id, &path, e))?;
+            let mut blockers = front.blocked_by.clone();
+            if blockers.iter().any(|b| b == by.trim()) {
+                return Ok(blockers);
+            }
+            blockers.push(by.trim().to_string());
+            let list = format!(
+                "[{}]",
+                blockers
+                    .iter()
+                    .map(|b| yaml_scalar(b))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let changes = [
+                ("blocked_by", list),
+                ("updated_at", render_time(self.now())),
+            ];
+            let updated = edit_front_matter(text, &changes)
+                .or_else(|| rewrite_front_matter(text, &changes))
+                .ok_or_else(|| {
+                    TrackerError::Invalid(format!(
+                        "ticket {id}: cannot rewrite blocked_by in {}",
+                        path.display()
+                    ))
+                })?;
+            let temp = TempFile::write(&dir, updated.as_bytes()).map_err(|e| io_error(&dir, e))?;
+            read_into(&path, &mut current).map_err(|e| self.ticket_io(id, &path, e))?;
+            if current != original {
+                continue;
+            }
+            temp.rename_to(&path).map_err(|e| io_error(&path, e))?;
+            return Ok(blockers);
+        }
+        Err(TrackerError::Unavailable(format!(
+            "ticket {id}: {} kept changing while sortie tried to edit it",
+            path.display()
+        )))
+    }
+}
+
 pub(super) fn check_line(what: &str, value: &str) -> Result<(), TrackerError> {
     if value.trim().is_empty() || value.chars().any(char::is_control) {
         return Err(TrackerError::Invalid(format!(

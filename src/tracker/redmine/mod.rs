@@ -187,6 +187,79 @@ impl RedmineTracker {
         let me = self.me().await?;
         Ok(wire::comments(&issue.journals, me.id, &me.display_name()))
     }
+
+    /// Issues on each of `statuses`, assigned to `assigned` (a Redmine user filter
+    /// value) when given.
+    async fn list_assigned(
+        &self,
+        statuses: &[String],
+        assigned: Option<&str>,
+    ) -> Result<Listing, TrackerError> {
+        let mut listing = Listing::default();
+        if statuses.is_empty() {
+            return Ok(listing);
+        }
+        let names: Vec<&str> = statuses.iter().map(String::as_str).collect();
+        let catalogue = self.statuses_with(&names).await?;
+        let mut ids = Vec::new();
+        for name in &names {
+            let id = catalogue.resolve(name, self.api.base())?.id;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        let filter = ids
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("%7C"); // `|`: Redmine's "any of" in a short filter
+        let project_id = self.project_id().await?;
+        let priorities = self.priorities().await?;
+        let mut seen = HashSet::new();
+        let mut offset: u64 = 0;
+        loop {
+            // subproject_id=!* keeps subprojects' issues off this project's board;
+            // sorting by id keeps pages stable while issues change.
+            let path = format!(
+                "/issues.json?project_id={project_id}&subproject_id=%21%2A&status_id={filter}\
+                 &sort=id&limit={}&offset={offset}{}",
+                self.page_size,
+                assigned.map_or(String::new(), |a| format!("&assigned_to_id={a}")),
+            );
+            let page: IssuePage = self.api.get(&path).await?;
+            let count = page.issues.len() as u64;
+            for raw in page.issues {
+                let number = raw.get("id").and_then(|v| v.as_u64());
+                match serde_json::from_value::<Issue>(raw) {
+                    Ok(issue) => {
+                        if !seen.insert(issue.id)
+                            || !names.iter().any(|n| same_name(n, &issue.status.name))
+                        {
+                            continue;
+                        }
+                        listing.tickets.push(wire::ticket(
+                            &issue,
+                            self.api.base(),
+                            &catalogue,
+                            priorities,
+                        ));
+                    }
+                    Err(e) => listing.warnings.push(format!(
+                        "skipped Redmine issue #{}: unexpected JSON: {e}",
+                        number.map_or("?".to_string(), |n| n.to_string())
+                    )),
+                }
+            }
+            offset += count;
+            if count == 0 || offset >= page.total_count {
+                break;
+            }
+        }
+        for w in &listing.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(listing)
+    }
 }
 
 /// The issue number in `id`, refusing anything that is not one (it goes into a URL path).
@@ -235,69 +308,66 @@ impl Tracker for RedmineTracker {
     }
 
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        let mut listing = Listing::default();
-        if statuses.is_empty() {
-            return Ok(listing);
+        self.list_assigned(statuses, None).await
+    }
+
+    /// Server-side: `assignee: me` becomes `assigned_to_id=me` (Redmine's own word for
+    /// the API key's user). A named assignee, labels and excluded labels are applied by
+    /// the pipeline after listing (Redmine filters by user id, not name).
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        let me = filter
+            .assignee
+            .as_deref()
+            .is_some_and(|a| crate::tracker::same_name(a, "me"));
+        self.list_assigned(statuses, me.then_some("me")).await
+    }
+
+    /// Relations: `GET /issues/{id}/relations.json`; `X blocks id` and `id blocked X`
+    /// make X a blocker, each then read (`GET /issues/{X}.json`) for its status.
+    async fn blockers(&self, id: &str) -> Result<Vec<crate::tracker::Blocker>, TrackerError> {
+        #[derive(serde::Deserialize)]
+        struct Relation {
+            issue_id: u64,
+            issue_to_id: u64,
+            relation_type: String,
         }
-        let names: Vec<&str> = statuses.iter().map(String::as_str).collect();
-        let catalogue = self.statuses_with(&names).await?;
-        let mut ids = Vec::new();
-        for name in &names {
-            let id = catalogue.resolve(name, self.api.base())?.id;
-            if !ids.contains(&id) {
-                ids.push(id);
+        #[derive(serde::Deserialize)]
+        struct Relations {
+            relations: Vec<Relation>,
+        }
+        let number: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| TrackerError::Invalid(format!("{id:?} is not a Redmine issue id")))?;
+        let list: Relations = self
+            .api
+            .get(&format!("/issues/{number}/relations.json"))
+            .await?;
+        let mut ids: Vec<u64> = Vec::new();
+        for r in list.relations {
+            let by = match r.relation_type.as_str() {
+                "blocks" if r.issue_to_id == number => r.issue_id,
+                "blocked" if r.issue_id == number => r.issue_to_id,
+                _ => continue,
+            };
+            if !ids.contains(&by) {
+                ids.push(by);
             }
         }
-        let filter = ids
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join("%7C"); // `|`: Redmine's "any of" in a short filter
-        let project_id = self.project_id().await?;
-        let priorities = self.priorities().await?;
-        let mut seen = HashSet::new();
-        let mut offset: u64 = 0;
-        loop {
-            // subproject_id=!* keeps subprojects' issues off this project's board;
-            // sorting by id keeps pages stable while issues change.
-            let path = format!(
-                "/issues.json?project_id={project_id}&subproject_id=%21%2A&status_id={filter}\
-                 &sort=id&limit={}&offset={offset}",
-                self.page_size
-            );
-            let page: IssuePage = self.api.get(&path).await?;
-            let count = page.issues.len() as u64;
-            for raw in page.issues {
-                let number = raw.get("id").and_then(|v| v.as_u64());
-                match serde_json::from_value::<Issue>(raw) {
-                    Ok(issue) => {
-                        if !seen.insert(issue.id)
-                            || !names.iter().any(|n| same_name(n, &issue.status.name))
-                        {
-                            continue;
-                        }
-                        listing.tickets.push(wire::ticket(
-                            &issue,
-                            self.api.base(),
-                            &catalogue,
-                            priorities,
-                        ));
-                    }
-                    Err(e) => listing.warnings.push(format!(
-                        "skipped Redmine issue #{}: unexpected JSON: {e}",
-                        number.map_or("?".to_string(), |n| n.to_string())
-                    )),
-                }
-            }
-            offset += count;
-            if count == 0 || offset >= page.total_count {
-                break;
-            }
+        let mut out = Vec::new();
+        for by in ids {
+            let ticket = self.get(&by.to_string()).await?;
+            out.push(crate::tracker::Blocker {
+                id: by.to_string(),
+                status: Some(ticket.status),
+                closed: ticket.closed,
+            });
         }
-        for w in &listing.warnings {
-            tracing::warn!("{w}");
-        }
-        Ok(listing)
+        Ok(out)
     }
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {

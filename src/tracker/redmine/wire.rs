@@ -50,6 +50,9 @@ pub struct Issue {
     /// Issue category.
     #[serde(default)]
     pub category: Option<Named>,
+    /// The user (or group) the issue is assigned to.
+    #[serde(default)]
+    pub assigned_to: Option<Named>,
     /// Title.
     pub subject: String,
     /// Body (null when empty).
@@ -296,7 +299,7 @@ pub fn ticket(
         updated_at: issue.updated_on,
         url: Some(format!("{base_url}/issues/{}", issue.id)),
         closed,
-        assignees: Vec::new(),
+        assignees: issue.assigned_to.iter().map(|a| a.name.clone()).collect(),
         blocked_by: None,
     }
 }

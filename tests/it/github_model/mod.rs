@@ -36,6 +36,8 @@ pub struct Issue {
     pub created: i64,
     pub updated: i64,
     pub comments: Vec<ModelComment>,
+    /// Numbers of the issues blocking this one (issue dependencies).
+    pub blocked_by: Vec<u64>,
 }
 
 /// One comment.
@@ -166,6 +168,7 @@ impl GithubModel {
                 created: now,
                 updated: now,
                 comments: Vec::new(),
+                blocked_by: Vec::new(),
             },
         );
         number
@@ -182,6 +185,11 @@ impl GithubModel {
     }
 
     /// A person comments.
+    /// A person marks `number` as blocked by `by` (an issue dependency).
+    pub fn block(&self, number: u64, by: u64) {
+        self.edit(number, |i| i.blocked_by.push(by));
+    }
+
     pub fn add_comment(&self, number: u64, author: &str, body: &str) {
         let mut s = self.state();
         add_comment(&mut s, number, author, body);

@@ -145,6 +145,15 @@ fn issue_route(
     req: &Request,
 ) -> Answer {
     match (method, tail) {
+        ("GET", ["dependencies", "blocked_by"]) => {
+            let items = s.issues[&number]
+                .blocked_by
+                .iter()
+                .filter_map(|n| s.issues.get(n))
+                .map(issue_json)
+                .collect();
+            paginate(s, req, items)
+        }
         ("GET", []) => {
             if let Some(pos) = s.get_hooks.iter().position(|(n, _, _)| *n == number) {
                 if s.get_hooks[pos].1 == 0 {

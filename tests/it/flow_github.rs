@@ -1,0 +1,203 @@
+//! Issue #18 on GitHub: `tracker.filter` labels are applied server-side, joined to the
+//! status label in one `labels=` query, against the in-memory GitHub model.
+
+use crate::github_model;
+
+use std::time::Duration;
+
+use github_model::{GithubModel, REPO, TOKEN};
+use sortie::config::TicketFilter;
+use sortie::tracker::github::{GithubOptions, GithubSettings, GithubTracker, LabelScheme};
+use sortie::tracker::Tracker;
+
+fn tracker(model: &GithubModel) -> GithubTracker {
+    let settings = GithubSettings {
+        repo: REPO.to_string(),
+        api_url: model.api_url(),
+        labels: LabelScheme {
+            status_prefix: "status:".into(),
+            priority_prefix: "priority:".into(),
+        },
+    };
+    let options = GithubOptions {
+        retry_backoff: Duration::ZERO,
+        ..GithubOptions::default()
+    };
+    GithubTracker::new(settings, TOKEN.into(), options).unwrap()
+}
+
+#[tokio::test]
+async fn filter_labels_join_the_status_label_in_one_labels_query() {
+    let model = GithubModel::start().await;
+    let opted = model.add_issue("opted in", &["status:ready", "Agent-OK"]);
+    model.add_issue("not opted in", &["status:ready"]);
+    let gh = tracker(&model);
+    model.clear_log();
+    let filter = TicketFilter {
+        labels: vec!["agent-ok".into()],
+        ..TicketFilter::default()
+    };
+    let listing = gh
+        .list_filtered(&["ready".to_string()], &filter)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listing.tickets.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, [opted.to_string()]);
+    assert_eq!(
+        model.log(),
+        ["GET /repos/acme/widgets/issues?labels=status%3Aready%2Cagent-ok&state=open&per_page=100 -> 200"]
+    );
+}
+
+mod blockers {
+    use super::*;
+
+    use std::sync::Arc;
+
+    use sortie::config::Config;
+    use sortie::ledger::SqliteLedger;
+    use sortie::pipeline::{Pipeline, TickOptions};
+
+    fn config(dir: &std::path::Path, api_url: &str, max_reads: u32) -> Config {
+        let text = format!(
+            r#"
+tracker:
+  kind: github
+  repo: acme/widgets
+  api_url: "{api_url}"
+  token_env: SORTIE_TEST_UNUSED_TOKEN
+  blockers: {{enabled: true, max_reads_per_tick: {max_reads}}}
+state_root: state
+roles_dir: {roles}
+terminal_states: [done]
+agent: {{command: ["sh", "-c", "echo done"], timeout_seconds: 60}}
+pipeline_stages:
+  - {{role: agent, claim_status: todo, success_status: review}}
+"#,
+            roles = common_roles(),
+        );
+        Config::parse_str(&text, Some(&dir.join("pipeline.yaml"))).expect("valid config")
+    }
+
+    fn common_roles() -> String {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("roles")
+            .display()
+            .to_string()
+    }
+
+    async fn tick(model: &GithubModel, dir: &std::path::Path, max_reads: u32) -> serde_json::Value {
+        let cfg = config(dir, &model.api_url(), max_reads);
+        let gh = Arc::new(
+            GithubTracker::from_config(
+                &cfg,
+                TOKEN.into(),
+                GithubOptions {
+                    retry_backoff: Duration::ZERO,
+                    ..GithubOptions::default()
+                },
+            )
+            .unwrap(),
+        );
+        let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).unwrap());
+        let p = Pipeline::new(cfg, gh, ledger).await.expect("pipeline");
+        serde_json::to_value(p.tick(TickOptions::default()).await.expect("tick")).unwrap()
+    }
+
+    fn blocker_reads(model: &GithubModel) -> usize {
+        model
+            .log()
+            .iter()
+            .filter(|l| l.contains("/dependencies/blocked_by"))
+            .count()
+    }
+
+    #[tokio::test]
+    async fn a_ticket_blocked_by_an_open_issue_waits_then_runs_once_it_closes() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = model.add_issue("schema first", &["status:backlog"]);
+        let blocked = model.add_issue("then the API", &["status:todo"]);
+        model.block(blocked, blocker);
+
+        let report = tick(&model, dir.path(), 20).await;
+        assert!(report["runs"].as_array().unwrap().is_empty(), "{report:#}");
+        assert_eq!(report["skips"][0]["reason"], "blocked", "{report:#}");
+        assert_eq!(report["skips"][0]["by"][0], format!("#{blocker} (backlog)"));
+
+        model.edit(blocker, |i| i.open = false);
+        let report = tick(&model, dir.path(), 20).await;
+        assert_eq!(
+            report["runs"][0]["ticket"],
+            blocked.to_string(),
+            "{report:#}"
+        );
+        assert!(model
+            .issue(blocked)
+            .labels
+            .contains(&"status:review".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_blocker_read_failure_holds_the_ticket() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let id = model.add_issue("free, but unreadable", &["status:todo"]);
+        model.fail("GET", "/dependencies/blocked_by", 500, None, 100);
+        for _ in 0..2 {
+            let report = tick(&model, dir.path(), 20).await;
+            assert!(report["runs"].as_array().unwrap().is_empty(), "{report:#}");
+            assert_eq!(report["skips"][0]["ticket"], id.to_string());
+            assert_eq!(
+                report["skips"][0]["reason"], "blockers_unknown",
+                "{report:#}"
+            );
+        }
+        assert!(
+            model.issue(id).comments.is_empty(),
+            "never dispatched on a guess"
+        );
+    }
+
+    #[tokio::test]
+    async fn reads_are_bounded_per_tick_and_rotate_across_candidates() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = model.add_issue("never closes", &["status:backlog"]);
+        let ids: Vec<u64> = (0..3)
+            .map(|i| model.add_issue(&format!("blocked {i}"), &["status:todo"]))
+            .collect();
+        for id in &ids {
+            model.block(*id, blocker);
+        }
+        let mut read_order = Vec::new();
+        for _ in 0..3 {
+            model.clear_log();
+            let report = tick(&model, dir.path(), 1).await;
+            assert_eq!(blocker_reads(&model), 1, "one read per tick");
+            let read: Vec<String> = report["skips"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["reason"] == "blocked")
+                .map(|s| s["ticket"].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(read.len(), 1, "{report:#}");
+            read_order.push(read[0].clone());
+            let deferred = report["skips"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["reason"] == "blockers_unknown")
+                .count();
+            assert_eq!(deferred, 2, "the others wait for a later tick: {report:#}");
+        }
+        read_order.sort();
+        let mut expected: Vec<String> = ids.iter().map(u64::to_string).collect();
+        expected.sort();
+        assert_eq!(
+            read_order, expected,
+            "each candidate read once in three ticks"
+        );
+    }
+}
