@@ -1,10 +1,11 @@
-//! The daemon's HTTP surface: health, state, refresh, metrics, GitHub webhook and
-//! the dashboard (`docs/api.md`).
+//! The daemon's HTTP surface: health, state, refresh, metrics, GitHub webhook, the
+//! dashboard pages and run logs (`docs/api.md`). Every error of the API is JSON
+//! `{"error": {"code", "message"}}` ([`ApiError`]).
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,9 +21,6 @@ use crate::config::Config;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 use crate::pipeline::LiveRun;
 
-/// The dashboard page; it polls `/api/v1/state`.
-const DASHBOARD: &str = include_str!("dashboard.html");
-
 /// The routes of the HTTP surface.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -34,18 +32,162 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/metrics", get(metrics))
         .route("/hooks/github", post(github))
         .route("/api/v1/tickets/{id}", get(ticket))
+        .route("/tickets/{id}", get(ticket_page))
+        .route("/runs/{run_id}/log", get(run_log))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such page") })
         .with_state(shared)
 }
 
-async fn dashboard() -> Html<&'static str> {
-    Html(DASHBOARD)
+/// An error of the HTTP API, answered as `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug)]
+pub(super) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An error with its HTTP status, a stable code and a message for a person.
+    pub(super) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// `?part=body`: only the part of the page that refreshes.
+#[derive(serde::Deserialize, Default)]
+struct PageQuery {
+    part: Option<String>,
+}
+
+/// `GET /`: the dashboard, or with `?part=body` the part its script swaps in.
+async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>) -> Response {
+    let view = super::pages::dashboard(&shared).await;
+    let html = if q.part.as_deref() == Some("body") {
+        super::pages::render("board.html", &view)
+    } else {
+        super::pages::render("dashboard.html", &view)
+    };
+    match html {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
+    }
+}
+
+/// `GET /tickets/{id}`: one ticket's page.
+async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let view = match ticket_view(&shared, &id).await {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let page = super::pages::ticket(&shared, &view);
+    match super::pages::render("ticket.html", &page) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
+    }
+}
+
+/// `?follow=1`: keep the response open and stream new lines until the run ends.
+#[derive(serde::Deserialize, Default)]
+struct LogQuery {
+    follow: Option<String>,
+}
+
+/// `GET /runs/{run_id}/log`: the last 64 KiB of a known run's log, plain text.
+async fn run_log(
+    State(shared): State<Arc<Shared>>,
+    Path(run_id): Path<String>,
+    Query(q): Query<LogQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&shared, &headers) {
+        return unauthorized();
+    }
+    let Some(pipeline) = shared.pipeline() else {
+        return no_pipeline(&shared);
+    };
+    let state_root = pipeline.config().state_root.clone();
+    let file = match super::logs::locate(pipeline.ledger().as_ref(), &state_root, &run_id) {
+        Ok(f) => f,
+        Err(e @ super::logs::LogError::Ledger(_)) => {
+            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ledger", e.to_string())
+                .into_response()
+        }
+        Err(e @ super::logs::LogError::Outside(_)) => {
+            tracing::warn!(run_id = %run_id, "refused a run log outside state_root/runs");
+            return ApiError::new(StatusCode::NOT_FOUND, "no_log", e.to_string()).into_response();
+        }
+        Err(e @ super::logs::LogError::UnknownRun(_)) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "unknown_run", e.to_string())
+                .into_response()
+        }
+        Err(e @ super::logs::LogError::NoLog(_)) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "no_log", e.to_string()).into_response()
+        }
+    };
+    let (bytes, end) = match super::logs::tail(&file).await {
+        Ok(t) => t,
+        Err(e) => {
+            return ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "log_unreadable",
+                format!("cannot read the log of run {run_id}: {e}"),
+            )
+            .into_response()
+        }
+    };
+    let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    let follow = matches!(q.follow.as_deref(), Some("1" | "true" | "yes"));
+    if !follow {
+        return (text, bytes).into_response();
+    }
+    let (mut writer, reader) = tokio::io::duplex(64 * 1024);
+    let ledger = pipeline.ledger().clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        if writer.write_all(&bytes).await.is_err() {
+            return;
+        }
+        let id = run_id.clone();
+        super::logs::follow(file, end, writer, move || {
+            super::logs::running(ledger.as_ref(), &id)
+        })
+        .await;
+    });
+    let stream = tokio_util::io::ReaderStream::new(reader);
+    (
+        text,
+        [(header::CACHE_CONTROL, "no-cache")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+fn unauthorized() -> Response {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "bearer token required (Authorization: Bearer <token>)",
+    )
+    .into_response()
 }
 
 /// Ready when a pipeline is built, the ledger answers, and a tick succeeded within
 /// three poll intervals; otherwise 503 with the reason.
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
-    let unavailable =
-        |reason: String| (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response();
+    let unavailable = |reason: String| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason).into_response()
+    };
     let Some(pipeline) = shared.pipeline() else {
         let reason = shared
             .status()
@@ -85,11 +227,12 @@ fn no_pipeline(shared: &Shared) -> Response {
         .not_ready
         .clone()
         .unwrap_or_else(|| "starting".to_string());
-    (
+    ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        format!("no pipeline yet: {reason}\n"),
+        "not_ready",
+        format!("no pipeline yet: {reason}"),
     )
-        .into_response()
+    .into_response()
 }
 
 /// The config as `/api/v1/state` shows it.
@@ -135,11 +278,90 @@ impl ConfigSummary {
     }
 }
 
+/// A run in flight, as `/api/v1/state` and the dashboard show it.
 #[derive(Serialize)]
-struct LiveRunView {
+pub(super) struct LiveRunView {
     #[serde(flatten)]
-    run: LiveRun,
-    elapsed_seconds: i64,
+    pub(super) run: LiveRun,
+    pub(super) elapsed_seconds: i64,
+    /// The agent's last event. Until the presets stream events, the last line the agent
+    /// wrote to its log (`kind: "output"`).
+    pub(super) last_event: Option<LastEvent>,
+    /// Agent turns so far: `null` until the preset streams them.
+    pub(super) turns: Option<u32>,
+    /// Tokens so far: `null` until the preset streams usage.
+    pub(super) tokens: Option<u64>,
+    /// Cost so far in US dollars: `null` until the preset streams usage.
+    pub(super) cost_usd: Option<f64>,
+    /// Where the log tail is served.
+    pub(super) log_url: String,
+}
+
+/// The last thing an agent did, as far as the daemon can see.
+#[derive(Serialize)]
+pub(super) struct LastEvent {
+    /// `output` (a log line).
+    pub(super) kind: &'static str,
+    /// A short text (at most 160 characters).
+    pub(super) text: String,
+    /// When.
+    pub(super) at: chrono::DateTime<Utc>,
+}
+
+/// Runs in flight of every pipeline (retired ones included), oldest first.
+pub(super) async fn live_runs(shared: &Shared) -> Vec<LiveRunView> {
+    let now = shared.now();
+    let mut views = Vec::new();
+    for run in shared.all_pipelines().iter().flat_map(|p| p.live_runs()) {
+        let last_event = super::logs::last_line(std::path::Path::new(&run.log_path), 160)
+            .await
+            .map(|(text, at)| LastEvent {
+                kind: "output",
+                text,
+                at,
+            });
+        views.push(LiveRunView {
+            elapsed_seconds: (now - run.started_at).num_seconds(),
+            log_url: format!("/runs/{}/log", run.run_id),
+            last_event,
+            turns: None,
+            tokens: None,
+            cost_usd: None,
+            run,
+        });
+    }
+    views
+}
+
+/// Runs, tokens and cost per role since a moment.
+#[derive(Serialize)]
+pub(super) struct UsageSince {
+    pub(super) since: chrono::DateTime<Utc>,
+    pub(super) roles: Vec<crate::ledger::UsageTotal>,
+}
+
+/// Usage per role today (since 00:00 UTC) and over the last 7 days.
+pub(super) fn usage(
+    ledger: &dyn crate::ledger::Ledger,
+    tracker: &str,
+    now: chrono::DateTime<Utc>,
+) -> Result<(UsageSince, UsageSince), crate::ledger::LedgerError> {
+    let midnight = now
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .map(|t| t.and_utc())
+        .unwrap_or(now);
+    let week = now - chrono::Duration::days(7);
+    Ok((
+        UsageSince {
+            since: midnight,
+            roles: ledger.usage_by_role_since(tracker, midnight)?,
+        },
+        UsageSince {
+            since: week,
+            roles: ledger.usage_by_role_since(tracker, week)?,
+        },
+    ))
 }
 
 /// `GET /api/v1/state`.
@@ -149,6 +371,7 @@ struct StateView {
     shutting_down: bool,
     config: ConfigSummary,
     config_error: Option<String>,
+    not_ready: Option<String>,
     last_tick: Option<TickSummary>,
     last_ok_tick_at: Option<chrono::DateTime<Utc>>,
     live_runs: Vec<LiveRunView>,
@@ -156,6 +379,9 @@ struct StateView {
     held: Vec<Hold>,
     recent_runs: Vec<FinishedRun>,
     ledger_runs: Vec<RunRecord>,
+    usage_today: Option<UsageSince>,
+    usage_7_days: Option<UsageSince>,
+    rate_limit_remaining: Option<u64>,
     errors: Vec<String>,
 }
 
@@ -165,10 +391,22 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
     let tracker = config.tracker.name();
     let mut errors = Vec::new();
     let scope = Scope::Tracker(&tracker);
+    let now = shared.now();
+    let mut usage_today = None;
+    let mut usage_7_days = None;
+    let mut rate_limit_remaining = None;
     let (retry_queue, held, ledger_runs): (Vec<RetryEntry>, Vec<Hold>, Vec<RunRecord>) =
         match shared.pipeline() {
             Some(pipeline) => {
                 let ledger = pipeline.ledger();
+                rate_limit_remaining = pipeline.tracker().rate_limit_remaining();
+                match usage(ledger.as_ref(), &tracker, now) {
+                    Ok((today, week)) => {
+                        usage_today = Some(today);
+                        usage_7_days = Some(week);
+                    }
+                    Err(e) => errors.push(format!("usage: {e}")),
+                }
                 (
                     or_note(&mut errors, "retries", ledger.retries(scope)),
                     or_note(&mut errors, "holds", ledger.holds(scope)),
@@ -181,22 +419,14 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
                 (Vec::new(), Vec::new(), Vec::new())
             }
         };
-    let now = shared.now();
-    let live_runs = shared
-        .all_pipelines()
-        .iter()
-        .flat_map(|p| p.live_runs())
-        .map(|run| LiveRunView {
-            elapsed_seconds: (now - run.started_at).num_seconds(),
-            run,
-        })
-        .collect();
+    let live_runs = live_runs(&shared).await;
     let status = shared.status();
     Json(StateView {
         started_at: shared.started_at,
         shutting_down: status.shutting_down,
         config: ConfigSummary::of(&shared.config_path, config),
         config_error: status.config_error.clone(),
+        not_ready: status.not_ready.clone(),
         last_tick: status.last_tick.clone(),
         last_ok_tick_at: status.last_ok_at,
         live_runs,
@@ -204,6 +434,9 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
         held,
         recent_runs: status.recent.iter().cloned().collect(),
         ledger_runs,
+        usage_today,
+        usage_7_days,
+        rate_limit_remaining,
         errors,
     })
 }
@@ -241,7 +474,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 async fn refresh(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if !authorized(&shared, &headers) {
-        return (StatusCode::UNAUTHORIZED, "bearer token required\n").into_response();
+        return unauthorized();
     }
     let coalesced = shared.request_tick();
     (
@@ -303,15 +536,21 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
 /// `POST /hooks/github`: a signed delivery triggers a tick; its payload is not read.
 async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(var) = shared.config().http.github_webhook_secret_env.clone() else {
-        return (
+        return ApiError::new(
             StatusCode::NOT_FOUND,
-            "http.github_webhook_secret_env is not configured\n",
+            "not_configured",
+            "http.github_webhook_secret_env is not configured",
         )
-            .into_response();
+        .into_response();
     };
     let Ok(secret) = std::env::var(&var) else {
         tracing::error!(var = %var, "the GitHub webhook secret variable is not set");
-        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "secret_unavailable",
+            "webhook secret not available",
+        )
+        .into_response();
     };
     let signature = headers
         .get("x-hub-signature-256")
@@ -319,18 +558,29 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         .and_then(|v| v.strip_prefix("sha256="))
         .and_then(|v| hex::decode(v).ok());
     let Some(signature) = signature else {
-        return (
+        return ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "missing or malformed X-Hub-Signature-256\n",
+            "bad_signature",
+            "missing or malformed X-Hub-Signature-256",
         )
-            .into_response();
+        .into_response();
     };
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "bad secret\n").into_response();
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "bad_secret",
+            "bad secret",
+        )
+        .into_response();
     };
     mac.update(&body);
     if mac.verify_slice(&signature).is_err() {
-        return (StatusCode::UNAUTHORIZED, "signature does not match\n").into_response();
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "bad_signature",
+            "signature does not match",
+        )
+        .into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
@@ -338,51 +588,77 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
 
 /// One outcome block on a ticket, with the comment that carries it.
 #[derive(Serialize)]
-struct BlockView {
-    author: String,
-    created_at: chrono::DateTime<Utc>,
+pub(super) struct BlockView {
+    pub(super) author: String,
+    pub(super) created_at: chrono::DateTime<Utc>,
     #[serde(flatten)]
-    block: crate::block::ParsedBlock,
+    pub(super) block: crate::block::ParsedBlock,
 }
 
 /// `GET /api/v1/tickets/{id}`.
 #[derive(Serialize)]
-struct TicketView {
-    ticket: crate::tracker::Ticket,
+pub(super) struct TicketView {
+    pub(super) ticket: crate::tracker::Ticket,
     /// What a tick now would do with it: `would_run` lines and skip reasons, per stage.
-    would_run: Vec<crate::pipeline::report::RunLine>,
-    skipped: Vec<crate::pipeline::report::SkipLine>,
-    claims: Vec<crate::ledger::Claim>,
-    retry_queue: Vec<RetryEntry>,
-    held: Vec<Hold>,
-    blocks: Vec<BlockView>,
+    pub(super) would_run: Vec<crate::pipeline::report::RunLine>,
+    pub(super) skipped: Vec<crate::pipeline::report::SkipLine>,
+    pub(super) claims: Vec<crate::ledger::Claim>,
+    pub(super) retry_queue: Vec<RetryEntry>,
+    pub(super) held: Vec<Hold>,
+    pub(super) blocks: Vec<BlockView>,
+    /// Its runs, newest first (at most 50).
+    pub(super) runs: Vec<RunRecord>,
 }
 
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
 async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    match ticket_view(&shared, &id).await {
+        Ok(view) => Json(view).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// What `/api/v1/tickets/{id}` and `/tickets/{id}` show.
+async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView, ApiError> {
     let Some(pipeline) = shared.pipeline() else {
-        return no_pipeline(&shared);
+        let reason = shared
+            .status()
+            .not_ready
+            .clone()
+            .unwrap_or_else(|| "starting".to_string());
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("no pipeline yet: {reason}"),
+        ));
+    };
+    let tracker_error = |e: crate::tracker::TrackerError| {
+        ApiError::new(StatusCode::BAD_GATEWAY, "tracker", format!("tracker: {e}"))
     };
     let tracker = pipeline.tracker();
-    let ticket = match tracker.get(&id).await {
+    let ticket = match tracker.get(id).await {
         Ok(t) => t,
         Err(crate::tracker::TrackerError::NotFound(_)) => {
-            return (StatusCode::NOT_FOUND, format!("no ticket {id}\n")).into_response()
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_ticket",
+                format!("no ticket {id}"),
+            ))
         }
-        Err(e) => return (StatusCode::BAD_GATEWAY, format!("tracker: {e}\n")).into_response(),
+        Err(e) => return Err(tracker_error(e)),
     };
-    let report = match pipeline
+    let report = pipeline
         .tick(crate::pipeline::TickOptions { dry_run: true })
         .await
-    {
-        Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_GATEWAY, format!("dry-run tick: {e}\n")).into_response(),
-    };
-    let comments = match tracker.comments(&id).await {
-        Ok(c) => c,
-        Err(e) => return (StatusCode::BAD_GATEWAY, format!("tracker: {e}\n")).into_response(),
-    };
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "dry_run",
+                format!("dry-run tick: {e}"),
+            )
+        })?;
+    let comments = tracker.comments(id).await.map_err(tracker_error)?;
     let blocks = comments
         .iter()
         .flat_map(|c| {
@@ -399,7 +675,14 @@ async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
     let name = tracker.name().to_string();
     let ledger = pipeline.ledger();
     let scope = Scope::Tracker(&name);
-    let view = TicketView {
+    let ledger_error = |e: crate::ledger::LedgerError| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ledger",
+            format!("ledger: {e}"),
+        )
+    };
+    Ok(TicketView {
         would_run: report.runs.into_iter().filter(|r| r.ticket == id).collect(),
         skipped: report
             .skips
@@ -408,24 +691,24 @@ async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Re
             .collect(),
         claims: ledger
             .claims(scope)
-            .unwrap_or_default()
+            .map_err(ledger_error)?
             .into_iter()
             .filter(|c| c.key.ticket_id == id)
             .collect(),
         retry_queue: ledger
             .retries(scope)
-            .unwrap_or_default()
+            .map_err(ledger_error)?
             .into_iter()
             .filter(|r| r.key.ticket_id == id)
             .collect(),
         held: ledger
             .holds(scope)
-            .unwrap_or_default()
+            .map_err(ledger_error)?
             .into_iter()
             .filter(|h| h.key.ticket_id == id)
             .collect(),
+        runs: ledger.ticket_runs(&name, id, 50).map_err(ledger_error)?,
         blocks,
         ticket,
-    };
-    Json(view).into_response()
+    })
 }
