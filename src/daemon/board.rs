@@ -63,7 +63,7 @@ pub struct BoardView {
     pub columns: Vec<StatusColumn>,
     /// Terminal statuses, counted.
     pub terminal: Vec<TerminalCount>,
-    /// Tickets on the pipeline's statuses, terminal included.
+    /// Tickets on the statuses the config names, terminal included.
     pub total: usize,
     /// Listing warnings (unreadable board entries).
     pub warnings: Vec<String>,
@@ -85,7 +85,7 @@ pub async fn read(
     let config = pipeline.config();
     let listing = pipeline
         .tracker()
-        .list(&config.pipeline_statuses())
+        .list(&board_statuses(config))
         .await
         .map_err(|e| format!("listing the board: {e}"))?;
     let report = pipeline
@@ -102,6 +102,18 @@ pub async fn read(
     ))
 }
 
+/// Every status the config names (claim, in-progress, success, failure, terminal), once
+/// each ignoring case, in stage order.
+fn board_statuses(config: &crate::config::Config) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in config.configured_statuses() {
+        if !out.iter().any(|o| same_name(o, s)) {
+            out.push(s.to_string());
+        }
+    }
+    out
+}
+
 /// Place `tickets` in columns with their reasons. Pure.
 pub fn arrange(
     config: &crate::config::Config,
@@ -113,7 +125,7 @@ pub fn arrange(
 ) -> BoardView {
     let mut columns: Vec<StatusColumn> = Vec::new();
     let mut terminal: Vec<TerminalCount> = Vec::new();
-    for status in config.pipeline_statuses() {
+    for status in board_statuses(config) {
         if config.is_terminal(&status) {
             terminal.push(TerminalCount { status, count: 0 });
             continue;

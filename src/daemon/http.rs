@@ -400,7 +400,7 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
             Some(pipeline) => {
                 let ledger = pipeline.ledger();
                 rate_limit_remaining = pipeline.tracker().rate_limit_remaining();
-                match usage(ledger.as_ref(), &tracker, now) {
+                match usage(ledger.as_ref(), pipeline.tracker().name(), now) {
                     Ok((today, week)) => {
                         usage_today = Some(today);
                         usage_7_days = Some(week);

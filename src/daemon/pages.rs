@@ -38,7 +38,15 @@ pub(super) fn render(name: &str, view: &impl Serialize) -> Result<String, String
     templates()
         .get_template(name)
         .and_then(|t| t.render(view))
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        })
 }
 
 /// A time as the pages show it: relative, with the exact time for hover.
@@ -294,12 +302,14 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         });
     }
 
-    let tracker = config.tracker.name();
+    let mut tracker = config.tracker.name();
     let mut totals = Vec::new();
     let mut rate_limit = "not reported by this tracker".to_string();
     let mut chart_hours = svg_hours(&[], now);
     let mut runs_24h = 0;
     if let Some(pipeline) = shared.pipeline() {
+        // Ledger rows are keyed by the tracker's own name.
+        tracker = pipeline.tracker().name().to_string();
         if let Some(left) = pipeline.tracker().rate_limit_remaining() {
             rate_limit = format!("{left} requests left");
         }

@@ -20,6 +20,7 @@ mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
+mod dashboard_pages;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;

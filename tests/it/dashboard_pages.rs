@@ -1,0 +1,494 @@
+//! The dashboard pages and the run log endpoint, driven in-process through
+//! `sortie::daemon::serve` (issue #22; the JSON error envelope of #14).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sortie::config::Config;
+use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
+use sortie::ledger::{ClaimKey, Ledger, RunPhase, RunRecord, SqliteLedger};
+use sortie::pipeline::{Pipeline, SystemClock};
+use sortie::tracker::memory::MemoryTracker;
+use tokio::sync::Notify;
+
+/// Three stages; architect runs are slow (they print, then sleep) and capped at one.
+fn config_text(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: 1
+shutdown_grace_seconds: 0
+concurrency: {{max_in_flight: 16, per_role_max_in_flight: 1}}
+agent: {{command: ["sh", "-c", "echo working on $$SORTIE_TICKET_TITLE; sleep 30"], timeout_seconds: 60}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+  - {{role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}}
+  - {{role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}}
+{extra}"#,
+        state = dir.join("state").display(),
+        roles = crate::common::repo().join("roles").display(),
+    )
+}
+
+struct Daemon {
+    url: String,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<Result<(), sortie::daemon::DaemonError>>,
+    http: reqwest::Client,
+    ledger: Arc<dyn Ledger>,
+}
+
+impl Daemon {
+    async fn start(path: std::path::PathBuf, tracker: Arc<MemoryTracker>) -> Daemon {
+        let config = Config::load(&path).expect("config");
+        let ledger: Arc<dyn Ledger> =
+            Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
+        let for_factory = ledger.clone();
+        let factory: PipelineFactory = Arc::new(move |config: Config, wake: Arc<Notify>| {
+            let (tracker, ledger) = (tracker.clone(), for_factory.clone());
+            Box::pin(async move {
+                Pipeline::builder(config, tracker, ledger)
+                    .run_ended(wake)
+                    .build()
+                    .await
+            }) as BuildFuture
+        });
+        let opts = ServeOptions {
+            config_path: path,
+            factory,
+            clock: Arc::new(SystemClock::default()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stop = Arc::new(Notify::new());
+        let stopped = stop.clone();
+        let task = tokio::spawn(serve(
+            listener,
+            config,
+            opts,
+            async move { stopped.notified().await },
+            std::future::pending(),
+        ));
+        Daemon {
+            url,
+            stop,
+            task,
+            http: reqwest::Client::new(),
+            ledger,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("daemon answers");
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    }
+
+    async fn state(&self) -> serde_json::Value {
+        serde_json::from_str(&self.get("/api/v1/state").await.1).expect("state is JSON")
+    }
+
+    async fn until<F, Fut>(&self, within: Duration, what: &str, mut probe: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if probe().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("timed out waiting for: {what}");
+    }
+
+    /// GET `path` every 100 ms until its body contains `needle`; the last body.
+    async fn page_with(&self, path: &str, needle: &str, within: Duration) -> String {
+        let end = Instant::now() + within;
+        loop {
+            let body = decoded(self.get(path).await.1);
+            if body.contains(needle) {
+                return body;
+            }
+            assert!(
+                Instant::now() < end,
+                "{path} never showed {needle:?}: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.notify_one();
+        self.task.await.unwrap().expect("daemon stops cleanly");
+    }
+}
+
+fn ticket(board: &MemoryTracker, id: &str, title: &str, status: &str) {
+    let mut t = MemoryTracker::ticket(id, title, status);
+    t.url = Some(format!("https://tracker.example/issues/{id}"));
+    board.insert(t);
+}
+
+/// The JSON error envelope: `{"error": {"code", "message"}}`.
+fn error_code(body: &str) -> String {
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "no message: {body}"
+    );
+    v["error"]["code"].as_str().expect("a code").to_string()
+}
+
+/// `body` with the entities the page's escaping writes decoded (`&#x2f;` is `/`).
+fn decoded(body: String) -> String {
+    body.replace("&#x2f;", "/")
+        .replace("&#x27;", "'")
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// A visible timestamp with fractional seconds (`12:03:04.123`, `…T12:03:04.5Z`).
+fn fractional_timestamp(html: &str) -> Option<String> {
+    let re = regex::Regex::new(r"\d{2}:\d{2}:\d{2}\.\d+").unwrap();
+    re.find(html).map(|m| m.as_str().to_string())
+}
+
+/// A board where one architect run is live and everything else waits for a reason the
+/// tick gives: the page lists every waiting ticket with its title and reason, links
+/// the tracker and the ticket page, counts terminal tickets, and shows the live run's
+/// output behind its log link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_every_waiting_ticket_with_why_and_the_live_run_with_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    ticket(&board, "2", "Design the billing page", "ready-for-design");
+    ticket(&board, "3", "Design the search box", "ready-for-design");
+    ticket(&board, "4", "Build the export", "design-approved");
+    ticket(&board, "5", "Shipped already", "done");
+    ticket(&board, "6", "Shipped too", "done");
+    let d = Daemon::start(path.clone(), board.clone()).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let state = d.state().await;
+    let live = &state["live_runs"][0];
+    let running = live["ticket"].as_str().unwrap().to_string();
+    assert_eq!(running, "1", "the first ticket by id runs first: {live}");
+
+    // Wait until the dashboard's board read sees the run (reads are reused ~2 s).
+    let page = d
+        .page_with("/", "running: architect #1", Duration::from_secs(10))
+        .await;
+    for title in ["Design the billing page", "Design the search box"] {
+        let at = page
+            .find(title)
+            .unwrap_or_else(|| panic!("{title} missing: {page}"));
+        let rest = &page[at..];
+        let reason = &rest[..rest.find("</div>").unwrap()];
+        assert!(reason.contains("cap: role 1"), "{title}: {reason}");
+    }
+    let at = page
+        .find("Build the export")
+        .expect("design-approved ticket listed");
+    let rest = &page[at..];
+    assert!(
+        rest[..rest.find("</div>").unwrap()].contains("prior role architect missing"),
+        "{rest}"
+    );
+    assert!(
+        page.contains(r#"href="https://tracker.example/issues/2""#),
+        "tracker link"
+    );
+    assert!(page.contains(r#"href="/tickets/2""#), "ticket page link");
+    assert!(
+        !page.contains("Shipped already"),
+        "terminal tickets are counted, not listed"
+    );
+    assert!(
+        regex::Regex::new(r#"done <span class="count">2</span>"#)
+            .unwrap()
+            .is_match(&page),
+        "terminal count: {page}"
+    );
+    assert_eq!(fractional_timestamp(&page), None, "{page}");
+    assert!(page.contains("<svg id=\"runs-chart\""), "24 h chart");
+    assert!(
+        page.contains("12:00") || page.contains(":00</text>"),
+        "hour labels"
+    );
+
+    // The live run: elapsed in human form, its last output, and its log tail.
+    let log_url = live["log_url"].as_str().unwrap().to_string();
+    assert!(
+        page.contains(&format!(r#"href="{log_url}""#)),
+        "log link on the page"
+    );
+    d.until(
+        Duration::from_secs(10),
+        "the agent's output in its log",
+        || async {
+            d.get(&log_url)
+                .await
+                .1
+                .contains("working on Design the login page")
+        },
+    )
+    .await;
+    let (code, body) = d.get(&log_url).await;
+    assert_eq!(code, 200);
+    assert!(!body.contains("<html"), "plain text: {body}");
+    d.until(
+        Duration::from_secs(10),
+        "last event in the state",
+        || async {
+            d.state().await["live_runs"][0]["last_event"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("working on Design the login page"))
+        },
+    )
+    .await;
+    let page = decoded(d.get("/?part=body").await.1);
+    assert!(
+        page.contains("working on Design the login page"),
+        "last event on the page"
+    );
+    assert!(
+        !page.contains("<script"),
+        "the refreshed part is the body only"
+    );
+
+    // The ticket page: per-stage eligibility from the same dry-run plan.
+    let (code, ticket_page) = d.get("/tickets/4").await;
+    let ticket_page = decoded(ticket_page);
+    assert_eq!(code, 200, "{ticket_page}");
+    assert!(ticket_page.contains("Build the export"));
+    assert!(
+        ticket_page.contains("prior role architect missing"),
+        "{ticket_page}"
+    );
+    assert!(
+        ticket_page.contains("not its stage: this stage claims ready-for-design"),
+        "{ticket_page}"
+    );
+    assert_eq!(fractional_timestamp(&ticket_page), None, "{ticket_page}");
+    let running_page = decoded(d.get(&format!("/tickets/{running}")).await.1);
+    assert!(
+        running_page.contains(&format!(r#"href="{log_url}""#)),
+        "runs with log links"
+    );
+
+    // The API carries the totals and the rate limit (the memory tracker reports none).
+    let state = d.state().await;
+    assert!(state["usage_today"]["roles"].is_array(), "{state}");
+    assert!(state["usage_7_days"]["roles"].is_array(), "{state}");
+    assert!(state["rate_limit_remaining"].is_null());
+    assert!(live["elapsed_seconds"].is_i64());
+    d.stop().await;
+}
+
+/// An invalid edit of the config on disk shows a banner naming the file and line on
+/// the next refresh of the page's body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_config_edit_shows_a_banner_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    let d = Daemon::start(path.clone(), board).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    assert!(!d.get("/").await.1.contains("config on disk is invalid"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(&path, config_text(dir.path(), "poll_interval_secnds: 3\n")).unwrap();
+    let page = d
+        .page_with(
+            "/?part=body",
+            "config on disk is invalid",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(page.contains("pipeline.yaml"), "{page}");
+    assert!(page.contains("poll_interval_secnds"), "{page}");
+    assert!(
+        regex::Regex::new(r"pipeline\.yaml:1[0-9]")
+            .unwrap()
+            .is_match(&page),
+        "file and line: {page}"
+    );
+    d.stop().await;
+}
+
+/// `GET /runs/{id}/log` serves only logs of runs the ledger knows and only files under
+/// `state_root/runs/`: an unknown id is a JSON 404, a ledger row pointing elsewhere
+/// (directly or through a symlink) is refused without reading it, and a long log is
+/// cut to its last 64 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let d = Daemon::start(path, Arc::new(MemoryTracker::new())).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+
+    let (code, body) = d.get("/runs/no-such-run/log").await;
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(error_code(&body), "unknown_run");
+    let (code, body) = d.get("/runs/..%2F..%2Fpipeline.yaml/log").await;
+    assert_eq!(code, 404, "{body}");
+    assert!(!body.contains("pipeline_stages"), "{body}");
+
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "TOP SECRET\n").unwrap();
+    let runs = dir.path().join("state").join("runs");
+    std::fs::create_dir_all(runs.join("linked")).unwrap();
+    std::os::unix::fs::symlink(&secret, runs.join("linked").join("agent.log")).unwrap();
+    std::fs::create_dir_all(runs.join("long")).unwrap();
+    let mut long = String::new();
+    for i in 0..20_000 {
+        long.push_str(&format!("line {i:05}\n"));
+    }
+    std::fs::write(runs.join("long").join("agent.log"), &long).unwrap();
+    let record = |id: &str, log: &std::path::Path| RunRecord {
+        run_id: id.to_string(),
+        key: ClaimKey::new("local:board", "9", "architect"),
+        stage: "ready-for-design".into(),
+        stage_attempt: 1,
+        claimer_id: "test".into(),
+        phase: RunPhase::Finished,
+        outcome: Some("success".into()),
+        reason_code: None,
+        log_path: Some(log.display().to_string()),
+        started_at: chrono::Utc::now(),
+        finished_at: Some(chrono::Utc::now()),
+        session_id: None,
+        route: None,
+    };
+    d.ledger.record_run(&record("outside", &secret)).unwrap();
+    d.ledger
+        .record_run(&record(
+            "dotdot",
+            &runs
+                .join("long")
+                .join("..")
+                .join("..")
+                .join("..")
+                .join("secret.txt"),
+        ))
+        .unwrap();
+    d.ledger
+        .record_run(&record("linked", &runs.join("linked").join("agent.log")))
+        .unwrap();
+    d.ledger
+        .record_run(&record("long", &runs.join("long").join("agent.log")))
+        .unwrap();
+    for id in ["outside", "dotdot", "linked"] {
+        let (code, body) = d.get(&format!("/runs/{id}/log")).await;
+        assert_eq!(code, 404, "{id}: {body}");
+        assert_eq!(error_code(&body), "no_log", "{id}");
+        assert!(!body.contains("TOP SECRET"), "{id}: {body}");
+    }
+    let (code, body) = d.get("/runs/long/log").await;
+    assert_eq!(code, 200);
+    assert!(body.len() <= 64 * 1024, "{} bytes", body.len());
+    assert!(body.len() > 60 * 1024, "{} bytes", body.len());
+    assert!(
+        body.starts_with("line "),
+        "starts on a whole line: {:?}",
+        &body[..20]
+    );
+    assert!(body.ends_with("line 19999\n"));
+    assert!(!body.contains("line 00000"));
+
+    // A finished run's follow ends after its last bytes instead of hanging.
+    let followed = tokio::time::timeout(Duration::from_secs(5), d.get("/runs/long/log?follow=1"))
+        .await
+        .expect("a finished run's follow ends");
+    assert!(followed.1.ends_with("line 19999\n"));
+    d.stop().await;
+}
+
+/// Every API error is the JSON envelope with its status (#14).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_are_json_envelopes_with_the_right_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(
+        &path,
+        config_text(
+            dir.path(),
+            "http: {token_env: SORTIE_TEST_DASHBOARD_TOKEN}\n",
+        ),
+    )
+    .unwrap();
+    std::env::set_var("SORTIE_TEST_DASHBOARD_TOKEN", "s3cret");
+    let d = Daemon::start(path, Arc::new(MemoryTracker::new())).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    let (code, body) = d.get("/api/v1/tickets/404").await;
+    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    let (code, body) = d.get("/tickets/404").await;
+    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    let (code, body) = d.get("/no/such/page").await;
+    assert_eq!((code, error_code(&body).as_str()), (404, "not_found"));
+    let r = d
+        .http
+        .post(format!("{}/api/v1/refresh", d.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(error_code(&r.text().await.unwrap()), "unauthorized");
+    // The run log is behind the same token.
+    let (code, body) = d.get("/runs/anything/log").await;
+    assert_eq!((code, error_code(&body).as_str()), (401, "unauthorized"));
+    let r = d
+        .http
+        .get(format!("{}/runs/anything/log", d.url))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404, "with the token: unknown run");
+    let r = d
+        .http
+        .post(format!("{}/api/v1/refresh", d.url))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["queued"], true);
+    let r = d
+        .http
+        .post(format!("{}/hooks/github", d.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(error_code(&r.text().await.unwrap()), "not_configured");
+    d.stop().await;
+}
