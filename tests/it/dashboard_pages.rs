@@ -492,3 +492,50 @@ async fn api_errors_are_json_envelopes_with_the_right_status() {
     assert_eq!(error_code(&r.text().await.unwrap()), "not_configured");
     d.stop().await;
 }
+
+/// At 1,000 tickets the page stays readable: a column lists its first 25 tickets
+/// (the running one first) and counts the rest; the page answers in reasonable time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_tickets_collapse_to_counts_with_the_first_ones_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    for i in 1..=1000 {
+        ticket(
+            &board,
+            &i.to_string(),
+            &format!("Card number {i}"),
+            "ready-for-design",
+        );
+    }
+    let d = Daemon::start(path, board).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let page = d
+        .page_with("/", "running: architect #1", Duration::from_secs(10))
+        .await;
+    // A fresh read (not the cached one) is what a refresh costs every few seconds.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let started = Instant::now();
+    let (code, body) = d.get("/?part=body").await;
+    let took = started.elapsed();
+    assert_eq!(code, 200);
+    eprintln!(
+        "GET /?part=body with 1,000 tickets: {took:?}, {} bytes",
+        body.len()
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(page.contains(r#"ready-for-design <span class="count">1000</span>"#));
+    assert_eq!(page.matches(r#"class="ticket "#).count(), 25, "25 listed");
+    assert!(page.contains("and 975 more"), "the rest counted");
+    assert!(
+        page.contains("Card number 1<"),
+        "the running one is listed first"
+    );
+    assert!(!page.contains("Card number 999<"));
+    assert!(page.len() < 200_000, "{} bytes", page.len());
+    d.stop().await;
+}
