@@ -539,3 +539,113 @@ async fn a_thousand_tickets_collapse_to_counts_with_the_first_ones_listed() {
     assert!(page.len() < 200_000, "{} bytes", page.len());
     d.stop().await;
 }
+
+/// A held ticket and one whose retry is not due say so on the board and on their
+/// pages, in the words of the tick's plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_tickets_and_retries_not_due_show_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "7", "Design the unclear thing", "ready-for-design");
+    ticket(&board, "8", "Design the flaky thing", "ready-for-design");
+    let config = Config::load(&path).unwrap();
+    {
+        let ledger = SqliteLedger::open(&config.ledger_path()).unwrap();
+        let now = chrono::Utc::now();
+        ledger
+            .put_hold(&sortie::ledger::Hold {
+                key: ClaimKey::new("memory", "7", "architect"),
+                status: "ready-for-design".into(),
+                reason_code: "spec.unclear".into(),
+                created_at: now,
+            })
+            .unwrap();
+        ledger
+            .schedule_retry(&sortie::ledger::RetryEntry {
+                key: ClaimKey::new("memory", "8", "architect"),
+                stage: "ready-for-design".into(),
+                failed_attempt: 1,
+                due_at: now + chrono::Duration::seconds(600),
+                reason_code: "tests.failed".into(),
+            })
+            .unwrap();
+    }
+    let d = Daemon::start(path, board).await;
+    let page = d
+        .page_with("/", "held: spec.unclear", Duration::from_secs(10))
+        .await;
+    let at = page.find("Design the flaky thing").unwrap();
+    let reason = &page[at..at + page[at..].find("</div>").unwrap()];
+    assert!(
+        regex::Regex::new(r"retry due in (9|10)m \d+s \(tests\.failed\)")
+            .unwrap()
+            .is_match(reason),
+        "{reason}"
+    );
+    let ticket = decoded(d.get("/tickets/8").await.1);
+    assert!(
+        ticket.contains("retry of architect after attempt 1 failed (tests.failed)"),
+        "{ticket}"
+    );
+    assert!(
+        ticket.contains(">in 9m") || ticket.contains(">in 10m"),
+        "{ticket}"
+    );
+    let ticket = decoded(d.get("/tickets/7").await.1);
+    assert!(
+        ticket.contains("held for architect in ready-for-design after spec.unclear"),
+        "{ticket}"
+    );
+    d.stop().await;
+}
+
+/// `?follow=1` on a live run streams the lines the agent writes after the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_a_live_log_streams_new_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    let text = config_text(dir.path(), "").replace(
+        "echo working on $$SORTIE_TICKET_TITLE; sleep 30",
+        "echo first line; sleep 2; echo second line; sleep 30",
+    );
+    std::fs::write(&path, text).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Stream me", "ready-for-design");
+    let d = Daemon::start(path, board).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let log_url = d.state().await["live_runs"][0]["log_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = d
+        .page_with(&log_url, "first line", Duration::from_secs(5))
+        .await;
+    assert!(
+        !log.contains("second line"),
+        "too late to see the stream: {log}"
+    );
+    let mut response = d
+        .http
+        .get(format!("{}{log_url}?follow=1", d.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut seen = String::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !seen.contains("second line") {
+        assert!(Instant::now() < end, "no second line streamed: {seen:?}");
+        match tokio::time::timeout(Duration::from_secs(10), response.chunk()).await {
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            other => panic!("stream ended or failed: {other:?}; seen {seen:?}"),
+        }
+    }
+    assert!(seen.starts_with("first line\n"), "{seen:?}");
+    drop(response);
+    d.stop().await;
+}
