@@ -1,8 +1,13 @@
 //! The dashboard pages and the run log endpoint, driven in-process through
 //! `sortie::daemon::serve` (issue #22; the JSON error envelope of #14).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sortie::config::TicketFilter;
+use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
 
 use sortie::config::Config;
 use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
@@ -31,6 +36,64 @@ pipeline_stages:
     )
 }
 
+/// The memory tracker, unreachable while `down` is set.
+struct Flaky {
+    inner: MemoryTracker,
+    down: AtomicBool,
+}
+
+impl Flaky {
+    fn check(&self) -> Result<(), TrackerError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(TrackerError::Unavailable(
+                "connection refused (test)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Tracker for Flaky {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn identity(&self) -> Result<String, TrackerError> {
+        self.check()?;
+        self.inner.identity().await
+    }
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.check()?;
+        self.inner.list(statuses).await
+    }
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        _filter: &TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        self.list(statuses).await
+    }
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        self.check()?;
+        self.inner.get(id).await
+    }
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        self.check()?;
+        self.inner.comments(id).await
+    }
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        self.check()?;
+        self.inner.post_comment(id, body, key).await
+    }
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        self.check()?;
+        self.inner.transition(id, from, to).await
+    }
+}
+
 struct Daemon {
     url: String,
     stop: Arc<Notify>,
@@ -40,7 +103,7 @@ struct Daemon {
 }
 
 impl Daemon {
-    async fn start(path: std::path::PathBuf, tracker: Arc<MemoryTracker>) -> Daemon {
+    async fn start(path: std::path::PathBuf, tracker: Arc<dyn Tracker>) -> Daemon {
         let config = Config::load(&path).expect("config");
         let ledger: Arc<dyn Ledger> =
             Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
@@ -181,7 +244,7 @@ async fn the_dashboard_shows_every_waiting_ticket_with_why_and_the_live_run_with
     ticket(&board, "4", "Build the export", "design-approved");
     ticket(&board, "5", "Shipped already", "done");
     ticket(&board, "6", "Shipped too", "done");
-    let d = Daemon::start(path.clone(), board.clone()).await;
+    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
     d.until(Duration::from_secs(15), "one live run", || async {
         d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
     })
@@ -647,5 +710,46 @@ async fn following_a_live_log_streams_new_lines() {
     }
     assert!(seen.starts_with("first line\n"), "{seen:?}");
     drop(response);
+    d.stop().await;
+}
+
+/// The banners: not ready while the tracker cannot be reached at start, gone once it
+/// answers, and "the last tick failed" with the reason when a later tick fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn banners_say_when_the_daemon_is_not_ready_and_when_the_last_tick_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(Flaky {
+        inner: MemoryTracker::new(),
+        down: AtomicBool::new(true),
+    });
+    let d = Daemon::start(path, board.clone()).await;
+    let page = d
+        .page_with("/", "the daemon is not ready", Duration::from_secs(10))
+        .await;
+    assert!(page.contains("connection refused (test)"), "{page}");
+    assert!(page.contains("the board is not available yet"), "{page}");
+
+    board.down.store(false, Ordering::SeqCst);
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    let page = d.get("/?part=body").await.1;
+    assert!(!page.contains("not ready"), "{page}");
+    assert!(!page.contains("the last tick failed"), "{page}");
+
+    board.down.store(true, Ordering::SeqCst);
+    let page = d
+        .page_with(
+            "/?part=body",
+            "the last tick failed",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(page.contains("connection refused (test)"), "{page}");
+    assert_eq!(fractional_timestamp(&page), None, "{page}");
+    board.down.store(false, Ordering::SeqCst);
     d.stop().await;
 }
