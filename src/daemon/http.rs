@@ -33,7 +33,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/hooks/github", post(github))
         .route("/api/v1/tickets/{id}", get(ticket))
         .route("/tickets/{id}", get(ticket_page))
-        .route("/runs/{run_id}/log", get(run_log))
+        .route("/runs/{run_id}/log", get(super::logs::run_log))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such page") })
         .with_state(shared)
 }
@@ -86,7 +86,7 @@ async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>
 
 /// `GET /tickets/{id}`: one ticket's page.
 async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    let view = match ticket_view(&shared, &id).await {
+    let view = match super::ticket::ticket_view(&shared, &id).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
@@ -97,83 +97,7 @@ async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) 
     }
 }
 
-/// `?follow=1`: keep the response open and stream new lines until the run ends.
-#[derive(serde::Deserialize, Default)]
-struct LogQuery {
-    follow: Option<String>,
-}
-
-/// `GET /runs/{run_id}/log`: the last 64 KiB of a known run's log, plain text.
-async fn run_log(
-    State(shared): State<Arc<Shared>>,
-    Path(run_id): Path<String>,
-    Query(q): Query<LogQuery>,
-    headers: HeaderMap,
-) -> Response {
-    if !authorized(&shared, &headers) {
-        return unauthorized();
-    }
-    let Some(pipeline) = shared.pipeline() else {
-        return no_pipeline(&shared);
-    };
-    let state_root = pipeline.config().state_root.clone();
-    let file = match super::logs::locate(pipeline.ledger().as_ref(), &state_root, &run_id) {
-        Ok(f) => f,
-        Err(e @ super::logs::LogError::Ledger(_)) => {
-            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ledger", e.to_string())
-                .into_response()
-        }
-        Err(e @ super::logs::LogError::Outside(_)) => {
-            tracing::warn!(run_id = %run_id, "refused a run log outside state_root/runs");
-            return ApiError::new(StatusCode::NOT_FOUND, "no_log", e.to_string()).into_response();
-        }
-        Err(e @ super::logs::LogError::UnknownRun(_)) => {
-            return ApiError::new(StatusCode::NOT_FOUND, "unknown_run", e.to_string())
-                .into_response()
-        }
-        Err(e @ super::logs::LogError::NoLog(_)) => {
-            return ApiError::new(StatusCode::NOT_FOUND, "no_log", e.to_string()).into_response()
-        }
-    };
-    let (bytes, end) = match super::logs::tail(&file).await {
-        Ok(t) => t,
-        Err(e) => {
-            return ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "log_unreadable",
-                format!("cannot read the log of run {run_id}: {e}"),
-            )
-            .into_response()
-        }
-    };
-    let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
-    let follow = matches!(q.follow.as_deref(), Some("1" | "true" | "yes"));
-    if !follow {
-        return (text, bytes).into_response();
-    }
-    let (mut writer, reader) = tokio::io::duplex(64 * 1024);
-    let ledger = pipeline.ledger().clone();
-    tokio::spawn(async move {
-        use tokio::io::AsyncWriteExt;
-        if writer.write_all(&bytes).await.is_err() {
-            return;
-        }
-        let id = run_id.clone();
-        super::logs::follow(file, end, writer, move || {
-            super::logs::running(ledger.as_ref(), &id)
-        })
-        .await;
-    });
-    let stream = tokio_util::io::ReaderStream::new(reader);
-    (
-        text,
-        [(header::CACHE_CONTROL, "no-cache")],
-        axum::body::Body::from_stream(stream),
-    )
-        .into_response()
-}
-
-fn unauthorized() -> Response {
+pub(super) fn unauthorized() -> Response {
     ApiError::new(
         StatusCode::UNAUTHORIZED,
         "unauthorized",
@@ -221,7 +145,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// 503 for endpoints that need a pipeline before one could be built.
-fn no_pipeline(shared: &Shared) -> Response {
+pub(super) fn no_pipeline(shared: &Shared) -> Response {
     let reason = shared
         .status()
         .not_ready
@@ -454,7 +378,7 @@ fn or_note<T>(
 }
 
 /// Whether a POST may go on: no token configured, or the right bearer token.
-fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
+pub(super) fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
     let Some(var) = shared.config().http.token_env.clone() else {
         return true;
     };
@@ -586,129 +510,11 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
 }
 
-/// One outcome block on a ticket, with the comment that carries it.
-#[derive(Serialize)]
-pub(super) struct BlockView {
-    pub(super) author: String,
-    pub(super) created_at: chrono::DateTime<Utc>,
-    #[serde(flatten)]
-    pub(super) block: crate::block::ParsedBlock,
-}
-
-/// `GET /api/v1/tickets/{id}`.
-#[derive(Serialize)]
-pub(super) struct TicketView {
-    pub(super) ticket: crate::tracker::Ticket,
-    /// What a tick now would do with it: `would_run` lines and skip reasons, per stage.
-    pub(super) would_run: Vec<crate::pipeline::report::RunLine>,
-    pub(super) skipped: Vec<crate::pipeline::report::SkipLine>,
-    pub(super) claims: Vec<crate::ledger::Claim>,
-    pub(super) retry_queue: Vec<RetryEntry>,
-    pub(super) held: Vec<Hold>,
-    pub(super) blocks: Vec<BlockView>,
-    /// Its runs, newest first (at most 50).
-    pub(super) runs: Vec<RunRecord>,
-}
-
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
 async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    match ticket_view(&shared, &id).await {
+    match super::ticket::ticket_view(&shared, &id).await {
         Ok(view) => Json(view).into_response(),
         Err(e) => e.into_response(),
     }
-}
-
-/// What `/api/v1/tickets/{id}` and `/tickets/{id}` show.
-async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView, ApiError> {
-    let Some(pipeline) = shared.pipeline() else {
-        let reason = shared
-            .status()
-            .not_ready
-            .clone()
-            .unwrap_or_else(|| "starting".to_string());
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            format!("no pipeline yet: {reason}"),
-        ));
-    };
-    let tracker_error = |e: crate::tracker::TrackerError| {
-        ApiError::new(StatusCode::BAD_GATEWAY, "tracker", format!("tracker: {e}"))
-    };
-    let tracker = pipeline.tracker();
-    let ticket = match tracker.get(id).await {
-        Ok(t) => t,
-        Err(crate::tracker::TrackerError::NotFound(_)) => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown_ticket",
-                format!("no ticket {id}"),
-            ))
-        }
-        Err(e) => return Err(tracker_error(e)),
-    };
-    let report = pipeline
-        .tick(crate::pipeline::TickOptions { dry_run: true })
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "dry_run",
-                format!("dry-run tick: {e}"),
-            )
-        })?;
-    let comments = tracker.comments(id).await.map_err(tracker_error)?;
-    let blocks = comments
-        .iter()
-        .flat_map(|c| {
-            crate::block::parse_blocks(&c.body)
-                .into_iter()
-                .filter_map(Result::ok)
-                .map(|block| BlockView {
-                    author: c.author.clone(),
-                    created_at: c.created_at,
-                    block,
-                })
-        })
-        .collect();
-    let name = tracker.name().to_string();
-    let ledger = pipeline.ledger();
-    let scope = Scope::Tracker(&name);
-    let ledger_error = |e: crate::ledger::LedgerError| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ledger",
-            format!("ledger: {e}"),
-        )
-    };
-    Ok(TicketView {
-        would_run: report.runs.into_iter().filter(|r| r.ticket == id).collect(),
-        skipped: report
-            .skips
-            .into_iter()
-            .filter(|s| s.ticket == id)
-            .collect(),
-        claims: ledger
-            .claims(scope)
-            .map_err(ledger_error)?
-            .into_iter()
-            .filter(|c| c.key.ticket_id == id)
-            .collect(),
-        retry_queue: ledger
-            .retries(scope)
-            .map_err(ledger_error)?
-            .into_iter()
-            .filter(|r| r.key.ticket_id == id)
-            .collect(),
-        held: ledger
-            .holds(scope)
-            .map_err(ledger_error)?
-            .into_iter()
-            .filter(|h| h.key.ticket_id == id)
-            .collect(),
-        runs: ledger.ticket_runs(&name, id, 50).map_err(ledger_error)?,
-        blocks,
-        ticket,
-    })
 }

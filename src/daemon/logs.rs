@@ -5,7 +5,15 @@ use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use super::http::ApiError;
+use super::Shared;
 
 use crate::ledger::{Ledger, RunPhase};
 
@@ -134,4 +142,75 @@ pub async fn last_line(file: &Path, max: usize) -> Option<(String, chrono::DateT
         short.push('…');
     }
     Some((short, modified.into()))
+}
+
+/// `?follow=1`: keep the response open and stream new lines until the run ends.
+#[derive(serde::Deserialize, Default)]
+pub(super) struct LogQuery {
+    follow: Option<String>,
+}
+
+/// `GET /runs/{run_id}/log`: the last 64 KiB of a known run's log, plain text.
+pub(super) async fn run_log(
+    State(shared): State<Arc<Shared>>,
+    UrlPath(run_id): UrlPath<String>,
+    Query(q): Query<LogQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !super::http::authorized(&shared, &headers) {
+        return super::http::unauthorized();
+    }
+    let Some(pipeline) = shared.pipeline() else {
+        return super::http::no_pipeline(&shared);
+    };
+    let state_root = pipeline.config().state_root.clone();
+    let file = match locate(pipeline.ledger().as_ref(), &state_root, &run_id) {
+        Ok(f) => f,
+        Err(e @ LogError::Ledger(_)) => {
+            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ledger", e.to_string())
+                .into_response()
+        }
+        Err(e @ LogError::Outside(_)) => {
+            tracing::warn!(run_id = %run_id, "refused a run log outside state_root/runs");
+            return ApiError::new(StatusCode::NOT_FOUND, "no_log", e.to_string()).into_response();
+        }
+        Err(e @ LogError::UnknownRun(_)) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "unknown_run", e.to_string())
+                .into_response()
+        }
+        Err(e @ LogError::NoLog(_)) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "no_log", e.to_string()).into_response()
+        }
+    };
+    let (bytes, end) = match tail(&file).await {
+        Ok(t) => t,
+        Err(e) => {
+            return ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "log_unreadable",
+                format!("cannot read the log of run {run_id}: {e}"),
+            )
+            .into_response()
+        }
+    };
+    let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    if !matches!(q.follow.as_deref(), Some("1" | "true" | "yes")) {
+        return (text, bytes).into_response();
+    }
+    let (mut writer, reader) = tokio::io::duplex(64 * 1024);
+    let ledger = pipeline.ledger().clone();
+    tokio::spawn(async move {
+        if writer.write_all(&bytes).await.is_err() {
+            return;
+        }
+        let id = run_id.clone();
+        follow(file, end, writer, move || running(ledger.as_ref(), &id)).await;
+    });
+    let stream = tokio_util::io::ReaderStream::new(reader);
+    (
+        text,
+        [(header::CACHE_CONTROL, "no-cache")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
 }

@@ -13,6 +13,7 @@ mod logs;
 mod pages;
 pub mod state;
 mod svg;
+mod ticket;
 mod watch;
 
 use std::future::Future;

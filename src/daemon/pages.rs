@@ -9,8 +9,9 @@ use minijinja::Environment;
 use serde::Serialize;
 
 use super::board::{self, exact, human_duration, relative, BoardView};
-use super::http::{live_runs, usage, TicketView};
+use super::http::{live_runs, usage};
 use super::state::CachedBoard;
+use super::ticket::TicketView;
 use super::Shared;
 use crate::tracker::same_name;
 
