@@ -28,6 +28,13 @@ echo "SORTIE_TEST_CHROMIUM=$bin" >"$SORTIE_TEST_SERVICES/chromium.env"
 : >"$SORTIE_TEST_SERVICES/chromium.pid"
 
 # playwright-core (pinned by tests/browser/package-lock.json) drives that browser.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "chromium.sh: installing nodejs and npm" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } >>"$log" 2>&1 || {
+    cat "$log" >&2
+    exit 1
+  }
+fi
 browser_dir=$(cd "$(dirname "$0")/../../tests/browser" && pwd)
 if [ ! -d "$browser_dir/node_modules/playwright-core" ]; then
   echo "chromium.sh: npm ci in $browser_dir" >&2

@@ -216,6 +216,7 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
     assert!(banner.contains("poll_interval_secnds"), "{banner}");
     // The daemon checks the file once per poll (1 s); the page refreshes every 2 s.
     let within = seen["banner_after_ms"].as_u64().unwrap();
+    eprintln!("banner shown {within} ms after the invalid edit");
     assert!(
         within <= 4000,
         "banner after {within} ms: more than one refresh"
