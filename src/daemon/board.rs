@@ -186,7 +186,7 @@ pub fn arrange(
         all[i].push(BoardTicket {
             id: ticket.id.clone(),
             title: ticket.title.clone(),
-            url: ticket.url.clone(),
+            url: web_link(ticket.url.as_deref()),
             state,
             reason,
         });
@@ -290,6 +290,14 @@ fn short_holder(holder: &str) -> &str {
     }
 }
 
+/// `url` when it is an `http(s)` link, so a hostile tracker entry cannot put a
+/// `javascript:` link on the page.
+pub fn web_link(url: Option<&str>) -> Option<String> {
+    let url = url?.trim();
+    let lower = url.to_ascii_lowercase();
+    (lower.starts_with("https://") || lower.starts_with("http://")).then(|| url.to_string())
+}
+
 /// Seconds as a person reads them: `45s`, `3m 12s`, `2h 5m`, `3d 4h`.
 pub fn human_duration(seconds: i64) -> String {
     let s = seconds.max(0);
@@ -331,5 +339,16 @@ mod tests {
         assert_eq!(human_duration(7500), "2h 5m");
         assert_eq!(short_holder("host:12:abcd"), "host:12");
         assert_eq!(short_holder("someone"), "someone");
+    }
+
+    #[test]
+    fn only_web_links_reach_the_page() {
+        assert_eq!(
+            web_link(Some("https://github.com/o/r/issues/1")).as_deref(),
+            Some("https://github.com/o/r/issues/1")
+        );
+        assert_eq!(web_link(Some(" JavaScript:alert(1)")), None);
+        assert_eq!(web_link(Some("file:///etc/passwd")), None);
+        assert_eq!(web_link(None), None);
     }
 }

@@ -549,7 +549,7 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
         id: t.id.clone(),
         title: t.title.clone(),
         status: t.status.clone(),
-        url: t.url.clone(),
+        url: board::web_link(t.url.as_deref()),
         closed: t.closed,
         labels: t.labels.clone(),
         stages,
