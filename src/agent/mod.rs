@@ -23,9 +23,15 @@ use crate::config::{AgentConfig, AgentPreset};
 
 pub use confine::{check_workspace, UnsafeWorkspace, UNSAFE_WORKSPACE};
 pub use orphans::reap_run;
+pub use orphans::{kill_tree, tree_cpu_ticks};
 pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage};
-pub use presets::{preset_argv, EventStream, MAX_EVENT_LINE_BYTES, MAX_STREAM_TEXT_BYTES};
-pub use process::{run_agent, AgentSpec, CancelReason, RunEnd, RunReport};
+pub use presets::{
+    preset_argv, resume_argv, EventStream, StreamOptions, MAX_EVENT_LINE_BYTES,
+    MAX_STREAM_TEXT_BYTES, SESSION_NOT_FOUND,
+};
+pub use process::{
+    read_session_record, run_agent, AgentSpec, CancelReason, RunEnd, RunReport, SessionRecord,
+};
 pub use program::find_program;
 pub use prompt::{
     CommentVars, FailureVars, PriorVars, PromptContext, PromptError, RoleSettings, RoleTemplates,
@@ -71,8 +77,17 @@ pub struct RunPlan {
     pub run_dir: PathBuf,
     /// Hard time limit.
     pub timeout: Duration,
-    /// Kill after this long without output (`None` disables).
+    /// Kill after this long without output or CPU time spent by the agent's descendants
+    /// (`None` disables).
     pub stall_timeout: Option<Duration>,
+    /// The session to resume (a Claude Code session id, a Codex thread id), set by
+    /// `resume_session`; `None` starts fresh.
+    pub resume: Option<String>,
+    /// The argv that resumes `resume`; `command` stays the fresh start the runner falls back
+    /// to when the CLI no longer has the session.
+    pub resume_command: Option<Vec<String>>,
+    /// How the preset's stream is judged (permission denials, Codex's resumed usage).
+    pub stream: StreamOptions,
 }
 
 impl RunPlan {
@@ -93,6 +108,32 @@ impl RunPlan {
             run_dir,
             timeout: agent.timeout,
             stall_timeout: agent.stall_timeout,
+            resume: None,
+            resume_command: None,
+            stream: StreamOptions {
+                allow_permission_denials: agent.allow_permission_denials,
+                usage_baseline: None,
+            },
+        }
+    }
+
+    /// Resume `session` (from the ledger's `last_session` of the same ticket and role) instead
+    /// of starting cold, unless `agent.resume` is off or the preset has no sessions.
+    /// `earlier_usage` is the usage already recorded for that session's attempts: Codex
+    /// reports a resumed thread's cumulative usage, and only this attempt's share is kept.
+    pub fn resume_session(
+        &mut self,
+        agent: &AgentConfig,
+        session: &str,
+        earlier_usage: Option<Usage>,
+    ) {
+        if !agent.resume || agent.preset == AgentPreset::Command || session.trim().is_empty() {
+            return;
+        }
+        self.resume = Some(session.to_string());
+        self.resume_command = Some(resume_argv(agent, Some(session)));
+        if agent.preset == AgentPreset::Codex {
+            self.stream.usage_baseline = earlier_usage;
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Spawning the agent process and watching it: output to the run log, timeout,
-//! stall detection, cancellation, and killing the whole process group.
+//! stall detection, cancellation, resume with a fresh-start fallback, and killing every
+//! process the run started.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -14,8 +15,9 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::orphans::{kill_tree, tree_cpu_ticks};
 use super::outcome::{classify_exit, parse_result_file, AgentOutcome, Usage};
-use super::presets::EventStream;
+use super::presets::{EventStream, StreamOptions, SESSION_NOT_FOUND};
 use super::RunPlan;
 use crate::block::{Category, NextAction};
 
@@ -58,8 +60,15 @@ pub struct RunReport {
     pub exit_code: Option<i32>,
     /// Wall time.
     pub duration: Duration,
-    /// Tokens and cost, when the agent's CLI preset reports them on its event stream.
+    /// Tokens and cost, when the agent's CLI preset reports them on its event stream; also
+    /// after a failure, a timeout or a stall, from what the stream reported until then.
     pub usage: Option<Usage>,
+    /// The agent's session (Claude Code `session_id`, Codex `thread_id`), to resume on the
+    /// next attempt of the same ticket and role.
+    pub session_id: Option<String>,
+    /// Things the runner did that a person reading the run should know (a resume that fell
+    /// back to a fresh start). Also written to the run log.
+    pub notes: Vec<String>,
 }
 
 /// How a run ended.
@@ -71,28 +80,84 @@ pub enum RunEnd {
     Cancelled {
         /// The run log, kept.
         log_path: PathBuf,
+        /// Tokens and cost the stream reported before the cancel (to record, not to bill twice).
+        usage: Option<Usage>,
+        /// The agent's session, as far as the stream told it.
+        session_id: Option<String>,
     },
 }
 
+/// The file in a run's directory that keeps the agent's session for the next attempt.
+const SESSION_FILE: &str = "session.json";
+
+/// The agent session a run ended with, kept in its run directory.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    /// Claude Code's `session_id` or Codex's `thread_id`.
+    pub session_id: String,
+    /// Usage as the CLI reported it at the end (Codex after a resume: the whole thread's),
+    /// the baseline a later resume of this session subtracts.
+    pub reported_usage: Option<Usage>,
+}
+
+fn write_session_record(run_dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
+    let text = serde_json::to_string(record).map_err(std::io::Error::other)?;
+    std::fs::write(run_dir.join(SESSION_FILE), text)
+}
+
+/// The session the run whose directory is `run_dir` ended with, if it kept one.
+pub fn read_session_record(run_dir: &Path) -> Option<SessionRecord> {
+    let text = std::fs::read_to_string(run_dir.join(SESSION_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// What ended the watch over one process.
+enum Watch {
+    Exited(Option<i32>),
+    Cancelled,
+    TimedOut,
+    Stalled,
+}
+
+/// One process run: how it ended and what it printed.
+struct Attempt {
+    end: Watch,
+    exit_code: Option<i32>,
+    stream: Option<EventStream>,
+    output_tail: String,
+    err_tail: String,
+}
+
 /// Run the agent described by `spec` until it ends, times out, stalls or `cancel` fires.
-/// `on_spawn` receives the agent's process id (also its process group id).
+/// `on_spawn` receives the agent's process id (also its process group id), once per process
+/// started (twice when a resume falls back to a fresh start).
+///
+/// With `plan.resume_command`, the previous session is resumed; when the CLI no longer has
+/// it (`agent.session_not_found`), the run starts afresh with `plan.command` and a note.
+/// Whatever ends the run, every process it started is killed (see `orphans::kill_tree`).
 pub async fn run_agent(
     spec: AgentSpec<'_>,
     cancel: CancellationToken,
-    on_spawn: impl FnOnce(u32),
+    mut on_spawn: impl FnMut(u32),
 ) -> RunEnd {
     let plan = spec.plan;
     let started = Instant::now();
     let log_path = plan.run_dir.join("agent.log");
     let result_path = plan.run_dir.join("result.yaml");
     let prompt_path = plan.run_dir.join("prompt.md");
-    let finished = |outcome: AgentOutcome, exit_code: Option<i32>, usage: Option<Usage>| {
+    let finished = |outcome: AgentOutcome,
+                    exit_code: Option<i32>,
+                    usage: Option<Usage>,
+                    session_id: Option<String>,
+                    notes: Vec<String>| {
         RunEnd::Finished(RunReport {
             outcome,
             log_path: log_path.clone(),
             exit_code,
             duration: started.elapsed(),
             usage,
+            session_id,
+            notes,
         })
     };
 
@@ -106,6 +171,8 @@ pub async fn run_agent(
             ),
             None,
             None,
+            None,
+            Vec::new(),
         );
     }
     let log = match std::fs::OpenOptions::new()
@@ -124,104 +191,102 @@ pub async fn run_agent(
                 ),
                 None,
                 None,
+                None,
+                Vec::new(),
             )
         }
     };
 
-    let Some((program, args)) = plan.command.split_first() else {
-        return finished(spawn_failed("", "agent.command is empty"), None, None);
-    };
-    let mut command = Command::new(program);
-    for name in plan
-        .env_remove
-        .iter()
-        .filter(|n| !plan.env.contains_key(*n))
-    {
-        command.env_remove(name);
-    }
-    command
-        .args(args)
-        .current_dir(&plan.workspace)
-        .envs(&plan.env)
-        .envs(&spec.vars)
-        .env("SORTIE_PROMPT_FILE", &prompt_path)
-        .env("SORTIE_RESULT_FILE", &result_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(err) => return finished(spawn_failed(program, &err.to_string()), None, None),
-    };
-    let pid = child.id().unwrap_or(0);
-    on_spawn(pid);
-
-    if let Some(mut stdin) = child.stdin.take() {
-        let prompt = plan.prompt.clone();
-        // An agent that never reads stdin must not block us: write in the background
-        // and ignore a closed pipe.
-        tokio::spawn(async move {
-            let _ = stdin.write_all(prompt.as_bytes()).await;
-        });
-    }
-    let last_output = Arc::new(Mutex::new(Instant::now()));
-    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
-    let err_tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
-    let readers = [
-        child.stdout.take().map(|out| {
-            let stream = EventStream::new(plan.preset);
-            spawn_reader(out, log.clone(), last_output.clone(), tail.clone(), stream)
-        }),
-        child.stderr.take().map(|err| {
-            spawn_reader(
-                err,
-                log.clone(),
-                last_output.clone(),
-                err_tail.clone(),
-                None,
-            )
-        }),
-    ];
-
+    let mut notes = Vec::new();
+    let mut spent: Option<Usage> = None;
+    let mut options = plan.stream.clone();
+    let mut resuming = plan.resume_command.is_some();
+    let mut command = plan.resume_command.as_ref().unwrap_or(&plan.command);
     let deadline = started + plan.timeout;
-    let end = loop {
-        let stall_at = plan
-            .stall_timeout
-            .map(|stall| *last_output.lock().expect("last_output lock") + stall);
-        tokio::select! {
-            status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
-            _ = cancel.cancelled() => break Watch::Cancelled,
-            _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
-            _ = sleep_until_opt(stall_at) => {
-                let quiet_since = *last_output.lock().expect("last_output lock");
-                if plan.stall_timeout.is_some_and(|stall| quiet_since.elapsed() >= stall) {
-                    break Watch::Stalled;
-                }
+    let attempt = loop {
+        let attempt = match run_process(
+            &spec,
+            command,
+            &options,
+            &log,
+            &cancel,
+            deadline,
+            &mut on_spawn,
+        )
+        .await
+        {
+            Ok(attempt) => attempt,
+            Err(outcome) => return finished(outcome, None, None, None, notes),
+        };
+        let lost_session = resuming
+            && matches!(attempt.end, Watch::Exited(_))
+            && !result_path.exists()
+            && attempt.stream.as_ref().is_some_and(|s| {
+                matches!(
+                    s.outcome(attempt.exit_code, &attempt.err_tail),
+                    AgentOutcome::Failure { ref reason_code, .. } if reason_code == SESSION_NOT_FOUND
+                )
+            });
+        if !lost_session {
+            break attempt;
+        }
+        let note = format!(
+            "the agent no longer has session {}; starting a fresh session",
+            plan.resume.as_deref().unwrap_or("?")
+        );
+        tracing::warn!(session = plan.resume.as_deref().unwrap_or(""), "{note}");
+        {
+            use std::io::Write;
+            let mut file = log.lock().expect("log lock");
+            let _ = writeln!(file, "\n[sortie] {note}\n");
+        }
+        notes.push(note);
+        if let Some(usage) = attempt.stream.as_ref().and_then(EventStream::usage) {
+            spent.get_or_insert_with(Usage::default).add(&usage);
+        }
+        command = &plan.command;
+        resuming = false;
+        // A fresh thread reports its own usage: nothing to subtract.
+        options.usage_baseline = None;
+    };
+
+    let Attempt {
+        end,
+        exit_code,
+        stream,
+        output_tail,
+        err_tail,
+    } = attempt;
+    // A reader that did not finish leaves its preset's stream unread, hence incomplete.
+    let stream = stream.or_else(|| EventStream::with_options(plan.preset, &options));
+    let usage = match (spent, stream.as_ref().and_then(EventStream::usage)) {
+        (Some(mut a), Some(b)) => {
+            a.add(&b);
+            Some(a)
+        }
+        (a, b) => a.or(b),
+    };
+    let session_id = stream
+        .as_ref()
+        .and_then(EventStream::session_id)
+        .map(str::to_string);
+    if let Some(session_id) = &session_id {
+        let record = SessionRecord {
+            session_id: session_id.clone(),
+            reported_usage: stream.as_ref().and_then(EventStream::reported_usage),
+        };
+        if let Err(err) = write_session_record(&plan.run_dir, &record) {
+            tracing::warn!(%err, "could not keep the agent's session id");
+        }
+    }
+    let outcome = match end {
+        Watch::Cancelled => {
+            return RunEnd::Cancelled {
+                log_path,
+                usage,
+                session_id,
             }
         }
-    };
-    // Whatever ended the run, nothing it started may outlive it.
-    let exit_code = match end {
-        Watch::Exited(code) => {
-            kill_group(pid, Signal::SIGKILL);
-            code
-        }
-        _ => terminate(&mut child, pid).await,
-    };
-    let mut stream = None;
-    for reader in readers.into_iter().flatten() {
-        if let Ok(Ok(Some(parsed))) = tokio::time::timeout(Duration::from_secs(2), reader).await {
-            stream = Some(parsed);
-        }
-    }
-    // A reader that did not finish leaves its preset's stream unread, hence incomplete.
-    let stream = stream.or_else(|| EventStream::new(plan.preset));
-    let usage = stream.as_ref().and_then(EventStream::usage);
-    let output_tail = summary_from_tail(&tail.lock().expect("tail lock"));
-    let outcome = match end {
-        Watch::Cancelled => return RunEnd::Cancelled { log_path },
         Watch::TimedOut => AgentOutcome::failure(
             "agent.timeout",
             Category::Transient,
@@ -237,7 +302,8 @@ pub async fn run_agent(
             Category::Transient,
             NextAction::Retry,
             format!(
-                "agent printed nothing for {}s and was killed; log: {}",
+                "agent printed nothing and its processes used no CPU for {}s, and it was \
+                 killed; log: {}",
                 plan.stall_timeout.unwrap_or_default().as_secs(),
                 log_path.display()
             ),
@@ -252,10 +318,7 @@ pub async fn run_agent(
                 )
             }),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => match &stream {
-                Some(stream) => stream.outcome(
-                    code,
-                    &summary_from_tail(&err_tail.lock().expect("tail lock")),
-                ),
+                Some(stream) => stream.outcome(code, &err_tail),
                 None => classify_exit(code, &output_tail),
             },
             Err(err) => AgentOutcome::failure(
@@ -266,14 +329,130 @@ pub async fn run_agent(
             ),
         },
     };
-    finished(outcome, exit_code, usage)
+    finished(outcome, exit_code, usage, session_id, notes)
 }
 
-enum Watch {
-    Exited(Option<i32>),
-    Cancelled,
-    TimedOut,
-    Stalled,
+/// Start `command` and watch it to its end; `Err` is the outcome of a process that could
+/// not start.
+async fn run_process(
+    spec: &AgentSpec<'_>,
+    command: &[String],
+    options: &StreamOptions,
+    log: &Arc<Mutex<std::fs::File>>,
+    cancel: &CancellationToken,
+    deadline: Instant,
+    on_spawn: &mut impl FnMut(u32),
+) -> Result<Attempt, AgentOutcome> {
+    let plan = spec.plan;
+    let prompt_path = plan.run_dir.join("prompt.md");
+    let result_path = plan.run_dir.join("result.yaml");
+    let Some((program, args)) = command.split_first() else {
+        return Err(spawn_failed("", "agent.command is empty"));
+    };
+    let mut cmd = Command::new(program);
+    for name in plan
+        .env_remove
+        .iter()
+        .filter(|n| !plan.env.contains_key(*n))
+    {
+        cmd.env_remove(name);
+    }
+    cmd.args(args)
+        .current_dir(&plan.workspace)
+        .envs(&plan.env)
+        .envs(&spec.vars)
+        .env("SORTIE_PROMPT_FILE", &prompt_path)
+        .env("SORTIE_RESULT_FILE", &result_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(err) => return Err(spawn_failed(program, &err.to_string())),
+    };
+    let pid = child.id().unwrap_or(0);
+    on_spawn(pid);
+    let run_id = spec.vars.get("SORTIE_RUN_ID").map(String::as_str);
+
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = plan.prompt.clone();
+        // An agent that never reads stdin must not block us: write in the background
+        // and ignore a closed pipe.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(prompt.as_bytes()).await;
+        });
+    }
+    let last_output = Arc::new(Mutex::new(Instant::now()));
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
+    let err_tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
+    let readers = [
+        child.stdout.take().map(|out| {
+            let stream = EventStream::with_options(plan.preset, options);
+            spawn_reader(out, log.clone(), last_output.clone(), tail.clone(), stream)
+        }),
+        child.stderr.take().map(|err| {
+            spawn_reader(
+                err,
+                log.clone(),
+                last_output.clone(),
+                err_tail.clone(),
+                None,
+            )
+        }),
+    ];
+
+    // CPU ticks of the agent's descendants at the last look: growth is liveness.
+    let mut tree_cpu = tree_cpu_ticks(pid, run_id);
+    let end = loop {
+        let stall_at = plan
+            .stall_timeout
+            .map(|stall| *last_output.lock().expect("last_output lock") + stall);
+        tokio::select! {
+            status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
+            _ = cancel.cancelled() => break Watch::Cancelled,
+            _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
+            _ = sleep_until_opt(stall_at) => {
+                let quiet_since = *last_output.lock().expect("last_output lock");
+                if plan.stall_timeout.is_some_and(|stall| quiet_since.elapsed() >= stall) {
+                    // Silent, but a tool call (a compile, a test run) may be working.
+                    let now_cpu = tree_cpu_ticks(pid, run_id);
+                    if now_cpu > tree_cpu {
+                        tree_cpu = now_cpu;
+                        *last_output.lock().expect("last_output lock") = Instant::now();
+                        continue;
+                    }
+                    break Watch::Stalled;
+                }
+            }
+        }
+    };
+    // Whatever ended the run, nothing it started may outlive it: its process group, its
+    // descendants in sessions of their own, and anything carrying its run id.
+    let exit_code = match end {
+        Watch::Exited(code) => {
+            kill_group(pid, Signal::SIGKILL);
+            kill_tree(pid, run_id, Signal::SIGKILL);
+            code
+        }
+        _ => terminate(&mut child, pid, run_id).await,
+    };
+    let mut stream = None;
+    for reader in readers.into_iter().flatten() {
+        if let Ok(Ok(Some(parsed))) = tokio::time::timeout(Duration::from_secs(2), reader).await {
+            stream = Some(parsed);
+        }
+    }
+    let output_tail = summary_from_tail(&tail.lock().expect("tail lock"));
+    let err_tail = summary_from_tail(&err_tail.lock().expect("tail lock"));
+    Ok(Attempt {
+        end,
+        exit_code,
+        stream,
+        output_tail,
+        err_tail,
+    })
 }
 
 fn prepare_dirs(plan: &RunPlan, prompt_path: &Path) -> std::io::Result<()> {
@@ -353,16 +532,21 @@ fn kill_group(pid: u32, signal: Signal) {
     }
 }
 
-/// SIGTERM the agent's process group, wait a grace period, then SIGKILL it.
-async fn terminate(child: &mut Child, pid: u32) -> Option<i32> {
+/// SIGTERM the agent's process group and tree, wait a grace period, then SIGKILL them.
+/// The tree is signalled before the agent can exit and orphan it; processes it started
+/// during the grace are found by their run id.
+async fn terminate(child: &mut Child, pid: u32, run_id: Option<&str>) -> Option<i32> {
+    kill_tree(pid, run_id, Signal::SIGTERM);
     kill_group(pid, Signal::SIGTERM);
     let status = match tokio::time::timeout(KILL_GRACE, child.wait()).await {
         Ok(status) => status.ok(),
         Err(_) => {
+            kill_tree(pid, run_id, Signal::SIGKILL);
             kill_group(pid, Signal::SIGKILL);
             child.wait().await.ok()
         }
     };
     kill_group(pid, Signal::SIGKILL);
+    kill_tree(pid, run_id, Signal::SIGKILL);
     status.and_then(|s| s.code())
 }

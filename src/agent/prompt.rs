@@ -86,6 +86,8 @@ pub struct RoleSettings {
     pub allowed_tools: Option<Vec<String>>,
     /// Replaces `agent.sandbox` (codex).
     pub sandbox: Option<String>,
+    /// Replaces `agent.allow_permission_denials` (claude-code).
+    pub allow_permission_denials: Option<bool>,
 }
 
 impl RoleSettings {
@@ -133,6 +135,9 @@ impl RoleSettings {
         }
         if let Some(tools) = &self.allowed_tools {
             agent.allowed_tools = tools.clone();
+        }
+        if let Some(allow) = self.allow_permission_denials {
+            agent.allow_permission_denials = allow;
         }
         agent
     }

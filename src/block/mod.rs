@@ -9,6 +9,7 @@
 //! The format is specified in `docs/blocks.md`.
 
 mod fields;
+pub mod jira;
 mod json;
 mod markdown;
 mod model;
@@ -110,7 +111,23 @@ pub fn idempotency_key(
 /// Only top-level fenced code blocks count (not ones in block quotes or list
 /// items). A fence left open to the end of the comment is an error, since it
 /// usually means the comment was cut short.
+///
+/// `text` may also be a Jira comment body: an Atlassian Document Format document
+/// (JSON whose `type` is `doc`) or wiki markup holding a `{code}` / `{noformat}`
+/// macro whose text starts with a `# sortie:<kind>` line. It is read as the
+/// Markdown it stands for ([`jira`]); lines are those of that Markdown (for wiki
+/// markup, the wiki text's own lines).
 pub fn parse_blocks(text: &str) -> Vec<Result<ParsedBlock, BlockError>> {
+    if let Some(markdown) = jira::as_adf_markdown(text) {
+        return parse_markdown_blocks(&markdown);
+    }
+    if jira::wiki::has_outcome_macro(text) {
+        return parse_markdown_blocks(&jira::wiki::to_markdown(text));
+    }
+    parse_markdown_blocks(text)
+}
+
+fn parse_markdown_blocks(text: &str) -> Vec<Result<ParsedBlock, BlockError>> {
     markdown::outcome_fences(text)
         .into_iter()
         .map(|fence| {

@@ -104,6 +104,30 @@ pub fn describe(cfg: &Config) -> String {
                 "tracker: GitHub {repo} at {api_url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
             );
         }
+        crate::config::TrackerConfig::Gitlab {
+            url,
+            project,
+            token_env,
+            status_label_prefix,
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: GitLab project {project} at {url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
+            );
+        }
+        crate::config::TrackerConfig::Gitea {
+            url,
+            repo,
+            token_env,
+            status_label_prefix,
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: Gitea {repo} at {url} (token from ${token_env}, statuses as `{status_label_prefix}<status>` labels)"
+            );
+        }
         crate::config::TrackerConfig::Redmine {
             url,
             project,
@@ -112,6 +136,38 @@ pub fn describe(cfg: &Config) -> String {
             let _ = writeln!(
                 out,
                 "tracker: Redmine project {project} at {url} (API key from ${api_key_env})"
+            );
+        }
+        crate::config::TrackerConfig::Linear {
+            team,
+            token_env,
+            api_url,
+            token_type,
+        } => {
+            let kind = match token_type {
+                crate::config::LinearTokenType::ApiKey => "API key",
+                crate::config::LinearTokenType::Oauth => "OAuth token",
+            };
+            let _ = writeln!(
+                out,
+                "tracker: Linear team {team} at {api_url} ({kind} from ${token_env}, statuses are the team's workflow states)"
+            );
+        }
+        crate::config::TrackerConfig::Jira {
+            url,
+            project,
+            api_version,
+            token_env,
+            ..
+        } => {
+            let mode = if *api_version == 2 {
+                "Data Center, REST v2"
+            } else {
+                "Cloud, REST v3"
+            };
+            let _ = writeln!(
+                out,
+                "tracker: Jira project {project} at {url} ({mode}, token from ${token_env})"
             );
         }
     }

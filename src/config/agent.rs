@@ -88,6 +88,8 @@ pub(super) fn normalize_agent(
         timeout: Duration::from_secs(timeout),
         stall_timeout: (stall > 0).then(|| Duration::from_secs(stall)),
         env,
+        resume: agent.resume.unwrap_or(true),
+        allow_permission_denials: agent.allow_permission_denials.unwrap_or(false),
     })
 }
 

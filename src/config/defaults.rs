@@ -28,3 +28,5 @@ pub(crate) const DEFAULT_BACKOFF_BASE: u64 = 10;
 pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
 /// Default `tracker.blockers.max_reads_per_tick`.
 pub(crate) const DEFAULT_BLOCKER_READS_PER_TICK: u32 = 20;
+/// Default `tracker.api_url` of `kind: linear`.
+pub(crate) const DEFAULT_LINEAR_API_URL: &str = "https://api.linear.app/graphql";

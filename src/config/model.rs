@@ -104,6 +104,14 @@ pub struct HttpConfig {
     pub token_env: Option<String>,
     /// Variable holding the secret GitHub signs webhook deliveries with.
     pub github_webhook_secret_env: Option<String>,
+    /// Variable holding the secret token GitLab sends in `X-Gitlab-Token`.
+    pub gitlab_webhook_secret_env: Option<String>,
+    /// Variable holding the secret Gitea signs webhook deliveries with (`X-Gitea-Signature`).
+    pub gitea_webhook_secret_env: Option<String>,
+    /// Variable holding the secret Linear signs webhook deliveries with.
+    pub linear_webhook_secret_env: Option<String>,
+    /// Variable holding the secret a Jira webhook signs deliveries with (`/hooks/jira`).
+    pub jira_webhook_secret_env: Option<String>,
 }
 
 /// `budgets:`: limits per ticket across all its roles and attempts; none by default.
@@ -164,6 +172,39 @@ pub enum TrackerConfig {
         /// Prefix of priority labels (`priority:1`). Default `priority:`.
         priority_label_prefix: String,
     },
+    /// GitLab issues: statuses are labels (`status::<name>`), a closed issue is terminal.
+    Gitlab {
+        /// Instance URL, without a trailing `/`. Default `https://gitlab.com`.
+        url: String,
+        /// Project path (`group/sub/repo`) or numeric id.
+        project: String,
+        /// Environment variable holding the token. Default `GITLAB_TOKEN`.
+        token_env: String,
+        /// Send the token as `Authorization: Bearer` (OAuth and job tokens) instead of
+        /// `PRIVATE-TOKEN`. Default false (`auth: private-token`).
+        bearer: bool,
+        /// Prefix of status labels. Default `status::` (a scoped label).
+        status_label_prefix: String,
+        /// Prefix of priority labels. Default `priority::`.
+        priority_label_prefix: String,
+        /// Statuses whose transition also closes the issue. Default none.
+        close_on: Vec<String>,
+    },
+    /// Gitea or Forgejo issues: statuses are labels (`status/<name>`), closed is terminal.
+    Gitea {
+        /// Instance URL, without a trailing `/`.
+        url: String,
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token. Default `GITEA_TOKEN`.
+        token_env: String,
+        /// Prefix of status labels. Default `status/`.
+        status_label_prefix: String,
+        /// Prefix of priority labels. Default `priority/`.
+        priority_label_prefix: String,
+        /// Statuses whose transition also closes the issue. Default none.
+        close_on: Vec<String>,
+    },
     /// Redmine: statuses are Redmine issue statuses by name.
     Redmine {
         /// Server base URL, without a trailing `/`.
@@ -173,6 +214,47 @@ pub enum TrackerConfig {
         /// Environment variable holding the API key. Default `REDMINE_API_KEY`.
         api_key_env: String,
     },
+    /// Linear: statuses are the team's workflow states by name.
+    Linear {
+        /// The team's key (`ENG`), as in issue identifiers (`ENG-123`).
+        team: String,
+        /// Environment variable holding the API key or OAuth token. Default `LINEAR_API_KEY`.
+        token_env: String,
+        /// GraphQL endpoint. Default `https://api.linear.app/graphql`.
+        api_url: String,
+        /// How the token is sent. Default [`LinearTokenType::ApiKey`].
+        token_type: LinearTokenType,
+    },
+    /// Jira: statuses are workflow statuses by name, reached through transitions.
+    Jira {
+        /// Site base URL, without a trailing `/`.
+        url: String,
+        /// Project key.
+        project: String,
+        /// 3 (Cloud, Basic e-mail + API token) or 2 (Data Center, bearer PAT). Default 3.
+        api_version: u8,
+        /// Variable holding the account e-mail; Cloud only. Default `JIRA_EMAIL` on Cloud.
+        email_env: Option<String>,
+        /// Variable holding the API token or personal access token. Default `JIRA_TOKEN`.
+        token_env: String,
+        /// JQL clause ANDed (parenthesised) to every listing. Default none.
+        jql: Option<String>,
+        /// Pipeline status -> the transition name that reaches it. Default empty.
+        transitions: BTreeMap<String, String>,
+        /// Priority names, most urgent first. Default `Highest, High, Medium, Low, Lowest`.
+        priority_order: Vec<String>,
+    },
+}
+
+/// How a Linear token goes into the `Authorization` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinearTokenType {
+    /// A personal API key, sent as is.
+    #[default]
+    ApiKey,
+    /// An OAuth access token, sent as `Bearer <token>`.
+    Oauth,
 }
 
 impl TrackerConfig {
@@ -182,7 +264,11 @@ impl TrackerConfig {
         match self {
             TrackerConfig::Local { .. } => "local".to_string(),
             TrackerConfig::Github { repo, .. } => format!("github:{repo}"),
+            TrackerConfig::Gitlab { project, .. } => format!("gitlab:{project}"),
+            TrackerConfig::Gitea { repo, .. } => format!("gitea:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
+            TrackerConfig::Linear { team, .. } => format!("linear:{team}"),
+            TrackerConfig::Jira { project, .. } => format!("jira:{project}"),
         }
     }
 }
@@ -262,6 +348,12 @@ pub struct AgentConfig {
     pub stall_timeout: Option<Duration>,
     /// Extra environment variables for the agent. Default empty.
     pub env: BTreeMap<String, String>,
+    /// Resume the agent's previous session (same ticket and role, same workspace) on a retry
+    /// or continuation instead of starting cold (CLI presets). Default true.
+    pub resume: bool,
+    /// Accept a Claude Code run whose tool calls were denied as a success; when false such a
+    /// run is an `agent.permission_denied` failure. Default false.
+    pub allow_permission_denials: bool,
 }
 
 /// Retry policy for transient failures.
@@ -459,14 +551,29 @@ impl Config {
     /// in that order. They are removed from agents' environments unless `agent.env`
     /// passes them on explicitly.
     pub fn secret_env_names(&self) -> Vec<String> {
-        let tracker = match &self.tracker {
-            TrackerConfig::Local { .. } => None,
-            TrackerConfig::Github { token_env, .. } => Some(token_env),
-            TrackerConfig::Redmine { api_key_env, .. } => Some(api_key_env),
+        let tracker: Vec<&String> = match &self.tracker {
+            TrackerConfig::Local { .. } => Vec::new(),
+            TrackerConfig::Github { token_env, .. }
+            | TrackerConfig::Gitlab { token_env, .. }
+            | TrackerConfig::Gitea { token_env, .. }
+            | TrackerConfig::Linear { token_env, .. } => vec![token_env],
+            TrackerConfig::Jira {
+                email_env,
+                token_env,
+                ..
+            } => email_env.iter().chain(std::iter::once(token_env)).collect(),
+            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env],
         };
-        let http = [&self.http.token_env, &self.http.github_webhook_secret_env]
-            .into_iter()
-            .flatten();
+        let http = [
+            &self.http.token_env,
+            &self.http.github_webhook_secret_env,
+            &self.http.gitlab_webhook_secret_env,
+            &self.http.gitea_webhook_secret_env,
+            &self.http.linear_webhook_secret_env,
+            &self.http.jira_webhook_secret_env,
+        ]
+        .into_iter()
+        .flatten();
         let hooks = self.hooks.iter().filter_map(|hook| match &hook.target {
             HookTarget::Webhook { secret_env, .. } => secret_env.as_ref(),
             HookTarget::Command { .. } => None,

@@ -12,6 +12,7 @@ use super::defaults::*;
 use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
+use super::model::TrackerConfig;
 use super::model::{
     Budgets, Concurrency, Config, HttpConfig, RetryConfig, WorkspaceConfig, WorkspaceHooks,
 };
@@ -33,7 +34,7 @@ pub(crate) fn normalize(
     let filter = normalize_filter(
         raw.tracker_filter.take(),
         &root.key("tracker").key("filter"),
-        false,
+        matches!(tracker, Some(TrackerConfig::Linear { .. })),
         problems,
     );
     let blockers = normalize_blockers(raw.tracker_blockers.take(), problems);
@@ -86,6 +87,38 @@ pub(crate) fn normalize(
                 "GITHUB_WEBHOOK_SECRET",
             )
         }),
+        gitlab_webhook_secret_env: raw_http.gitlab_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("gitlab_webhook_secret_env"),
+                Some(n),
+                "GITLAB_WEBHOOK_SECRET",
+            )
+        }),
+        gitea_webhook_secret_env: raw_http.gitea_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("gitea_webhook_secret_env"),
+                Some(n),
+                "GITEA_WEBHOOK_SECRET",
+            )
+        }),
+        linear_webhook_secret_env: raw_http.linear_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("linear_webhook_secret_env"),
+                Some(n),
+                "LINEAR_WEBHOOK_SECRET",
+            )
+        }),
+        jira_webhook_secret_env: raw_http.jira_webhook_secret_env.map(|n| {
+            env_name(
+                problems,
+                &http_path.key("jira_webhook_secret_env"),
+                Some(n),
+                "JIRA_WEBHOOK_SECRET",
+            )
+        }),
     };
 
     let terminal_states = raw
@@ -126,6 +159,9 @@ pub(crate) fn normalize(
     for (i, s) in stages.iter().enumerate() {
         let p = root.key("pipeline_stages").index(i).key("max_in_flight");
         at_least(problems, &p, Some(s.max_in_flight), 1, 1);
+    }
+    if let Some(TrackerConfig::Jira { transitions, .. }) = &tracker {
+        super::tracker::check_pinned_transitions(transitions, &stages, problems);
     }
 
     let written = c.per_status_max_in_flight.unwrap_or_default();

@@ -33,6 +33,38 @@ pub(crate) enum RawTracker {
         /// Prefix of the labels that model priorities.
         priority_label_prefix: Option<String>,
     },
+    /// A GitLab project (gitlab.com or self-managed).
+    Gitlab {
+        /// Instance URL (`https://gitlab.com`).
+        url: Option<String>,
+        /// Project path (`group/sub/repo`) or numeric id.
+        project: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// How the token is sent: `private-token` or `bearer`.
+        auth: Option<String>,
+        /// Prefix of the labels that model statuses.
+        status_label_prefix: Option<String>,
+        /// Prefix of the labels that model priorities.
+        priority_label_prefix: Option<String>,
+        /// Statuses whose transition also closes the issue.
+        close_on: Option<Vec<String>>,
+    },
+    /// A Gitea or Forgejo repository.
+    Gitea {
+        /// Instance URL (`https://gitea.example.com`).
+        url: String,
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// Prefix of the labels that model statuses.
+        status_label_prefix: Option<String>,
+        /// Prefix of the labels that model priorities.
+        priority_label_prefix: Option<String>,
+        /// Statuses whose transition also closes the issue.
+        close_on: Option<Vec<String>>,
+    },
     /// A Redmine server.
     Redmine {
         /// Base URL of the server.
@@ -41,6 +73,36 @@ pub(crate) enum RawTracker {
         project: String,
         /// Environment variable holding the API key.
         api_key_env: Option<String>,
+    },
+    /// A Linear team.
+    Linear {
+        /// The team's key (`ENG`).
+        team: String,
+        /// Environment variable holding the API key or OAuth token.
+        token_env: Option<String>,
+        /// GraphQL endpoint.
+        api_url: Option<String>,
+        /// `api_key` (sent as is) or `oauth` (sent as `Bearer`).
+        token_type: Option<String>,
+    },
+    /// Jira Cloud (REST v3) or Data Center (REST v2).
+    Jira {
+        /// Base URL of the site (`https://acme.atlassian.net`).
+        url: String,
+        /// Project key (`PROJ`).
+        project: String,
+        /// REST API version: 3 (Cloud) or 2 (Data Center).
+        api_version: Option<u8>,
+        /// Environment variable holding the account e-mail (Cloud only).
+        email_env: Option<String>,
+        /// Environment variable holding the API token (Cloud) or personal access token (DC).
+        token_env: Option<String>,
+        /// A JQL clause ANDed to every listing.
+        jql: Option<String>,
+        /// Pipeline status -> transition name, where a workflow offers several.
+        transitions: Option<BTreeMap<String, String>>,
+        /// The instance's priority names, most urgent first.
+        priority_order: Option<Vec<String>>,
     },
 }
 
@@ -87,6 +149,8 @@ pub(crate) struct RawAgent {
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) stall_timeout_seconds: Option<u64>,
     pub(crate) env: Option<BTreeMap<String, Value>>,
+    pub(crate) resume: Option<bool>,
+    pub(crate) allow_permission_denials: Option<bool>,
     /// The section failed to parse and its problem is already reported: required keys are
     /// not asked for again.
     #[serde(skip)]
@@ -127,6 +191,10 @@ pub(crate) struct RawWorkspaceHooks {
 pub(crate) struct RawHttp {
     pub(crate) token_env: Option<String>,
     pub(crate) github_webhook_secret_env: Option<String>,
+    pub(crate) gitlab_webhook_secret_env: Option<String>,
+    pub(crate) gitea_webhook_secret_env: Option<String>,
+    pub(crate) linear_webhook_secret_env: Option<String>,
+    pub(crate) jira_webhook_secret_env: Option<String>,
 }
 
 /// `retry:`.

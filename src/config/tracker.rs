@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use super::defaults::DEFAULT_BLOCKER_READS_PER_TICK;
+use super::defaults::{DEFAULT_BLOCKER_READS_PER_TICK, DEFAULT_LINEAR_API_URL};
 use super::diagnostic::Problems;
 use super::locate::{FieldPath, Position};
-use super::model::{BlockersConfig, TicketFilter, TrackerConfig};
+use super::model::{BlockersConfig, LinearTokenType, TicketFilter, TrackerConfig};
 use super::raw::{RawBlockers, RawFilter, RawTracker};
 use super::values::{check_url, env_name, path_value};
 
@@ -32,30 +32,11 @@ pub(super) fn normalize_tracker(
             priority_label_prefix,
         }) => {
             let t = root.key("tracker");
-            let valid_repo = repo.split_once('/').is_some_and(|(owner, name)| {
-                let ok = |s: &str| {
-                    !s.is_empty()
-                        && s.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                };
-                ok(owner) && ok(name)
-            });
-            if !valid_repo {
-                problems.at_value(
-                    &t.key("repo"),
-                    format!("expected `owner/name`, found {repo:?}"),
-                );
-            }
+            check_repo(problems, &t.key("repo"), &repo);
             let api_url = api_url.unwrap_or_else(|| "https://api.github.com".to_string());
             check_url(problems, &t.key("api_url"), &api_url);
             let token_env = env_name(problems, &t.key("token_env"), token_env, "GITHUB_TOKEN");
-            let status_label_prefix = status_label_prefix.unwrap_or_else(|| "status:".to_string());
-            if status_label_prefix.is_empty() {
-                problems.at_value(
-                    &t.key("status_label_prefix"),
-                    "expected a non-empty label prefix such as `status:`",
-                );
-            }
+            let status_label_prefix = label_prefix(problems, &t, status_label_prefix, "status:");
             Some(TrackerConfig::Github {
                 repo,
                 token_env,
@@ -63,6 +44,74 @@ pub(super) fn normalize_tracker(
                 status_label_prefix,
                 priority_label_prefix: priority_label_prefix
                     .unwrap_or_else(|| "priority:".to_string()),
+            })
+        }
+        Some(RawTracker::Gitlab {
+            url,
+            project,
+            token_env,
+            auth,
+            status_label_prefix,
+            priority_label_prefix,
+            close_on,
+        }) => {
+            let t = root.key("tracker");
+            let url = url.unwrap_or_else(|| "https://gitlab.com".to_string());
+            check_url(problems, &t.key("url"), &url);
+            let project = project.trim().trim_matches('/').to_string();
+            let segments_ok = !project.is_empty()
+                && project.split('/').all(|s| {
+                    !s.is_empty()
+                        && s.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                });
+            if !segments_ok {
+                problems.at_value(
+                    &t.key("project"),
+                    format!("expected a project path such as `group/sub/repo` or a numeric id, found {project:?}"),
+                );
+            }
+            let bearer = match auth.as_deref().map(str::trim) {
+                None | Some("private-token") => false,
+                Some("bearer") => true,
+                Some(other) => {
+                    problems.at_value(
+                        &t.key("auth"),
+                        format!("expected `private-token` or `bearer`, found {other:?}"),
+                    );
+                    false
+                }
+            };
+            Some(TrackerConfig::Gitlab {
+                url: url.trim_end_matches('/').to_string(),
+                project,
+                token_env: env_name(problems, &t.key("token_env"), token_env, "GITLAB_TOKEN"),
+                bearer,
+                status_label_prefix: label_prefix(problems, &t, status_label_prefix, "status::"),
+                priority_label_prefix: priority_label_prefix
+                    .unwrap_or_else(|| "priority::".to_string()),
+                close_on: close_on_list(problems, &t, close_on),
+            })
+        }
+        Some(RawTracker::Gitea {
+            url,
+            repo,
+            token_env,
+            status_label_prefix,
+            priority_label_prefix,
+            close_on,
+        }) => {
+            let t = root.key("tracker");
+            check_url(problems, &t.key("url"), &url);
+            check_repo(problems, &t.key("repo"), &repo);
+            Some(TrackerConfig::Gitea {
+                url: url.trim_end_matches('/').to_string(),
+                repo,
+                token_env: env_name(problems, &t.key("token_env"), token_env, "GITEA_TOKEN"),
+                status_label_prefix: label_prefix(problems, &t, status_label_prefix, "status/"),
+                priority_label_prefix: priority_label_prefix
+                    .unwrap_or_else(|| "priority/".to_string()),
+                close_on: close_on_list(problems, &t, close_on),
             })
         }
         Some(RawTracker::Redmine {
@@ -87,6 +136,131 @@ pub(super) fn normalize_tracker(
                 api_key_env,
             })
         }
+        Some(RawTracker::Linear {
+            team,
+            token_env,
+            api_url,
+            token_type,
+        }) => {
+            let t = root.key("tracker");
+            let team = team.trim().to_string();
+            if team.is_empty() || !team.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                problems.at_value(
+                    &t.key("team"),
+                    format!("expected the team's key as in its issue identifiers (`ENG` for ENG-123), found {team:?}"),
+                );
+            }
+            let api_url = api_url.unwrap_or_else(|| DEFAULT_LINEAR_API_URL.to_string());
+            check_url(problems, &t.key("api_url"), &api_url);
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "LINEAR_API_KEY");
+            let token_type = match token_type.as_deref().map(str::trim) {
+                None | Some("api_key") => LinearTokenType::ApiKey,
+                Some("oauth") => LinearTokenType::Oauth,
+                Some(other) => {
+                    problems.at_value(
+                        &t.key("token_type"),
+                        format!("expected `api_key` (a personal API key, the default) or `oauth` (an OAuth access token), found {other:?}"),
+                    );
+                    LinearTokenType::ApiKey
+                }
+            };
+            Some(TrackerConfig::Linear {
+                team,
+                token_env,
+                api_url: api_url.trim_end_matches('/').to_string(),
+                token_type,
+            })
+        }
+        Some(RawTracker::Jira {
+            url,
+            project,
+            api_version,
+            email_env,
+            token_env,
+            jql,
+            transitions,
+            priority_order,
+        }) => {
+            let t = root.key("tracker");
+            check_url(problems, &t.key("url"), &url);
+            let key_ok = !project.is_empty()
+                && project
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && project.starts_with(|c: char| c.is_ascii_alphabetic());
+            if !key_ok {
+                problems.at_value(
+                    &t.key("project"),
+                    format!("expected a Jira project key such as `PROJ`, found {project:?}"),
+                );
+            }
+            let api_version = api_version.unwrap_or(3);
+            if api_version != 2 && api_version != 3 {
+                problems.at_value(
+                    &t.key("api_version"),
+                    format!(
+                        "expected 3 (Jira Cloud) or 2 (Jira Data Center / Server), found {api_version}"
+                    ),
+                );
+            }
+            let email_env = if api_version == 2 {
+                if email_env.is_some() {
+                    problems.at_key(
+                        &t.key("email_env"),
+                        "Data Center (`api_version: 2`) authenticates with a personal access \
+                         token alone; remove `email_env`",
+                    );
+                }
+                None
+            } else {
+                Some(env_name(
+                    problems,
+                    &t.key("email_env"),
+                    email_env,
+                    "JIRA_EMAIL",
+                ))
+            };
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "JIRA_TOKEN");
+            if jql.as_deref().is_some_and(|q| q.trim().is_empty()) {
+                problems.at_value(
+                    &t.key("jql"),
+                    "expected a JQL clause such as `labels = agent-ok`, found an empty string",
+                );
+            }
+            let transitions = transitions.unwrap_or_default();
+            for (status, name) in &transitions {
+                if name.trim().is_empty() {
+                    problems.at_value(
+                        &t.key("transitions").key(status),
+                        "expected the name of a transition of the workflow, found an empty string",
+                    );
+                }
+            }
+            let priority_order = priority_order.unwrap_or_else(|| {
+                ["Highest", "High", "Medium", "Low", "Lowest"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            });
+            for (i, name) in priority_order.iter().enumerate() {
+                if name.trim().is_empty() {
+                    problems.at_value(
+                        &t.key("priority_order").index(i),
+                        "expected a priority name, found an empty string",
+                    );
+                }
+            }
+            Some(TrackerConfig::Jira {
+                url: url.trim_end_matches('/').to_string(),
+                project,
+                api_version,
+                email_env,
+                token_env,
+                jql: jql.map(|q| q.trim().to_string()),
+                transitions,
+                priority_order,
+            })
+        }
         None => {
             problems.at(
                 Position::START,
@@ -94,6 +268,101 @@ pub(super) fn normalize_tracker(
                 "missing required key `tracker`; expected e.g. `tracker: {kind: local, path: board}`",
             );
             None
+        }
+    }
+}
+
+/// `repo: owner/name` as GitHub and Gitea spell it.
+fn check_repo(problems: &mut Problems, path: &FieldPath, repo: &str) {
+    let valid = repo.split_once('/').is_some_and(|(owner, name)| {
+        let ok = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        ok(owner) && ok(name)
+    });
+    if !valid {
+        problems.at_value(path, format!("expected `owner/name`, found {repo:?}"));
+    }
+}
+
+/// `status_label_prefix`, defaulting to `default`; an empty prefix would make every
+/// label a status.
+fn label_prefix(
+    problems: &mut Problems,
+    tracker: &FieldPath,
+    raw: Option<String>,
+    default: &str,
+) -> String {
+    let prefix = raw.unwrap_or_else(|| default.to_string());
+    if prefix.trim().is_empty() {
+        problems.at_value(
+            &tracker.key("status_label_prefix"),
+            format!("expected a non-empty label prefix such as `{default}`"),
+        );
+    }
+    prefix
+}
+
+/// `close_on: [done]`: statuses whose transition also closes the issue.
+fn close_on_list(
+    problems: &mut Problems,
+    tracker: &FieldPath,
+    raw: Option<Vec<String>>,
+) -> Vec<String> {
+    let list = raw.unwrap_or_default();
+    for (i, status) in list.iter().enumerate() {
+        if status.trim().is_empty() {
+            problems.at_value(
+                &tracker.key("close_on").index(i),
+                "expected a status name, found an empty string",
+            );
+        }
+    }
+    list
+}
+
+/// `tracker.transitions` (Jira): every pinned status is one a stage moves tickets to
+/// (an in-progress, success or failure status, or a claim status a retry returns to);
+/// a typo would otherwise leave the pin unused without a word.
+pub(super) fn check_pinned_transitions(
+    transitions: &std::collections::BTreeMap<String, String>,
+    stages: &[super::model::Stage],
+    problems: &mut Problems,
+) {
+    if stages.is_empty() {
+        return;
+    }
+    let targets: Vec<&str> = stages
+        .iter()
+        .flat_map(|s| {
+            [
+                Some(s.claim_status.as_str()),
+                s.in_progress_status.as_deref(),
+                s.success_status.as_deref(),
+                s.failure_status.as_deref(),
+            ]
+        })
+        .flatten()
+        .fold(Vec::new(), |mut v, s| {
+            if !v.iter().any(|x| crate::tracker::same_name(x, s)) {
+                v.push(s);
+            }
+            v
+        });
+    for status in transitions.keys() {
+        if !targets.iter().any(|t| crate::tracker::same_name(t, status)) {
+            problems.at_key(
+                &FieldPath::root()
+                    .key("tracker")
+                    .key("transitions")
+                    .key(status),
+                format!(
+                    "`{status}` is no status of the pipeline; expected one of: {}",
+                    targets.join(", ")
+                ),
+            );
         }
     }
 }

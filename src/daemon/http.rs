@@ -1,6 +1,6 @@
-//! The daemon's HTTP surface: health, state, refresh, metrics, GitHub webhook, the
-//! dashboard pages and run logs (`docs/api.md`). Every error of the API is JSON
-//! `{"error": {"code", "message"}}` ([`ApiError`]).
+//! The daemon's HTTP surface: health, state, refresh, metrics, the GitHub, GitLab,
+//! Gitea, Linear and Jira webhooks, the dashboard pages and run logs (`docs/api.md`).
+//! Every error is JSON `{"error": {"code", "message"}}` ([`ApiError`]).
 
 use std::sync::Arc;
 
@@ -31,6 +31,10 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/refresh", post(refresh))
         .route("/metrics", get(metrics))
         .route("/hooks/github", post(github))
+        .route("/hooks/gitlab", post(gitlab))
+        .route("/hooks/gitea", post(gitea))
+        .route("/hooks/linear", post(linear))
+        .route("/hooks/jira", post(jira))
         .route("/api/v1/tickets/{id}", get(ticket))
         .route("/tickets/{id}", get(ticket_page))
         .route("/runs/{run_id}/log", get(super::logs::run_log))
@@ -95,6 +99,16 @@ async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) 
         Ok(html) => Html(html).into_response(),
         Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
     }
+}
+
+/// 401: the variable holding a webhook secret is not set.
+fn secret_unavailable() -> Response {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "secret_unavailable",
+        "webhook secret not available",
+    )
+    .into_response()
 }
 
 pub(super) fn unauthorized() -> Response {
@@ -505,6 +519,102 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             "signature does not match",
         )
         .into_response();
+    }
+    shared.request_tick();
+    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// `POST /hooks/gitlab`: a delivery with the right `X-Gitlab-Token` triggers a tick.
+async fn gitlab(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let var = shared.config().http.gitlab_webhook_secret_env.clone();
+    forge_hook(&shared, var, "http.gitlab_webhook_secret_env", |secret| {
+        let token = headers.get("x-gitlab-token").and_then(|v| v.to_str().ok());
+        crate::tracker::forge_webhook::verify_gitlab(secret, token)
+    })
+}
+
+/// `POST /hooks/gitea`: a delivery signed in `X-Gitea-Signature` triggers a tick.
+async fn gitea(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let var = shared.config().http.gitea_webhook_secret_env.clone();
+    forge_hook(&shared, var, "http.gitea_webhook_secret_env", |secret| {
+        let sig = headers
+            .get("x-gitea-signature")
+            .and_then(|v| v.to_str().ok());
+        crate::tracker::forge_webhook::verify_gitea(secret, sig, &body)
+    })
+}
+
+/// The secret in the variable `var` names, `verify` on the delivery, then a tick.
+fn forge_hook(
+    shared: &Shared,
+    var: Option<String>,
+    key: &str,
+    verify: impl FnOnce(&str) -> Result<(), crate::tracker::forge_webhook::WebhookError>,
+) -> Response {
+    let Some(var) = var else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_configured",
+            format!("{key} is not configured"),
+        )
+        .into_response();
+    };
+    let Ok(secret) = std::env::var(&var) else {
+        tracing::error!(var = %var, "the webhook secret variable is not set");
+        return secret_unavailable();
+    };
+    if let Err(err) = verify(&secret) {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", err.to_string())
+            .into_response();
+    }
+    shared.request_tick();
+    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// `POST /hooks/linear`: a delivery signed with the Linear webhook secret and at most a
+/// minute old triggers a tick; its payload is not otherwise read.
+async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(var) = shared.config().http.linear_webhook_secret_env.clone() else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_configured",
+            "http.linear_webhook_secret_env is not configured",
+        )
+        .into_response();
+    };
+    let Ok(secret) = std::env::var(&var) else {
+        tracing::error!(var = %var, "the Linear webhook secret variable is not set");
+        return secret_unavailable();
+    };
+    let signature = headers
+        .get("linear-signature")
+        .and_then(|v| v.to_str().ok());
+    if let Err(err) =
+        crate::tracker::linear::webhook::verify(secret.as_bytes(), signature, &body, Utc::now())
+    {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", err.to_string())
+            .into_response();
+    }
+    shared.request_tick();
+    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
+}
+
+/// `POST /hooks/jira`: a delivery signed with `X-Hub-Signature: sha256=...` triggers a
+/// tick; its payload is not read.
+async fn jira(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let config = shared.config().http.jira_webhook_secret_env.clone();
+    let Some(var) = config else {
+        let text = "http.jira_webhook_secret_env is not configured";
+        return ApiError::new(StatusCode::NOT_FOUND, "not_configured", text).into_response();
+    };
+    let Ok(secret) = std::env::var(&var) else {
+        tracing::error!(var = %var, "the Jira webhook secret variable is not set");
+        return secret_unavailable();
+    };
+    let signature = headers.get("x-hub-signature").and_then(|v| v.to_str().ok());
+    if let Err(e) = crate::tracker::jira::webhook::verify(secret.as_bytes(), signature, &body) {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", e.to_string())
+            .into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()

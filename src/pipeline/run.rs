@@ -177,6 +177,15 @@ async fn run_stage(
     let agent = ctx.templates.settings(&stage.role).apply(&ctx.config.agent);
     let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
     plan.env_remove = ctx.config.secret_env_names();
+    // Resume the agent's last session of this ticket and role (issue #19).
+    if let Ok(Some(prev)) = ctx.ledger.last_session(&claim.key) {
+        if let Some(session) = &prev.session_id {
+            let prev_dir = crate::agent::run_dir(&ctx.config.state_root, &prev.run_id);
+            let earlier =
+                crate::agent::read_session_record(&prev_dir).and_then(|r| r.reported_usage);
+            plan.resume_session(&agent, session, earlier);
+        }
+    }
     let vars = agent_vars(&ticket, &stage, &claim, &plan);
     let started_at = ctx.clock.now();
     let log_path = plan.run_dir.join("agent.log");
@@ -228,8 +237,15 @@ async fn run_stage(
         }
     }
 
+    let (usage, session) = match &end {
+        RunEnd::Cancelled {
+            usage, session_id, ..
+        } => (*usage, session_id.clone()),
+        RunEnd::Finished(report) => (report.usage, report.session_id.clone()),
+    };
+    record_usage_and_session(ctx, &claim, usage, session);
     match end {
-        RunEnd::Cancelled { log_path } => {
+        RunEnd::Cancelled { log_path, .. } => {
             let reason = cancel_reason
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -272,22 +288,6 @@ async fn run_stage(
         }
         RunEnd::Finished(report) => {
             line.log_path = Some(report.log_path.display().to_string());
-            if let Some(usage) = &report.usage {
-                let record = RunUsage {
-                    run_id: claim.run_id.clone(),
-                    key: claim.key.clone(),
-                    tokens_in: usage.input_tokens,
-                    tokens_out: usage.output_tokens,
-                    cache_read_tokens: 0,
-                    cache_write_tokens: 0,
-                    reasoning_tokens: 0,
-                    cost_usd: usage.cost_usd,
-                    recorded_at: ctx.clock.now(),
-                };
-                if let Err(err) = ctx.ledger.record_usage(&record) {
-                    tracing::warn!(%err, "could not record the run's usage");
-                }
-            }
             let reason_code = match &report.outcome {
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
                 AgentOutcome::Success { .. } => None,
@@ -304,6 +304,39 @@ async fn run_stage(
                 line,
             )
             .await
+        }
+    }
+}
+
+/// Record what the run consumed (also when it failed or was cancelled) and the agent
+/// session it ended with, which the next attempt of the same ticket and role resumes.
+fn record_usage_and_session(
+    ctx: &Context,
+    claim: &Claim,
+    usage: Option<crate::agent::Usage>,
+    session: Option<String>,
+) {
+    if let Some(usage) = usage {
+        let record = RunUsage {
+            run_id: claim.run_id.clone(),
+            key: claim.key.clone(),
+            tokens_in: usage.input_tokens,
+            tokens_out: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cost_usd: usage.cost_usd,
+            recorded_at: ctx.clock.now(),
+        };
+        if let Err(err) = ctx.ledger.record_usage(&record) {
+            tracing::warn!(%err, "could not record the run's usage");
+        }
+    }
+    // The run's row exists (recorded as running); the upsert keeps a session id once set.
+    if let (Some(session), Ok(Some(mut run))) = (session, ctx.ledger.run(&claim.run_id)) {
+        run.session_id = Some(session);
+        if let Err(err) = ctx.ledger.record_run(&run) {
+            tracing::warn!(%err, "could not record the agent's session id");
         }
     }
 }

@@ -73,7 +73,11 @@ pub(super) async fn apply(
         }
         Err(err) => return defer(ctx, &mut entry, err),
     };
-    if ticket.closed || ctx.config.is_terminal(&ticket.status) {
+    // A ticket already where this entry moves it got there by this write-back (a crash
+    // fell after the transition): finish it, hooks included. Anything else terminal was
+    // a person's decision.
+    let arrived = !ticket.closed && crate::tracker::same_name(&ticket.status, &entry.to_status);
+    if !arrived && (ticket.closed || ctx.config.is_terminal(&ticket.status)) {
         return drop_entry(
             ctx,
             &mut entry,

@@ -5,10 +5,17 @@
 //! transitions. Keep it small: every adapter implements all of it.
 
 pub mod counting;
+pub mod forge_webhook;
+pub mod gitea;
 pub mod github;
+pub mod gitlab;
+pub mod jira;
+pub mod labels;
+pub mod linear;
 pub mod local;
 pub mod memory;
 pub mod redmine;
+pub mod rest;
 
 use std::time::Duration;
 
@@ -303,6 +310,20 @@ pub trait Tracker: Send + Sync {
     }
 }
 
+/// The token in environment variable `env` for `vendor`, trimmed; unset or empty is
+/// [`TrackerError::Unauthorized`] pointing at `doc`.
+pub fn read_token(env: &str, vendor: &str, doc: &str) -> Result<String, TrackerError> {
+    std::env::var(env)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            TrackerError::Unauthorized(format!(
+                "environment variable {env} is not set; put a {vendor} token in it (see {doc})"
+            ))
+        })
+}
+
 /// Open the tracker a config names. Secrets are read from the environment variables
 /// the config names, here and nowhere else.
 pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker>, TrackerError> {
@@ -321,5 +342,13 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
         TrackerConfig::Github { .. } => {
             Ok(std::sync::Arc::new(github::GithubTracker::open(config)?))
         }
+        TrackerConfig::Gitlab { .. } => {
+            Ok(std::sync::Arc::new(gitlab::GitlabTracker::open(config)?))
+        }
+        TrackerConfig::Gitea { .. } => Ok(std::sync::Arc::new(gitea::GiteaTracker::open(config)?)),
+        TrackerConfig::Linear { .. } => {
+            Ok(std::sync::Arc::new(linear::LinearTracker::open(config)?))
+        }
+        TrackerConfig::Jira { .. } => Ok(std::sync::Arc::new(jira::JiraTracker::open(config)?)),
     }
 }

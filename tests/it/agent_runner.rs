@@ -20,6 +20,9 @@ fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPl
         run_dir: dir.join("run"),
         timeout: Duration::from_secs(timeout),
         stall_timeout: stall.map(Duration::from_secs),
+        resume: None,
+        resume_command: None,
+        stream: Default::default(),
     }
 }
 
@@ -176,4 +179,113 @@ async fn cancel_kills_the_whole_process_group() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!alive, "grandchild {pid} outlived its run");
+}
+
+fn pid_in(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+async fn gone(pid: i32) -> bool {
+    for _ in 0..200 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn run_vars() -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "SORTIE_RUN_ID".to_string(),
+        format!("runner-{}", uuid::Uuid::new_v4().simple()),
+    )])
+}
+
+/// Issue #19: Claude Code's Bash tool starts commands with setsid, out of the agent's
+/// process group; a cancel kills them too.
+#[tokio::test]
+async fn cancel_kills_a_descendant_in_a_session_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("escaped.pid");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 1000' & wait",
+        pidfile.display()
+    );
+    let p = plan(dir.path(), &["sh", "-c", &script], 3600, None);
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let watcher = pidfile.clone();
+    tokio::spawn(async move {
+        while std::fs::read_to_string(&watcher).map_or(true, |t| t.trim().is_empty()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        trigger.cancel();
+    });
+    let spec = AgentSpec {
+        plan: &p,
+        vars: run_vars(),
+    };
+    let end = run_agent(spec, cancel, |_| {}).await;
+    assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
+    let pid = pid_in(&pidfile);
+    assert!(gone(pid).await, "the setsid child {pid} outlived its run");
+}
+
+/// Issue #19: an agent that exits leaving a detached child behind (re-parented, in its own
+/// session) does not leak it: the run-id mark finds it.
+#[tokio::test]
+async fn a_detached_child_left_by_an_agent_that_exited_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("left.pid");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 1000' </dev/null >/dev/null 2>&1 & \
+         while [ ! -s {0} ]; do sleep 0.01; done; exit 0",
+        pidfile.display()
+    );
+    let p = plan(dir.path(), &["sh", "-c", &script], 3600, None);
+    let spec = AgentSpec {
+        plan: &p,
+        vars: run_vars(),
+    };
+    let end = run_agent(spec, CancellationToken::new(), |_| {}).await;
+    let (outcome, _) = finished(end);
+    assert!(outcome.is_success(), "{outcome:?}");
+    let pid = pid_in(&pidfile);
+    assert!(gone(pid).await, "the detached child {pid} outlived its run");
+}
+
+/// Issue #19: a silent child that uses CPU (a compile) is alive; a silent idle one stalls.
+#[tokio::test]
+async fn cpu_time_of_descendants_counts_as_liveness_for_the_stall_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = "timeout 4 sh -c 'while :; do :; done'; echo compiled";
+    let p = plan(dir.path(), &["sh", "-c", busy], 60, Some(1));
+    let spec = AgentSpec {
+        plan: &p,
+        vars: run_vars(),
+    };
+    let (outcome, _) = finished(run_agent(spec, CancellationToken::new(), |_| {}).await);
+    assert!(
+        outcome.is_success(),
+        "a busy silent child is not a stall: {outcome:?}"
+    );
+
+    let p = plan(
+        dir.path(),
+        &["sh", "-c", "sleep 4; echo slept"],
+        60,
+        Some(1),
+    );
+    let spec = AgentSpec {
+        plan: &p,
+        vars: run_vars(),
+    };
+    let (outcome, _) = finished(run_agent(spec, CancellationToken::new(), |_| {}).await);
+    assert_eq!(reason(&outcome), "agent.stalled");
 }

@@ -23,6 +23,9 @@ async fn agent_sees(dir: &std::path::Path, env: BTreeMap<String, String>) -> Str
         run_dir: dir.join(format!("run-{}", uuid::Uuid::new_v4())),
         timeout: Duration::from_secs(30),
         stall_timeout: None,
+        resume: None,
+        resume_command: None,
+        stream: Default::default(),
     };
     match run_agent(
         AgentSpec {

@@ -286,3 +286,25 @@ fn every_emitted_object_matches_the_published_schema() {
         );
     }
 }
+
+#[test]
+fn block_parse_reads_a_jira_adf_document_and_jira_wiki_markup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let adf = sortie::block::jira::adf::from_markdown(&comment()).to_string();
+    let wiki = sortie::block::jira::wiki::from_markdown(&comment());
+    let markdown = sortie(dir.path(), &["block", "parse", "-"], Some(&comment()));
+    assert_eq!(markdown.code, 0, "{}", markdown.stderr);
+    let strip_lines = |out: &str| {
+        let mut v: Vec<serde_json::Value> = serde_json::from_str(out).expect("json array");
+        for o in &mut v {
+            o.as_object_mut().unwrap().remove("line");
+        }
+        v
+    };
+    let expected = strip_lines(&markdown.stdout);
+    for (what, input) in [("ADF", adf), ("wiki markup", wiki)] {
+        let run = sortie(dir.path(), &["block", "parse", "-"], Some(&input));
+        assert_eq!(run.code, 0, "{what}: {}\n{input}", run.stderr);
+        assert_eq!(strip_lines(&run.stdout), expected, "{what}:\n{input}");
+    }
+}

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use serde_yaml::Value;
+use sortie::block::jira::{adf, wiki};
 use sortie::block::{
     parse_blocks, render_block, render_comment, Category, FailureBlock, NextAction, OutcomeBlock,
     ParsedBlock, SuccessBlock,
@@ -256,5 +257,24 @@ proptest! {
         let json = serde_json::to_value(&parsed).expect("json");
         prop_assert_eq!(&json["kind"], &serde_json::json!(parsed.block.kind().as_str()));
         prop_assert_eq!(&json["role"], &serde_json::json!(parsed.block.role()));
+    }
+
+    #[test]
+    fn a_comment_rendered_to_adf_parses_back_to_its_block(block in outcome(), prose in text()) {
+        let doc = adf::from_markdown(&render_comment(&prose, &block));
+        let json = serde_json::to_string(&doc).expect("json");
+        let parsed: Vec<_> = parse_blocks(&json).into_iter().map(|p| p.map(|p| p.block)).collect();
+        prop_assert_eq!(parsed, vec![Ok(block.clone())], "ADF:\n{}", json);
+        // Jira may drop the code block's language: the marker line in the text keeps the kind.
+        let stripped = json.replace(r#""attrs":{"language":"yaml"},"#, "");
+        let parsed: Vec<_> = parse_blocks(&stripped).into_iter().map(|p| p.map(|p| p.block)).collect();
+        prop_assert_eq!(parsed, vec![Ok(block)], "ADF without language:\n{}", stripped);
+    }
+
+    #[test]
+    fn a_comment_rendered_to_wiki_markup_parses_back_to_its_block(block in outcome(), prose in text()) {
+        let text = wiki::from_markdown(&render_comment(&prose, &block));
+        let parsed: Vec<_> = parse_blocks(&text).into_iter().map(|p| p.map(|p| p.block)).collect();
+        prop_assert_eq!(parsed, vec![Ok(block)], "wiki:\n{}", text);
     }
 }

@@ -85,6 +85,8 @@ fn three_stage_fixture_loads_with_every_field() {
             timeout: Duration::from_secs(3600),
             stall_timeout: None,
             env: BTreeMap::from([("AGENT_MODE".to_string(), "careful".to_string())]),
+            resume: true,
+            allow_permission_denials: false,
         },
         retry: RetryConfig {
             max_attempts: 3,

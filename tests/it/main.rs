@@ -1,9 +1,17 @@
 //! Integration tests that need no external service, in one binary (one link instead of one per file).
 
 mod common;
+mod contract;
+mod contract_adapters;
+mod forge_model;
+mod gitea_model;
 mod github_model;
+mod gitlab_model;
+mod jira_model;
+mod linear_model;
 
 mod agent_presets;
+mod agent_resume;
 mod agent_runner;
 mod agent_secrets;
 mod block_cli;
@@ -21,6 +29,9 @@ mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
 mod dashboard_pages;
+mod forge_adapter;
+mod forge_pipeline;
+mod forge_rules;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;
@@ -31,11 +42,19 @@ mod hooks_pipeline;
 mod hooks_shell;
 mod hooks_webhook;
 mod hostile_input;
+mod jira_adapter;
+mod jira_adf;
+mod jira_pipeline;
 mod leases_and_cancel;
 mod ledger_claims;
 mod ledger_cli;
 mod ledger_race;
 mod ledger_records;
+mod linear_adapter;
+mod linear_cli;
+mod linear_config;
+mod linear_pipeline;
+mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod secrets;

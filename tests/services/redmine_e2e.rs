@@ -27,7 +27,7 @@ or start one by hand with `export SORTIE_TEST_SERVICES=$(mktemp -d); bash script
 set -a; . $SORTIE_TEST_SERVICES/redmine.env; set +a` (see scripts/services/README.md)";
 
 /// The test server, reached with the admin key.
-struct Server {
+pub(crate) struct Server {
     url: String,
     key: String,
     http: reqwest::Client,
@@ -99,14 +99,14 @@ impl Server {
 }
 
 /// A fresh project with a person (Jane, a Manager) besides the admin.
-struct Project {
+pub(crate) struct Project {
     server: Server,
     identifier: String,
-    jane: String,
+    pub(crate) jane: String,
 }
 
 impl Project {
-    async fn new() -> Project {
+    pub(crate) async fn new() -> Project {
         let server = Server::from_env();
         let suffix = &uuid::Uuid::new_v4().simple().to_string()[..12];
         let identifier = format!("sortie-e2e-{suffix}");
@@ -157,12 +157,12 @@ impl Project {
         format!("redmine:{}", self.identifier)
     }
 
-    fn tracker(&self) -> RedmineTracker {
+    pub(crate) fn tracker(&self) -> RedmineTracker {
         RedmineTracker::from_env(&self.server.url, &self.identifier, KEY_ENV).expect("tracker")
     }
 
     /// Create an issue; returns its id.
-    async fn issue(&self, subject: &str, status: &str, priority: &str) -> String {
+    pub(crate) async fn issue(&self, subject: &str, status: &str, priority: &str) -> String {
         let status_id = self.server.status_id(status).await;
         let priorities = self
             .server
@@ -192,7 +192,7 @@ impl Project {
     }
 
     /// Jane moves an issue, as a person would in the web UI.
-    async fn jane_moves(&self, id: &str, status: &str) {
+    pub(crate) async fn jane_moves(&self, id: &str, status: &str) {
         let status_id = self.server.status_id(status).await;
         self.server
             .call(
@@ -204,7 +204,7 @@ impl Project {
             .await;
     }
 
-    async fn jane_notes(&self, id: &str, notes: &str) {
+    pub(crate) async fn jane_notes(&self, id: &str, notes: &str) {
         self.server
             .call(
                 "PUT",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{clip, Taken};
+use super::{clip, Taken, SESSION_NOT_FOUND};
 use crate::agent::outcome::{AgentOutcome, Usage};
 use crate::block::{Category, NextAction};
 
@@ -19,6 +19,16 @@ pub(super) struct ClaudeStream {
     session_id: Option<String>,
     /// The text of the last assistant message, clipped (for an incomplete stream's detail).
     last_text: Option<String>,
+    /// The last `error` an assistant message carried (`authentication_failed`,
+    /// `server_error`, `overloaded`, `unknown`).
+    last_error: Option<String>,
+    /// The last `system`/`api_retry` event: HTTP status and error kind.
+    last_retry: Option<(Option<u16>, Option<String>)>,
+    /// Usage per assistant message id, as the stream reported it so far (one `assistant`
+    /// event per content block repeats the message's usage: kept once, the latest).
+    messages: BTreeMap<String, Usage>,
+    /// Whether denied tool calls are accepted (`allow_permission_denials`).
+    pub(super) allow_permission_denials: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,6 +58,46 @@ struct ResultEvent {
     num_turns: Option<u64>,
     #[serde(default)]
     api_error_status: Option<u16>,
+    /// Per model, in camelCase; counts every model call, unlike `usage` (see `usage()`).
+    #[serde(default, rename = "modelUsage")]
+    model_usage: Option<BTreeMap<String, ModelUsage>>,
+    #[serde(default)]
+    permission_denials: Vec<PermissionDenial>,
+    #[serde(default)]
+    terminal_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default, rename = "costUSD")]
+    cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PermissionDenial {
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_input: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RetryEvent {
+    #[serde(default)]
+    subtype: Option<String>,
+    #[serde(default)]
+    error_status: Option<u16>,
+    #[serde(default)]
+    error: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,12 +115,31 @@ struct ClaudeUsage {
 #[derive(Debug, Deserialize)]
 struct AssistantEvent {
     message: AssistantMessage,
+    #[serde(default)]
+    error: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 struct AssistantMessage {
     #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
     content: Value,
+    #[serde(default)]
+    usage: Option<ClaudeUsage>,
+}
+
+impl ClaudeUsage {
+    fn to_usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_input_tokens,
+            cache_write_tokens: self.cache_creation_input_tokens,
+            reasoning_tokens: 0,
+            cost_usd: None,
+        }
+    }
 }
 
 impl ClaudeStream {
@@ -92,6 +161,19 @@ impl ClaudeStream {
                     if let Some(text) = message_text(&event.message.content) {
                         self.last_text = Some(clip(&text));
                     }
+                    if event.error.is_some() {
+                        self.last_error = event.error;
+                    }
+                    if let (Some(id), Some(usage)) = (event.message.id, event.message.usage) {
+                        self.messages.insert(id, usage.to_usage());
+                    }
+                }
+            }
+            "system" => {
+                if let Ok(event) = serde_json::from_str::<RetryEvent>(line) {
+                    if event.subtype.as_deref() == Some("api_retry") {
+                        self.last_retry = Some((event.error_status, event.error));
+                    }
                 }
             }
             _ => {}
@@ -99,21 +181,51 @@ impl ClaudeStream {
         Taken::Event
     }
 
-    /// Tokens and cost from the `result` event. Claude Code reports `input_tokens` without
-    /// cache reads and writes; here they are added in, so the count is every input token read.
+    /// Tokens and cost. From the `result` event's `modelUsage` summed over models when it
+    /// names any: its `usage` misses calls (all zeros after a non-streaming fallback, one call
+    /// of two on `error_max_budget_usd`). Else its `usage`. Without a `result` (a killed or
+    /// cut run), the usage each assistant message reported so far, once per message.
     pub(super) fn usage(&self) -> Option<Usage> {
-        let result = self.result.as_ref()?;
+        let Some(result) = self.result.as_ref() else {
+            if self.messages.is_empty() {
+                return None;
+            }
+            let mut total = Usage::default();
+            for usage in self.messages.values() {
+                total.add(usage);
+            }
+            return Some(total);
+        };
+        if let Some(models) = result.model_usage.as_ref().filter(|m| !m.is_empty()) {
+            let mut total = Usage::default();
+            for m in models.values() {
+                total.add(&Usage {
+                    input_tokens: m.input_tokens,
+                    output_tokens: m.output_tokens,
+                    cache_read_tokens: m.cache_read_input_tokens,
+                    cache_write_tokens: m.cache_creation_input_tokens,
+                    reasoning_tokens: 0,
+                    cost_usd: m.cost_usd,
+                });
+            }
+            total.cost_usd = result.total_cost_usd.or(total.cost_usd);
+            return Some(total);
+        }
         if result.usage.is_none() && result.total_cost_usd.is_none() {
             return None;
         }
-        let usage = result.usage.as_ref();
-        Some(Usage {
-            input_tokens: usage.map_or(0, |u| {
-                u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
-            }),
-            output_tokens: usage.map_or(0, |u| u.output_tokens),
-            cost_usd: result.total_cost_usd,
-        })
+        let mut usage = result
+            .usage
+            .as_ref()
+            .map(ClaudeUsage::to_usage)
+            .unwrap_or_default();
+        usage.cost_usd = result.total_cost_usd;
+        Some(usage)
+    }
+
+    /// The session this stream belongs to, for `claude --resume`.
+    pub(super) fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
     }
 
     /// The outcome the `result` event gives, if there was one.
@@ -121,6 +233,14 @@ impl ClaudeStream {
         let result = self.result.as_ref()?;
         let subtype = result.subtype.as_deref().unwrap_or("");
         if subtype == "success" && !result.is_error {
+            if !result.permission_denials.is_empty() && !self.allow_permission_denials {
+                return Some(AgentOutcome::failure(
+                    "agent.permission_denied",
+                    Category::Policy,
+                    NextAction::Manual,
+                    clip(&denials_detail(result)),
+                ));
+            }
             let summary = match result.result.as_deref().map(str::trim) {
                 Some(text) if !text.is_empty() => clip(text),
                 _ => "Claude Code finished without a final message".to_string(),
@@ -130,13 +250,79 @@ impl ClaudeStream {
                 artifacts: BTreeMap::new(),
             });
         }
-        let (code, category, next) = classify(subtype, result.api_error_status);
+        let (code, category, next) = self.classify(result, subtype);
         Some(AgentOutcome::failure(
             code,
             category,
             next,
             clip(&self.failure_detail(result, subtype)),
         ))
+    }
+
+    /// Reason code, category and next action for an error `result`.
+    ///
+    /// Turn and budget limits are the config's own ceilings: retrying would spend the same
+    /// budget again on the same prompt, so a person decides (policy, escalate). Credentials
+    /// and requests the API refuses as wrong (a 4xx other than 408/429, an unknown model) are
+    /// permanent until a person fixes the config (manual); 5xx, 529, `overloaded`,
+    /// `server_error`, rate limits and unexplained errors are transient.
+    fn classify(
+        &self,
+        result: &ResultEvent,
+        subtype: &str,
+    ) -> (&'static str, Category, NextAction) {
+        match subtype {
+            "error_max_turns" => {
+                return ("agent.max_turns", Category::Policy, NextAction::Escalate)
+            }
+            "error_max_budget_usd" => {
+                return ("agent.max_budget", Category::Policy, NextAction::Escalate)
+            }
+            _ => {}
+        }
+        let said = result.result.as_deref().unwrap_or("");
+        let errors = result.errors.iter().filter_map(Value::as_str);
+        if errors
+            .clone()
+            .any(|e| e.starts_with("No conversation found with session ID"))
+        {
+            return (SESSION_NOT_FOUND, Category::Transient, NextAction::Retry);
+        }
+        let status = result
+            .api_error_status
+            .or_else(|| self.last_retry.as_ref().and_then(|(s, _)| *s));
+        let kind = self
+            .last_error
+            .as_deref()
+            .or_else(|| self.last_retry.as_ref().and_then(|(_, e)| e.as_deref()));
+        if kind == Some("authentication_failed")
+            || matches!(status, Some(401 | 403))
+            || said.contains("Not logged in")
+            || said.contains("Invalid API key")
+        {
+            return ("agent.auth", Category::Permanent, NextAction::Manual);
+        }
+        let model_refused = said.contains("selected model") || said.contains("model:");
+        match status {
+            Some(400 | 404 | 422) => ("agent.config", Category::Permanent, NextAction::Manual),
+            Some(status) if (400..500).contains(&status) && status != 408 && status != 429 => {
+                ("agent.config", Category::Permanent, NextAction::Manual)
+            }
+            None if model_refused && subtype == "success" => {
+                ("agent.config", Category::Permanent, NextAction::Manual)
+            }
+            _ if subtype == "success" => {
+                ("agent.api_error", Category::Transient, NextAction::Retry)
+            }
+            _ if subtype == "error_during_execution" => {
+                ("agent.error_result", Category::Transient, NextAction::Retry)
+            }
+            _ => (
+                "agent.error_result",
+                Category::Unknown,
+                NextAction::Escalate,
+            ),
+        }
     }
 
     fn failure_detail(&self, result: &ResultEvent, subtype: &str) -> String {
@@ -157,6 +343,12 @@ impl ClaudeStream {
         if let Some(status) = result.api_error_status {
             facts.push(format!("API status {status}"));
         }
+        if let Some(kind) = &self.last_error {
+            facts.push(format!("error `{kind}`"));
+        }
+        if let Some(reason) = &result.terminal_reason {
+            facts.push(format!("terminal reason `{reason}`"));
+        }
         if let Some(turns) = result.num_turns {
             facts.push(format!("{turns} turns"));
         }
@@ -172,28 +364,24 @@ impl ClaudeStream {
     }
 }
 
-/// Reason code, category and next action for an error `result`.
-///
-/// Turn and budget limits are the config's own ceilings: retrying would spend the same
-/// budget again on the same prompt, so a person decides (policy, escalate). API errors are
-/// transient unless the status says the request itself is wrong (4xx other than 408/429).
-fn classify(subtype: &str, api_status: Option<u16>) -> (&'static str, Category, NextAction) {
-    match subtype {
-        "error_max_turns" => ("agent.max_turns", Category::Policy, NextAction::Escalate),
-        "error_max_budget_usd" => ("agent.max_budget", Category::Policy, NextAction::Escalate),
-        "success" => match api_status {
-            Some(status) if (400..500).contains(&status) && status != 408 && status != 429 => {
-                ("agent.api_error", Category::Permanent, NextAction::Escalate)
-            }
-            _ => ("agent.api_error", Category::Transient, NextAction::Retry),
-        },
-        "error_during_execution" => ("agent.error_result", Category::Transient, NextAction::Retry),
-        _ => (
-            "agent.error_result",
-            Category::Unknown,
-            NextAction::Escalate,
-        ),
+/// The detail of a run whose tool calls were denied: each tool and its input.
+fn denials_detail(result: &ResultEvent) -> String {
+    let mut detail = format!(
+        "Claude Code was denied {} tool call(s); the run's work is likely incomplete. \
+         Allow the tools (agent.allowed_tools, permission_mode) or set \
+         allow_permission_denials: true.",
+        result.permission_denials.len()
+    );
+    for denial in &result.permission_denials {
+        let input = denial
+            .tool_input
+            .as_ref()
+            .map(Value::to_string)
+            .unwrap_or_default();
+        let tool = denial.tool_name.as_deref().unwrap_or("(unnamed tool)");
+        detail.push_str(&format!("\n- {tool} {input}"));
     }
+    detail
 }
 
 /// The text blocks of a message's content, joined.

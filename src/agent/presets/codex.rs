@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{clip, Taken};
+use super::{clip, Taken, SESSION_NOT_FOUND};
 use crate::agent::outcome::{AgentOutcome, Usage};
 use crate::block::{Category, NextAction};
 
@@ -22,7 +22,15 @@ pub(super) struct CodexStream {
     last_error: Option<String>,
     /// Usage summed over the turns.
     usage: Option<Usage>,
+    /// Usage the thread had already reported before this run (after `exec resume`, Codex
+    /// reports the whole thread's cumulative usage): subtracted from what it reports.
+    pub(super) baseline: Option<Usage>,
+    /// Non-fatal `item.completed` items of type `error` (warnings), the last few, clipped.
+    warnings: Vec<String>,
 }
+
+/// Warnings kept for a failure's detail.
+const KEPT_WARNINGS: usize = 5;
 
 #[derive(Debug)]
 enum TurnEnd {
@@ -47,12 +55,36 @@ struct Event {
     item: Option<Item>,
 }
 
+/// Codex's usage: `input_tokens` includes `cached_input_tokens` (and cache writes), and
+/// `output_tokens` includes `reasoning_output_tokens`, as in the OpenAI Responses API.
 #[derive(Debug, Deserialize)]
 struct CodexUsage {
     #[serde(default)]
     input_tokens: u64,
     #[serde(default)]
+    cached_input_tokens: u64,
+    #[serde(default)]
+    cache_write_input_tokens: u64,
+    #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    reasoning_output_tokens: u64,
+}
+
+impl CodexUsage {
+    fn to_usage(&self) -> Usage {
+        Usage {
+            input_tokens: self
+                .input_tokens
+                .saturating_sub(self.cached_input_tokens)
+                .saturating_sub(self.cache_write_input_tokens),
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cached_input_tokens,
+            cache_write_tokens: self.cache_write_input_tokens,
+            reasoning_tokens: self.reasoning_output_tokens,
+            cost_usd: None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +100,8 @@ struct Item {
     kind: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
 }
 
 impl CodexStream {
@@ -81,9 +115,9 @@ impl CodexStream {
             "turn.started" => self.turn_end = None,
             "turn.completed" | "turn.failed" => {
                 if let Some(u) = event.usage {
-                    let total = self.usage.get_or_insert_with(Usage::default);
-                    total.input_tokens += u.input_tokens;
-                    total.output_tokens += u.output_tokens;
+                    self.usage
+                        .get_or_insert_with(Usage::default)
+                        .add(&u.to_usage());
                 }
                 self.turn_end = Some(if event.kind == "turn.completed" {
                     TurnEnd::Completed
@@ -92,27 +126,51 @@ impl CodexStream {
                     TurnEnd::Failed(message.unwrap_or_else(|| "the turn failed".to_string()))
                 });
             }
-            "item.completed" => {
-                if let Some(Item {
+            "item.completed" => match event.item {
+                Some(Item {
                     kind: Some(kind),
                     text: Some(text),
-                }) = event.item
-                {
-                    if kind == "agent_message" || kind == "assistant_message" {
-                        self.last_message = Some(clip(&text));
-                    }
+                    ..
+                }) if kind == "agent_message" || kind == "assistant_message" => {
+                    self.last_message = Some(clip(&text));
                 }
-            }
+                Some(Item {
+                    kind: Some(kind),
+                    message: Some(message),
+                    ..
+                }) if kind == "error" => {
+                    if self.warnings.len() == KEPT_WARNINGS {
+                        self.warnings.remove(0);
+                    }
+                    self.warnings.push(clip(&message));
+                }
+                _ => {}
+            },
             "error" => self.last_error = event.message.or(event.error.and_then(|e| e.message)),
             _ => {}
         }
         Taken::Event
     }
 
-    /// Usage summed over the turns; Codex reports no cost. `input_tokens` already counts
-    /// cached input.
+    /// Usage summed over the turns, less the resumed thread's earlier usage; Codex reports
+    /// no cost.
     pub(super) fn usage(&self) -> Option<Usage> {
+        let usage = self.usage?;
+        Some(match &self.baseline {
+            Some(earlier) => usage.minus(earlier),
+            None => usage,
+        })
+    }
+
+    /// Usage as Codex reported it, before the baseline is taken away (after `exec resume`:
+    /// the thread's cumulative usage, the next resume's baseline).
+    pub(super) fn reported_usage(&self) -> Option<Usage> {
         self.usage
+    }
+
+    /// The thread this stream belongs to, for `codex exec resume`.
+    pub(super) fn thread_id(&self) -> Option<&str> {
+        self.thread_id.as_deref()
     }
 
     /// The outcome the last turn's end gives, if a turn ended.
@@ -130,18 +188,84 @@ impl CodexStream {
                 if let Some(thread) = &self.thread_id {
                     detail.push_str(&format!("\n(thread {thread})"));
                 }
-                Some(AgentOutcome::failure(
-                    "agent.error_result",
-                    Category::Transient,
-                    NextAction::Retry,
-                    clip(&detail),
-                ))
+                if let Some(words) = self.warning_words() {
+                    detail.push_str(&format!("\nlast words:\n{words}"));
+                }
+                let (code, category, next) = classify_turn_failure(message);
+                Some(AgentOutcome::failure(code, category, next, clip(&detail)))
             }
         }
     }
 
-    /// The last error event or agent message, for the detail of a stream that ended early.
-    pub(super) fn last_words(&self) -> Option<&str> {
-        self.last_error.as_deref().or(self.last_message.as_deref())
+    /// The outcome of a run that printed no turn end, when its stderr explains it (the
+    /// trusted-directory refusal, a thread `exec resume` cannot find).
+    pub(super) fn outcome_from_stderr(&self, stderr_tail: &str) -> Option<AgentOutcome> {
+        if stderr_tail.contains("Not inside a trusted directory") {
+            return Some(AgentOutcome::failure(
+                "agent.config",
+                Category::Permanent,
+                NextAction::Manual,
+                clip(&format!(
+                    "Codex refused to run: the workspace is not a git repository it trusts. \
+                     Make the workspace a git repository (a workspace hook such as \
+                     `after_create: [git, init]`) or add `--skip-git-repo-check` to \
+                     agent.extra_args.\nstderr:\n{}",
+                    stderr_tail.trim()
+                )),
+            ));
+        }
+        if stderr_tail.contains("no rollout found for thread id") {
+            return Some(AgentOutcome::failure(
+                SESSION_NOT_FOUND,
+                Category::Transient,
+                NextAction::Retry,
+                clip(stderr_tail.trim()),
+            ));
+        }
+        None
+    }
+
+    /// The warnings, one a line.
+    fn warning_words(&self) -> Option<String> {
+        (!self.warnings.is_empty()).then(|| self.warnings.join("\n"))
+    }
+
+    /// The last error event or agent message and the warnings, for the detail of a stream
+    /// that ended early.
+    pub(super) fn last_words(&self) -> Option<String> {
+        let said = self.last_error.as_deref().or(self.last_message.as_deref());
+        match (said, self.warning_words()) {
+            (Some(said), Some(warnings)) => Some(format!("{said}\n{warnings}")),
+            (Some(said), None) => Some(said.to_string()),
+            (None, warnings) => warnings,
+        }
+    }
+}
+
+/// Reason code, category and next action for a `turn.failed` message, in Codex's words.
+///
+/// Credentials (a 401/403, a missing key variable) are `agent.auth` and a request the API
+/// refuses as wrong (a 400, an unknown model) `agent.config`: both permanent until a person
+/// fixes the config. Anything else (5xx, a cut or failed stream, high demand) is transient.
+fn classify_turn_failure(message: &str) -> (&'static str, Category, NextAction) {
+    let auth = [
+        "401 Unauthorized",
+        "403 Forbidden",
+        "Incorrect API key",
+        "Missing environment variable",
+        "invalid_api_key",
+    ];
+    let config = [
+        "400 Bad Request",
+        "invalid_request_error",
+        "model_not_found",
+        "404 Not Found",
+    ];
+    if auth.iter().any(|w| message.contains(w)) {
+        ("agent.auth", Category::Permanent, NextAction::Manual)
+    } else if config.iter().any(|w| message.contains(w)) {
+        ("agent.config", Category::Permanent, NextAction::Manual)
+    } else {
+        ("agent.error_result", Category::Transient, NextAction::Retry)
     }
 }

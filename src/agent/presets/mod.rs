@@ -30,6 +30,17 @@ pub const MAX_STREAM_TEXT_BYTES: usize = 16 * 1024;
 /// - `codex`: `agent.command` (default `codex`), then `exec --json`, `--model M`,
 ///   `--sandbox S`, then `extra_args`, then `-` (read the prompt from stdin).
 pub fn preset_argv(agent: &AgentConfig) -> Vec<String> {
+    resume_argv(agent, None)
+}
+
+/// Reason code of a resume whose session the CLI no longer has (the runner then starts
+/// afresh, with a note in the log).
+pub const SESSION_NOT_FOUND: &str = "agent.session_not_found";
+
+/// The argv that resumes `session` (a Claude Code session id, a Codex thread id) when given,
+/// else `preset_argv`: Claude Code gets `--resume <id>` before `extra_args`; Codex runs
+/// `exec --json ... resume <id> -`. The `command` preset has no sessions and ignores it.
+pub fn resume_argv(agent: &AgentConfig, session: Option<&str>) -> Vec<String> {
     let mut argv = agent.command.clone();
     if argv.is_empty() {
         argv.extend(agent.preset.default_program().map(String::from));
@@ -51,6 +62,7 @@ pub fn preset_argv(agent: &AgentConfig) -> Vec<String> {
             );
             let tools = (!agent.allowed_tools.is_empty()).then(|| agent.allowed_tools.join(","));
             push_flag(&mut argv, "--allowedTools", tools);
+            push_flag(&mut argv, "--resume", session.map(str::to_string));
             argv.extend(agent.extra_args.iter().cloned());
         }
         AgentPreset::Codex => {
@@ -58,6 +70,9 @@ pub fn preset_argv(agent: &AgentConfig) -> Vec<String> {
             push_flag(&mut argv, "--model", agent.model.clone());
             push_flag(&mut argv, "--sandbox", agent.sandbox.clone());
             argv.extend(agent.extra_args.iter().cloned());
+            if let Some(thread) = session {
+                argv.extend(["resume".to_string(), thread.to_string()]);
+            }
             argv.push("-".to_string());
         }
     }
@@ -98,6 +113,16 @@ enum Parser {
     Codex(codex::CodexStream),
 }
 
+/// How a run's stream is judged, beyond the preset.
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// Accept a Claude Code success whose tool calls were denied (`allow_permission_denials`).
+    pub allow_permission_denials: bool,
+    /// Usage the resumed session had already reported, subtracted from what Codex reports
+    /// (its usage after `exec resume` is the whole thread's).
+    pub usage_baseline: Option<Usage>,
+}
+
 /// Reads an agent's stdout as its preset's event stream, one line at a time, in bounded memory.
 #[derive(Debug)]
 pub struct EventStream {
@@ -109,10 +134,23 @@ pub struct EventStream {
 impl EventStream {
     /// A reader for `preset`'s stream; `None` for `command`, whose stdout is free text.
     pub fn new(preset: AgentPreset) -> Option<Self> {
+        Self::with_options(preset, &StreamOptions::default())
+    }
+
+    /// A reader for `preset`'s stream, judged with `options`.
+    pub fn with_options(preset: AgentPreset, options: &StreamOptions) -> Option<Self> {
         let parser = match preset {
             AgentPreset::Command => return None,
-            AgentPreset::ClaudeCode => Parser::Claude(claude::ClaudeStream::default()),
-            AgentPreset::Codex => Parser::Codex(codex::CodexStream::default()),
+            AgentPreset::ClaudeCode => {
+                let mut p = claude::ClaudeStream::default();
+                p.allow_permission_denials = options.allow_permission_denials;
+                Parser::Claude(p)
+            }
+            AgentPreset::Codex => {
+                let mut p = codex::CodexStream::default();
+                p.baseline = options.usage_baseline;
+                Parser::Codex(p)
+            }
         };
         Some(EventStream {
             lines: LineSplitter::new(MAX_EVENT_LINE_BYTES),
@@ -151,6 +189,24 @@ impl EventStream {
         }
     }
 
+    /// Usage as the CLI reported it: for Codex after `exec resume`, the thread's cumulative
+    /// usage (which `usage` reduces to this run's share); else the same as `usage`.
+    pub fn reported_usage(&self) -> Option<Usage> {
+        match &self.parser {
+            Parser::Claude(p) => p.usage(),
+            Parser::Codex(p) => p.reported_usage(),
+        }
+    }
+
+    /// The session the CLI reported (Claude Code's `session_id`, Codex's `thread_id`), to
+    /// resume it on the next attempt.
+    pub fn session_id(&self) -> Option<&str> {
+        match &self.parser {
+            Parser::Claude(p) => p.session_id(),
+            Parser::Codex(p) => p.thread_id(),
+        }
+    }
+
     /// The outcome of a run whose process exited with `exit_code` after this stream.
     /// A final event decides whatever the exit status; without one the run is
     /// `agent.stream_incomplete`. `stderr_tail` goes into that failure's detail.
@@ -162,8 +218,17 @@ impl EventStream {
         if let Some(outcome) = ended {
             return outcome;
         }
+        if let Parser::Codex(p) = &self.parser {
+            if let Some(outcome) = p.outcome_from_stderr(stderr_tail) {
+                return outcome;
+            }
+        }
         let (cli, final_event, last_words) = match &self.parser {
-            Parser::Claude(p) => ("Claude Code", "`result`", p.last_words()),
+            Parser::Claude(p) => (
+                "Claude Code",
+                "`result`",
+                p.last_words().map(str::to_string),
+            ),
             Parser::Codex(p) => ("Codex", "`turn.completed` or `turn.failed`", p.last_words()),
         };
         let status = match exit_code {
@@ -180,7 +245,10 @@ impl EventStream {
              {events} events, {noise} other lines, {overlong} lines over {} MiB skipped)",
             MAX_EVENT_LINE_BYTES / (1024 * 1024)
         );
-        for (label, text) in [("last words", last_words), ("stderr", Some(stderr_tail))] {
+        for (label, text) in [
+            ("last words", last_words.as_deref()),
+            ("stderr", Some(stderr_tail)),
+        ] {
             if let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) {
                 detail.push_str(&format!("\n{label}:\n{text}"));
             }

@@ -7,8 +7,6 @@ use super::*;
 const CLAUDE_SUCCESS: &[u8] = include_bytes!("../../../tests/fixtures/agents/claude-success.jsonl");
 const CLAUDE_MAX_TURNS: &[u8] =
     include_bytes!("../../../tests/fixtures/agents/claude-max-turns.jsonl");
-const CLAUDE_API_ERROR: &[u8] =
-    include_bytes!("../../../tests/fixtures/agents/claude-api-error.jsonl");
 const CODEX_SUCCESS: &[u8] = include_bytes!("../../../tests/fixtures/agents/codex-success.jsonl");
 const CODEX_FAILED: &[u8] = include_bytes!("../../../tests/fixtures/agents/codex-failed.jsonl");
 
@@ -28,6 +26,8 @@ fn agent(preset: AgentPreset) -> AgentConfig {
         timeout: Duration::from_secs(60),
         stall_timeout: None,
         env: Default::default(),
+        resume: true,
+        allow_permission_denials: false,
     }
 }
 
@@ -129,21 +129,102 @@ fn codex_argv_reads_the_prompt_from_stdin_last() {
     );
 }
 
+/// A stream the real CLI printed (tests/fixtures/agents/real, from Claude Code 2.1.197 and
+/// Codex 0.171.0 against a scripted model server; see its README).
+fn real(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/agents/real/{name}.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn real_stderr(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/agents/real/{name}.stderr",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn claude(name: &str) -> EventStream {
+    EventStream::parse(AgentPreset::ClaudeCode, &real(name)).unwrap()
+}
+
+fn codex(name: &str) -> EventStream {
+    EventStream::parse(AgentPreset::Codex, &real(name)).unwrap()
+}
+
+/// The usage the scripted server billed for two Claude calls (1000 in, 200 cache writes,
+/// 30 cache reads, 40 out each) and the cost the CLI computed for them.
+const CLAUDE_TWO_CALLS: Usage = Usage {
+    input_tokens: 2000,
+    output_tokens: 80,
+    cache_read_tokens: 60,
+    cache_write_tokens: 400,
+    reasoning_tokens: 0,
+    cost_usd: Some(0.01453),
+};
+
 #[test]
 fn claude_success_gives_the_result_text_usage_and_cost() {
     let s = EventStream::parse(AgentPreset::ClaudeCode, CLAUDE_SUCCESS).unwrap();
     assert_eq!(
         summary(&s.outcome(Some(0), "")),
-        "Fixed the empty-input case in parse and added a regression test; cargo test passes."
+        "MOCK-CLAUDE-DONE: wrote claude_hello.txt in the working directory."
     );
+    assert_eq!(s.usage(), Some(CLAUDE_TWO_CALLS));
+    assert_eq!(s.usage().unwrap().total_tokens(), 2000 + 80 + 60 + 400);
+    assert_eq!(s.session_id(), Some("09b1754f-359d-4c69-baa7-874073bec825"));
+}
+
+/// Issue #19: after a stream error or a cut stream the CLI falls back to a non-streaming
+/// request and its `result.usage` is all zeros; `modelUsage` has the truth.
+#[test]
+fn claude_usage_comes_from_model_usage_after_a_non_streaming_fallback() {
+    for name in ["claude-stream-error", "claude-stream-cut"] {
+        let s = claude(name);
+        assert!(s.outcome(Some(0), "").is_success(), "{name}");
+        assert_eq!(s.usage(), Some(CLAUDE_TWO_CALLS), "{name}");
+    }
+}
+
+/// Issue #19: `error_max_budget_usd` after two calls: `usage` counts one, `modelUsage` both.
+#[test]
+fn claude_max_budget_counts_both_calls_and_is_a_policy_failure() {
+    let s = claude("claude-max-budget");
+    assert_eq!(s.usage(), Some(CLAUDE_TWO_CALLS));
+    let outcome = s.outcome(Some(1), "");
+    let (code, category, next, detail) = failure(&outcome);
     assert_eq!(
-        s.usage(),
-        Some(Usage {
-            input_tokens: 3120 + 10240 + 52000,
-            output_tokens: 1530,
-            cost_usd: Some(0.1842),
-        })
+        (code, category, next),
+        ("agent.max_budget", Category::Policy, NextAction::Escalate)
     );
+    assert!(
+        detail.contains("Reached maximum budget ($0.01)"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn model_usage_is_summed_over_models() {
+    let text = String::from_utf8(real("claude-default")).unwrap().replace(
+        r#""modelUsage":{"#,
+        r#""modelUsage":{"claude-haiku":{"inputTokens":7,"outputTokens":3,"cacheReadInputTokens":2,"cacheCreationInputTokens":1,"costUSD":0.001},"#,
+    );
+    let s = EventStream::parse(AgentPreset::ClaudeCode, text.as_bytes()).unwrap();
+    let usage = s.usage().unwrap();
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens
+        ),
+        (2007, 83, 62, 401)
+    );
+    // The CLI's own total wins over the sum of per-model costs.
+    assert_eq!(usage.cost_usd, Some(0.01453));
 }
 
 #[test]
@@ -154,8 +235,8 @@ fn claude_stream_split_at_every_byte_parses_the_same() {
     }
     s.end();
     assert!(s.outcome(Some(0), "").is_success());
-    assert_eq!(s.counts.events, 7);
-    assert_eq!(s.usage().unwrap().output_tokens, 1530);
+    assert_eq!(s.counts.events, 6);
+    assert_eq!(s.usage(), Some(CLAUDE_TWO_CALLS));
 }
 
 #[test]
@@ -168,35 +249,95 @@ fn claude_max_turns_is_a_policy_failure_with_usage() {
         ("agent.max_turns", Category::Policy, NextAction::Escalate)
     );
     assert!(
-        detail.contains("error_max_turns") && detail.contains("2 turns"),
+        detail.contains("Reached maximum number of turns (1)") && detail.contains("2 turns"),
         "{detail}"
     );
-    assert!(detail.contains("session 5f0c6a2e"), "{detail}");
-    assert_eq!(s.usage().unwrap().input_tokens, 3400);
-    assert_eq!(s.usage().unwrap().cost_usd, Some(0.0311));
+    assert!(detail.contains("session f5ff40ab"), "{detail}");
+    assert_eq!(s.usage().unwrap().input_tokens, 1000);
+    assert_eq!(s.usage().unwrap().cost_usd, Some(0.007265000000000001));
+}
+
+/// Issue #19: credentials and bad requests are not retried; the CLI's words are kept.
+#[test]
+fn claude_auth_and_config_errors_are_permanent_and_manual() {
+    for (name, code, words) in [
+        (
+            "claude-http401",
+            "agent.auth",
+            "Invalid API key · Fix external API key",
+        ),
+        (
+            "claude-no-key",
+            "agent.auth",
+            "Not logged in · Please run /login",
+        ),
+        (
+            "claude-http400",
+            "agent.config",
+            "API Error: 400 mock: the request is invalid",
+        ),
+    ] {
+        let s = claude(name);
+        let outcome = s.outcome(Some(1), "");
+        let (got, category, next, detail) = failure(&outcome);
+        assert_eq!(
+            (got, category, next),
+            (code, Category::Permanent, NextAction::Manual),
+            "{name}"
+        );
+        assert!(detail.starts_with(words), "{name}: {detail}");
+        assert_eq!(s.usage().map(|u| u.total_tokens()), Some(0), "{name}");
+    }
 }
 
 #[test]
-fn claude_api_errors_split_by_status() {
-    let s = EventStream::parse(AgentPreset::ClaudeCode, CLAUDE_API_ERROR).unwrap();
-    let outcome = s.outcome(Some(1), "");
+fn claude_server_errors_and_overload_stay_transient() {
+    for name in ["claude-http500", "claude-overloaded"] {
+        let s = claude(name);
+        let outcome = s.outcome(Some(1), "");
+        let (code, category, next, detail) = failure(&outcome);
+        assert_eq!(
+            (code, category, next),
+            ("agent.api_error", Category::Transient, NextAction::Retry),
+            "{name}"
+        );
+        assert!(detail.starts_with("API Error: 5"), "{detail}");
+    }
+}
+
+/// Issue #19: a run whose Write was denied is not a success, unless allowed.
+#[test]
+fn claude_permission_denials_fail_the_run_unless_allowed() {
+    let s = claude("claude-perm-denied");
+    let outcome = s.outcome(Some(0), "");
     let (code, category, next, detail) = failure(&outcome);
     assert_eq!(
         (code, category, next),
-        ("agent.api_error", Category::Permanent, NextAction::Escalate)
+        (
+            "agent.permission_denied",
+            Category::Policy,
+            NextAction::Manual
+        )
     );
     assert!(
-        detail.contains("invalid x-api-key") && detail.contains("API status 401"),
+        detail.contains("- Write {\"content\":\"hello from the mock model\\n\",\"file_path\":\"/workspace/claude_hello.txt\"}"),
         "{detail}"
     );
-    let overloaded = String::from_utf8_lossy(CLAUDE_API_ERROR).replace("401", "529");
-    let s = EventStream::parse(AgentPreset::ClaudeCode, overloaded.as_bytes()).unwrap();
-    let outcome = s.outcome(Some(1), "");
-    let (code, category, next, _) = failure(&outcome);
-    assert_eq!(
-        (code, category, next),
-        ("agent.api_error", Category::Transient, NextAction::Retry)
-    );
+    let allow = StreamOptions {
+        allow_permission_denials: true,
+        ..Default::default()
+    };
+    let mut s = EventStream::with_options(AgentPreset::ClaudeCode, &allow).unwrap();
+    s.feed(&real("claude-perm-denied"));
+    s.end();
+    assert!(s.outcome(Some(0), "").is_success());
+}
+
+#[test]
+fn claude_session_the_cli_cannot_find_is_its_own_reason() {
+    let line = br#"{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"0b9f7a3e","total_cost_usd":0,"modelUsage":{},"errors":["No conversation found with session ID: 0b9f7a3e"]}"#;
+    let s = EventStream::parse(AgentPreset::ClaudeCode, line).unwrap();
+    assert_eq!(failure(&s.outcome(Some(1), "")).0, SESSION_NOT_FOUND);
 }
 
 #[test]
@@ -225,9 +366,12 @@ fn claude_other_error_subtypes() {
     assert_eq!((code, category), ("agent.error_result", Category::Unknown));
 }
 
+/// Issue #19: a run killed before its `result` still reports what its messages used, each
+/// message once although the CLI prints one `assistant` event per content block.
 #[test]
 fn a_stream_without_its_final_event_is_incomplete_and_says_what_it_saw() {
-    let half: Vec<u8> = CLAUDE_SUCCESS
+    let full = real("claude-stream-error");
+    let half: Vec<u8> = full
         .split_inclusive(|&b| b == b'\n')
         .take(4)
         .flatten()
@@ -249,14 +393,30 @@ fn a_stream_without_its_final_event_is_incomplete_and_says_what_it_saw() {
         "{detail}"
     );
     assert!(
-        detail.contains("last words:\nI'll run the tests first."),
+        detail.contains("last words:\nI'll write the file."),
         "{detail}"
     );
     assert!(
         detail.contains("stderr:\nclaude: connection reset"),
         "{detail}"
     );
-    assert_eq!(s.usage(), None, "claude reports usage only in its result");
+    // Two assistant events of one message, then the tool result: one call's usage.
+    assert_eq!(
+        s.usage(),
+        Some(Usage {
+            input_tokens: 1000,
+            output_tokens: 40,
+            cache_read_tokens: 30,
+            cache_write_tokens: 200,
+            reasoning_tokens: 0,
+            cost_usd: None,
+        })
+    );
+    let sigterm = claude("claude-sigterm");
+    assert_eq!(
+        failure(&sigterm.outcome(None, "")).0,
+        "agent.stream_incomplete"
+    );
     let empty = EventStream::parse(AgentPreset::Codex, b"").unwrap();
     let outcome = empty.outcome(None, "");
     let (code, _, _, detail) = failure(&outcome);
@@ -264,21 +424,57 @@ fn a_stream_without_its_final_event_is_incomplete_and_says_what_it_saw() {
     assert!(detail.contains("killed by a signal; 0 events"), "{detail}");
 }
 
+/// What the scripted server billed for Codex's two calls: 1500 in (1200 cached), 60 out
+/// (7 reasoning) each.
+const CODEX_TWO_CALLS: Usage = Usage {
+    input_tokens: 600,
+    output_tokens: 120,
+    cache_read_tokens: 2400,
+    cache_write_tokens: 0,
+    reasoning_tokens: 14,
+    cost_usd: None,
+};
+
 #[test]
 fn codex_success_gives_the_last_agent_message_and_usage_without_cost() {
     let s = EventStream::parse(AgentPreset::Codex, CODEX_SUCCESS).unwrap();
     assert_eq!(
         summary(&s.outcome(Some(0), "")),
-        "Fixed the empty-input case in parse; cargo test passes."
+        "MOCK-CODEX-DONE: wrote codex_hello.txt in the working directory."
     );
+    assert_eq!(s.usage(), Some(CODEX_TWO_CALLS));
+    // Cached input is a part of Codex's input_tokens: the total is not inflated.
+    assert_eq!(s.usage().unwrap().total_tokens(), 3000 + 120);
+    assert_eq!(s.session_id(), Some("01a230e9-4562-7c71-b46d-3e9f3280217b"));
+}
+
+/// Issue #19: after `exec resume` Codex reports the thread's cumulative usage; the earlier
+/// attempts' share is taken away.
+#[test]
+fn codex_resumed_usage_is_this_attempts_share() {
+    let cumulative = String::from_utf8(real("codex-default")).unwrap().replace(
+        r#""usage":{"input_tokens":3000,"cached_input_tokens":2400,"cache_write_input_tokens":0,"output_tokens":120,"reasoning_output_tokens":14}"#,
+        r#""usage":{"input_tokens":4500,"cached_input_tokens":3600,"cache_write_input_tokens":0,"output_tokens":180,"reasoning_output_tokens":21}"#,
+    );
+    let options = StreamOptions {
+        usage_baseline: Some(CODEX_TWO_CALLS),
+        ..Default::default()
+    };
+    let mut s = EventStream::with_options(AgentPreset::Codex, &options).unwrap();
+    s.feed(cumulative.as_bytes());
+    s.end();
     assert_eq!(
         s.usage(),
         Some(Usage {
-            input_tokens: 24763,
-            output_tokens: 122,
+            input_tokens: 300,
+            output_tokens: 60,
+            cache_read_tokens: 1200,
+            cache_write_tokens: 0,
+            reasoning_tokens: 7,
             cost_usd: None,
         })
     );
+    assert_eq!(s.reported_usage().unwrap().total_tokens(), 4500 + 180);
 }
 
 #[test]
@@ -295,6 +491,11 @@ fn codex_failed_turn_is_a_failure_and_recoverable_errors_are_not() {
         "{detail}"
     );
     assert!(!detail.contains("Reconnecting"), "{detail}");
+    // Warnings (non-fatal error items) are the failure's last words.
+    assert!(
+        detail.contains("last words:\nModel metadata for `mock-gpt` not found."),
+        "{detail}"
+    );
     // A reconnect notice followed by a completed turn is a success.
     let recovered = [
         &CODEX_SUCCESS[..CODEX_SUCCESS.len() / 2],
@@ -307,13 +508,102 @@ fn codex_failed_turn_is_a_failure_and_recoverable_errors_are_not() {
     assert!(s.outcome(Some(0), "").is_success());
 }
 
+/// Issue #19: Codex's 401, 400 and missing key are not retried.
+#[test]
+fn codex_auth_and_config_failures_are_permanent_and_manual() {
+    for (name, code, words) in [
+        (
+            "codex-http401",
+            "agent.auth",
+            "unexpected status 401 Unauthorized",
+        ),
+        (
+            "codex-no-key",
+            "agent.auth",
+            "Missing environment variable: `MOCK_OPENAI_API_KEY`",
+        ),
+        (
+            "codex-http400",
+            "agent.config",
+            "mock: the request is invalid",
+        ),
+    ] {
+        let outcome = codex(name).outcome(Some(1), &real_stderr(name));
+        let (got, category, next, detail) = failure(&outcome);
+        assert_eq!(
+            (got, category, next),
+            (code, Category::Permanent, NextAction::Manual),
+            "{name}"
+        );
+        assert!(detail.contains(words), "{name}: {detail}");
+    }
+    for name in ["codex-http500", "codex-stream-error", "codex-stream-cut"] {
+        let outcome = codex(name).outcome(Some(1), &real_stderr(name));
+        assert_eq!(failure(&outcome).1, Category::Transient, "{name}");
+    }
+}
+
+/// Issue #19: outside a git repository Codex prints no JSON, one stderr line, exit 1.
+#[test]
+fn codex_trusted_directory_refusal_is_a_config_error_with_the_fix() {
+    let outcome = codex("codex-no-git").outcome(Some(1), &real_stderr("codex-no-git"));
+    let (code, category, next, detail) = failure(&outcome);
+    assert_eq!(
+        (code, category, next),
+        ("agent.config", Category::Permanent, NextAction::Manual)
+    );
+    assert!(detail.contains("--skip-git-repo-check"), "{detail}");
+    assert!(detail.contains("git repository"), "{detail}");
+    assert!(
+        detail.contains(
+            "Not inside a trusted directory and --skip-git-repo-check was not specified."
+        ),
+        "{detail}"
+    );
+}
+
+#[test]
+fn resume_argv_per_preset() {
+    let mut a = agent(AgentPreset::ClaudeCode);
+    a.extra_args = vec!["--x".into()];
+    assert_eq!(
+        resume_argv(&a, Some("s-1")),
+        [
+            "claude",
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--resume",
+            "s-1",
+            "--x"
+        ]
+    );
+    let mut a = agent(AgentPreset::Codex);
+    a.sandbox = Some("workspace-write".into());
+    assert_eq!(
+        resume_argv(&a, Some("t-1")),
+        [
+            "codex",
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "resume",
+            "t-1",
+            "-"
+        ]
+    );
+    assert_eq!(resume_argv(&a, None), preset_argv(&a));
+}
+
 #[test]
 fn noise_and_overlong_lines_are_counted_not_fatal() {
     let mut text = b"progress: 10%\n{not json\n[1]\n\xff\xfe\n".to_vec();
     text.extend_from_slice(CODEX_SUCCESS);
     let mut s = EventStream::parse(AgentPreset::Codex, &text).unwrap();
     assert!(s.outcome(Some(0), "").is_success());
-    assert_eq!((s.counts.noise, s.counts.events), (4, 9));
+    assert_eq!((s.counts.noise, s.counts.events), (4, 8));
     s.feed(&vec![b'{'; MAX_EVENT_LINE_BYTES + 1]);
     s.feed(b"\n");
     assert_eq!(s.counts.overlong, 1);

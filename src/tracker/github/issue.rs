@@ -6,31 +6,8 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+pub use crate::tracker::labels::LabelScheme;
 use crate::tracker::{Comment, Ticket};
-
-/// The label prefixes that model a ticket's status and priority.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabelScheme {
-    /// Prefix of status labels (`status:`).
-    pub status_prefix: String,
-    /// Prefix of priority labels (`priority:`).
-    pub priority_prefix: String,
-}
-
-impl LabelScheme {
-    /// The label that puts a ticket in `status`.
-    pub fn status_label(&self, status: &str) -> String {
-        format!("{}{status}", self.status_prefix)
-    }
-
-    /// The status a label names, if it is a status label; the prefix matches
-    /// ignoring ASCII case (`Status:Ready` is a status label too).
-    pub fn status_of<'a>(&self, label: &'a str) -> Option<&'a str> {
-        let n = self.status_prefix.len();
-        (label.is_char_boundary(n) && label[..n].eq_ignore_ascii_case(&self.status_prefix))
-            .then(|| &label[n..])
-    }
-}
 
 /// An issue as the REST API returns it, reduced to what sortie reads.
 #[derive(Debug, Clone, Deserialize)]
@@ -60,23 +37,11 @@ pub(crate) enum WireLabel {
 }
 
 impl WireLabel {
-    /// The label's name as the repository spells it.
     pub(crate) fn name(&self) -> &str {
         match self {
             WireLabel::Named { name } | WireLabel::Bare(name) => name,
         }
     }
-}
-
-/// The status labels an issue carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StatusLabels {
-    /// No status label.
-    None,
-    /// Exactly one: the status (label suffix).
-    One(String),
-    /// Several: the statuses, in label order. Never guessed between.
-    Many(Vec<String>),
 }
 
 /// What one issue of a listing is to sortie.
@@ -96,59 +61,27 @@ pub(crate) enum Classified {
 }
 
 impl WireIssue {
-    /// The status labels on this issue.
-    pub fn status_labels(&self, scheme: &LabelScheme) -> StatusLabels {
-        let mut statuses: Vec<String> = self
-            .labels
-            .iter()
-            .filter_map(|l| scheme.status_of(l.name()))
-            .map(str::to_string)
-            .collect();
-        match statuses.len() {
-            0 => StatusLabels::None,
-            1 => StatusLabels::One(statuses.remove(0)),
-            _ => StatusLabels::Many(statuses),
-        }
-    }
-
     /// Classify the issue; a ticket without a status label gets the empty status.
     pub fn classify(&self, scheme: &LabelScheme) -> Classified {
         if self.pull_request.is_some() {
             return Classified::PullRequest;
         }
-        let status = match self.status_labels(scheme) {
-            StatusLabels::None => String::new(),
-            StatusLabels::One(status) => status,
-            StatusLabels::Many(statuses) => {
+        let reading = match scheme.read(self.labels.iter().map(WireLabel::name)) {
+            Ok(reading) => reading,
+            Err(labels) => {
                 return Classified::Ambiguous {
                     number: self.number,
-                    labels: statuses.iter().map(|s| scheme.status_label(s)).collect(),
+                    labels,
                 }
             }
         };
-        let mut priority: Option<i64> = None;
-        let mut labels = Vec::new();
-        for label in &self.labels {
-            let name = label.name();
-            if scheme.status_of(name).is_some() {
-                continue;
-            }
-            let parsed = name
-                .strip_prefix(scheme.priority_prefix.as_str())
-                .and_then(|n| n.trim().parse::<i64>().ok());
-            match parsed {
-                // Several priority labels: the most urgent (lowest) wins.
-                Some(n) => priority = Some(priority.map_or(n, |p| p.min(n))),
-                None => labels.push(name.to_string()),
-            }
-        }
         Classified::Ticket(Box::new(Ticket {
             id: self.number.to_string(),
             title: self.title.clone(),
             body: self.body.clone().unwrap_or_default(),
-            status,
-            labels,
-            priority,
+            status: reading.status,
+            labels: reading.other,
+            priority: reading.priority,
             created_at: self.created_at,
             updated_at: self.updated_at,
             url: self.html_url.clone(),
@@ -189,32 +122,7 @@ impl From<WireComment> for Comment {
     }
 }
 
-/// The `rel="next"` target of a `Link` header, if any.
-pub(crate) fn next_link(header: &str) -> Option<String> {
-    let mut rest = header;
-    while let Some(open) = rest.find('<') {
-        let after = &rest[open + 1..];
-        let close = after.find('>')?;
-        let target = &after[..close];
-        let params_and_rest = &after[close + 1..];
-        // The parameters run up to the next link (`, <`), or the end.
-        let params_end = params_and_rest.find('<').unwrap_or(params_and_rest.len());
-        let params = &params_and_rest[..params_end];
-        let is_next = params.split(';').any(|p| {
-            let p = p.trim().trim_end_matches(',').trim();
-            p.strip_prefix("rel=").is_some_and(|v| {
-                v.trim_matches('"')
-                    .split_ascii_whitespace()
-                    .any(|r| r.eq_ignore_ascii_case("next"))
-            })
-        });
-        if is_next {
-            return Some(target.to_string());
-        }
-        rest = &params_and_rest[params_end..];
-    }
-    None
-}
+pub(crate) use crate::tracker::rest::next_link;
 
 /// The issue number an id names, when it is one.
 pub(crate) fn issue_number(id: &str) -> Option<u64> {

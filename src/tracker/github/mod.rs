@@ -22,8 +22,9 @@ pub use self::issue::LabelScheme;
 pub use self::transport::{Clock, Exchange, ExchangeObserver};
 
 use self::etag::ResponseCache;
-use self::issue::{issue_number, Classified, StatusLabels, WireComment, WireIssue};
+use self::issue::{issue_number, Classified, WireComment, WireIssue};
 use self::transport::Transport;
+use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove};
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
@@ -295,17 +296,13 @@ impl Tracker for GithubTracker {
         result?;
         for issue in issues.values() {
             match issue.classify(&self.labels) {
-                Classified::Ticket(ticket)
-                    if statuses.iter().any(|s| same_name(s, &ticket.status)) =>
-                {
+                Classified::Ticket(ticket) if is_listed(statuses, &ticket.status) => {
                     listing.tickets.push(*ticket)
                 }
                 Classified::Ticket(_) | Classified::PullRequest => {}
-                Classified::Ambiguous { number, labels } => listing.warnings.push(format!(
-                    "issue #{number} has {} status labels ({}); skipped until a person removes all but one",
-                    labels.len(),
-                    labels.join(", ")
-                )),
+                Classified::Ambiguous { number, labels } => listing
+                    .warnings
+                    .push(ambiguous_warning(&format!("issue #{number}"), &labels)),
             }
         }
         Ok(listing)
@@ -318,11 +315,9 @@ impl Tracker for GithubTracker {
             Classified::PullRequest => Err(TrackerError::NotFound(format!(
                 "#{id} is a pull request, not an issue"
             ))),
-            Classified::Ambiguous { number, labels } => Err(TrackerError::Invalid(format!(
-                "issue #{number} has {} status labels ({}); remove all but one",
-                labels.len(),
-                labels.join(", ")
-            ))),
+            Classified::Ambiguous { number, labels } => {
+                Err(ambiguous_error(&format!("issue #{number}"), &labels))
+            }
         }
     }
 
@@ -369,43 +364,22 @@ impl Tracker for GithubTracker {
         // Statuses compare ignoring case and surrounding whitespace; labels are added and
         // removed as the repository spells them.
         let issue = self.wire_issue(id).await?;
-        let conflict = |current: String| TrackerError::Conflict {
-            id: id.to_string(),
-            expected: from.to_string(),
-            current,
-        };
-        let from_status = match issue.status_labels(&self.labels) {
-            StatusLabels::One(current) if same_name(&current, to) => return Ok(()),
-            StatusLabels::One(current) if same_name(&current, from) => {
-                self.api
-                    .add_labels(issue.number, &[self.status_label(to)])
-                    .await?;
-                current
+        let names = issue.labels.iter().map(issue::WireLabel::name);
+        match self.labels.plan_move(id, names, from, to)? {
+            LabelMove::AlreadyThere => Ok(()),
+            LabelMove::Write { add, remove } => {
+                if let Some(add) = add {
+                    // As the repository spells it, when sortie has seen it: no case variant.
+                    let add = self.status_label(self.labels.status_of(&add).unwrap_or(&add));
+                    self.api.add_labels(issue.number, &[add]).await?;
+                }
+                // A 404 here means the old label is already gone: the goal is reached.
+                for label in remove {
+                    self.api.remove_label(issue.number, &label).await?;
+                }
+                Ok(())
             }
-            // Our own transition interrupted between adding and removing: finish it.
-            StatusLabels::Many(current)
-                if current.len() == 2
-                    && current.iter().any(|s| same_name(s, to))
-                    && current.iter().any(|s| same_name(s, from)) =>
-            {
-                current
-                    .into_iter()
-                    .find(|s| same_name(s, from))
-                    .unwrap_or_else(|| from.to_string())
-            }
-            StatusLabels::One(current) => return Err(conflict(current)),
-            StatusLabels::None => return Err(conflict(String::new())),
-            StatusLabels::Many(current) => return Err(conflict(current.join(" + "))),
-        };
-        // A 404 here means the old label is already gone: the goal is reached.
-        let from_label = issue
-            .labels
-            .iter()
-            .map(|l| l.name())
-            .find(|l| self.labels.status_of(l) == Some(from_status.as_str()))
-            .map_or_else(|| self.labels.status_label(&from_status), str::to_string);
-        self.api.remove_label(issue.number, &from_label).await?;
-        Ok(())
+        }
     }
 
     async fn check(

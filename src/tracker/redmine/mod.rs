@@ -22,7 +22,9 @@ use self::wire::{
     CurrentUser, CurrentUserEnvelope, Issue, IssueEnvelope, IssuePage, PriorityList, PriorityRanks,
     ProjectEnvelope, StatusCatalogue, StatusList,
 };
-use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+use super::{
+    same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
+};
 
 pub use self::client::REQUEST_TIMEOUT;
 
@@ -269,7 +271,9 @@ impl Tracker for RedmineTracker {
                 let number = raw.get("id").and_then(|v| v.as_u64());
                 match serde_json::from_value::<Issue>(raw) {
                     Ok(issue) => {
-                        if !seen.insert(issue.id) || !names.contains(&issue.status.name.as_str()) {
+                        if !seen.insert(issue.id)
+                            || !names.iter().any(|n| same_name(n, &issue.status.name))
+                        {
                             continue;
                         }
                         listing.tickets.push(wire::ticket(
@@ -340,10 +344,10 @@ impl Tracker for RedmineTracker {
         let catalogue = self.statuses_with(&[to]).await?;
         let target = catalogue.resolve(to, self.api.base())?.id;
         let current = self.issue(id, false).await?.status.name;
-        if current == to {
+        if same_name(&current, to) {
             return Ok(());
         }
-        if current != from {
+        if !same_name(&current, from) {
             return Err(TrackerError::Conflict {
                 id: id.to_string(),
                 expected: from.to_string(),
@@ -359,9 +363,9 @@ impl Tracker for RedmineTracker {
         // A status change the workflow forbids is dropped silently (204, old status
         // kept), so only the issue itself says whether the transition happened.
         let after = self.issue(id, false).await?.status.name;
-        if after == to {
+        if same_name(&after, to) {
             Ok(())
-        } else if after == from {
+        } else if same_name(&after, from) {
             Err(TrackerError::TransitionRefused {
                 workflow: WORKFLOW.to_string(),
                 id: id.to_string(),

@@ -183,9 +183,11 @@ impl StatusCatalogue {
         StatusCatalogue { statuses }
     }
 
-    /// The status named exactly `name`.
+    /// The status named `name` (compared as [`crate::tracker::same_name`] does).
     pub fn get(&self, name: &str) -> Option<&Status> {
-        self.statuses.iter().find(|s| s.name == name)
+        self.statuses
+            .iter()
+            .find(|s| crate::tracker::same_name(&s.name, name))
     }
 
     /// Whether status `id` is closed, when the catalogue knows it.

@@ -1,0 +1,506 @@
+//! The Gitea (and Forgejo) adapter: statuses are labels (`status/ready` by default), a
+//! closed issue is terminal, and a transition adds the new label by id, then deletes the
+//! old one by id (never replacing the issue's whole label set). Label ids are read once
+//! per listing. See `docs/trackers/gitea.md`.
+
+mod wire;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+use self::wire::{more_pages, Classified, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
+use super::github::{Clock, ExchangeObserver};
+use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
+use super::rest::{encode, RestClient, Vendor};
+use super::{
+    same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
+};
+use crate::config::{Config, TrackerConfig};
+
+/// Items asked per page (Gitea's default `MAX_RESPONSE_ITEMS`).
+const LIMIT: usize = 50;
+/// Pages followed per listing before giving up.
+const MAX_PAGES: usize = 200;
+/// Colour of the status labels `check --create-missing-labels` creates.
+const LABEL_COLOR: &str = "#ededed";
+
+/// Which repository, where, and how statuses are labelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GiteaSettings {
+    /// Instance URL (`https://gitea.example.com`), without `/api/v1`.
+    pub url: String,
+    /// `owner/name`.
+    pub repo: String,
+    /// Status and priority label prefixes.
+    pub labels: LabelScheme,
+    /// Statuses whose transition also closes the issue.
+    pub close_on: Vec<String>,
+}
+
+impl GiteaSettings {
+    /// The settings of a `kind: gitea` tracker config, `None` for other kinds.
+    pub fn from_config(tracker: &TrackerConfig) -> Option<Self> {
+        match tracker {
+            TrackerConfig::Gitea {
+                url,
+                repo,
+                status_label_prefix,
+                priority_label_prefix,
+                close_on,
+                ..
+            } => Some(GiteaSettings {
+                url: url.clone(),
+                repo: repo.clone(),
+                labels: LabelScheme {
+                    status_prefix: status_label_prefix.clone(),
+                    priority_prefix: priority_label_prefix.clone(),
+                },
+                close_on: close_on.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// How the adapter talks to Gitea; the defaults suit production.
+#[derive(Clone)]
+pub struct GiteaOptions {
+    /// Per-request timeout. Default 30 s.
+    pub timeout: Duration,
+    /// Where "now" comes from (rate-limit waits). Default the system clock.
+    pub clock: Clock,
+    /// Sees every response (contract tests, diagnostics). Default none.
+    pub observer: Option<ExchangeObserver>,
+    /// The API under the instance URL. Default `/api/v1` (a contract mock serves `""`).
+    pub api_path: String,
+}
+
+impl Default for GiteaOptions {
+    fn default() -> Self {
+        GiteaOptions {
+            timeout: Duration::from_secs(30),
+            clock: Arc::new(Utc::now),
+            observer: None,
+            api_path: "/api/v1".to_string(),
+        }
+    }
+}
+
+/// A Gitea repository's issues as a sortie board.
+pub struct GiteaTracker {
+    name: String,
+    settings: GiteaSettings,
+    repo_path: String,
+    client: RestClient,
+    identity: OnceCell<String>,
+    /// The repository's labels as the last listing read them.
+    label_ids: Mutex<Option<LabelIds>>,
+}
+
+impl std::fmt::Debug for GiteaTracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GiteaTracker")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GiteaTracker {
+    /// The tracker a `kind: gitea` config names, with the token read from `token_env`.
+    pub fn open(config: &Config) -> Result<Self, TrackerError> {
+        let TrackerConfig::Gitea { token_env, .. } = &config.tracker else {
+            return Err(not_gitea(config));
+        };
+        let token = super::read_token(token_env, "Gitea", "docs/trackers/gitea.md")?;
+        let settings =
+            GiteaSettings::from_config(&config.tracker).ok_or_else(|| not_gitea(config))?;
+        Self::new(settings, token, GiteaOptions::default())
+    }
+
+    /// A tracker for `settings`, authenticating with `token`.
+    pub fn new(
+        settings: GiteaSettings,
+        token: String,
+        options: GiteaOptions,
+    ) -> Result<Self, TrackerError> {
+        let vendor = Vendor {
+            name: "Gitea",
+            token_hint: "the token needs the `write:issue` and `read:repository` scopes \
+                         (and `read:user` for its own login)"
+                .to_string(),
+        };
+        let base = format!("{}{}", settings.url.trim_end_matches('/'), options.api_path);
+        let auth = ("authorization", format!("token {token}"));
+        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?
+            .with_observer(options.observer);
+        let (owner, name) = settings
+            .repo
+            .split_once('/')
+            .unwrap_or((&settings.repo, ""));
+        Ok(GiteaTracker {
+            name: format!("gitea:{}", settings.repo),
+            repo_path: format!("/repos/{}/{}", encode(owner), encode(name)),
+            settings,
+            client,
+            identity: OnceCell::new(),
+            label_ids: Mutex::new(None),
+        })
+    }
+
+    fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
+        let number = Some(id)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a Gitea issue number")))?;
+        Ok(format!("{}/issues/{number}", self.repo_path))
+    }
+
+    async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
+        self.client.get_json(&self.issue_path(id)?).await
+    }
+
+    /// Every item of a page/limit listing; `first` has its query but no `page`.
+    async fn all_pages(&self, first: &str) -> Result<(Vec<Value>, Vec<String>), TrackerError> {
+        let mut items: Vec<Value> = Vec::new();
+        let mut warnings = Vec::new();
+        let sep = if first.contains('?') { '&' } else { '?' };
+        for page in 1.. {
+            if page > MAX_PAGES {
+                warnings.push(format!(
+                    "stopped after {MAX_PAGES} pages of {LIMIT}; the rest is not listed"
+                ));
+                break;
+            }
+            let url = format!("{first}{sep}page={page}&limit={LIMIT}");
+            let reply = self.client.send(Method::GET, &url, None).await?;
+            let got: Vec<Value> = reply.json("GET a Gitea listing")?;
+            let n = got.len();
+            items.extend(got);
+            let total = reply
+                .header("x-total-count")
+                .and_then(|t| t.trim().parse().ok());
+            let next = reply
+                .header("link")
+                .and_then(super::rest::next_link)
+                .is_some();
+            if !more_pages(n, items.len(), LIMIT, total, next) {
+                break;
+            }
+        }
+        Ok((items, warnings))
+    }
+
+    /// Read the repository's labels (one paginated request) and keep them for this tick.
+    async fn refresh_labels(&self) -> Result<LabelIds, TrackerError> {
+        let (items, _) = self
+            .all_pages(&format!("{}/labels", self.repo_path))
+            .await?;
+        let labels: Vec<WireLabel> = items
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect();
+        let ids = LabelIds::new(labels);
+        *self.label_ids.lock().unwrap_or_else(|e| e.into_inner()) = Some(ids.clone());
+        Ok(ids)
+    }
+
+    /// The id of label `name`, from this tick's label read, reading the labels again
+    /// once when it is not known (created since).
+    async fn label_id(&self, name: &str) -> Result<i64, TrackerError> {
+        let cached = self
+            .label_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|ids| ids.get(name).map(|(id, _)| *id));
+        if let Some(id) = cached {
+            return Ok(id);
+        }
+        match self.refresh_labels().await?.get(name) {
+            Some((id, _)) => Ok(*id),
+            None => Err(TrackerError::Invalid(format!(
+                "label {name} does not exist on {}; create it, or run `sortie tracker check \
+                 --create-missing-labels`",
+                self.settings.repo
+            ))),
+        }
+    }
+
+    /// `POST .../issues/{n}/labels` with one label id: adds it, keeps every other label.
+    pub async fn add_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
+        let path = format!("{}/labels", self.issue_path(id)?);
+        let body = json!({ "labels": [label_id] });
+        self.client
+            .send(Method::POST, &path, Some(&body))
+            .await
+            .map(drop)
+    }
+
+    /// `DELETE .../issues/{n}/labels/{id}`; a label already gone is the goal reached.
+    pub async fn delete_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
+        let url = format!("{}/labels/{label_id}", self.issue_path(id)?);
+        match self.client.send(Method::DELETE, &url, None).await {
+            Ok(_) | Err(TrackerError::NotFound(_)) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `PATCH .../issues/{n}` with `state: closed`.
+    pub async fn close_issue(&self, id: &str) -> Result<(), TrackerError> {
+        let body = json!({ "state": "closed" });
+        self.client
+            .send(Method::PATCH, &self.issue_path(id)?, Some(&body))
+            .await
+            .map(drop)
+    }
+
+    fn closes(&self, status: &str) -> bool {
+        self.settings.close_on.iter().any(|c| same_name(c, status))
+    }
+}
+
+fn not_gitea(config: &Config) -> TrackerError {
+    TrackerError::Invalid(format!(
+        "tracker {} is not a Gitea tracker",
+        config.tracker.name()
+    ))
+}
+
+#[async_trait]
+impl Tracker for GiteaTracker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_statuses: false,
+            idempotency_header: false,
+            blockers: false,
+        }
+    }
+
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        self.client.rate_limit_remaining()
+    }
+
+    async fn identity(&self) -> Result<String, TrackerError> {
+        let login = self
+            .identity
+            .get_or_try_init(|| async {
+                let user: WireUser = self.client.get_json("/user").await?;
+                Ok::<_, TrackerError>(user.login)
+            })
+            .await?;
+        Ok(login.clone())
+    }
+
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        let mut listing = Listing::default();
+        if statuses.is_empty() {
+            return Ok(listing);
+        }
+        // Once per tick: the ids transitions need, and which status labels exist.
+        let ids = self.refresh_labels().await?;
+        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
+        for status in statuses {
+            let label = self.settings.labels.status_label(status);
+            // Gitea drops unknown names from `labels=`, and a filter left empty matches
+            // every issue: a status whose label does not exist has no tickets.
+            let Some((_, spelled)) = ids.get(&label) else {
+                listing.warnings.push(format!(
+                    "label {label} does not exist on {}; status {status} has no tickets \
+                     (create it, or run `sortie tracker check --create-missing-labels`)",
+                    self.settings.repo
+                ));
+                continue;
+            };
+            if spelled.contains(',') {
+                listing.warnings.push(format!(
+                    "status {status:?} contains a comma and cannot be listed on Gitea"
+                ));
+                continue;
+            }
+            let first = format!(
+                "{}/issues?state=open&type=issues&labels={}",
+                self.repo_path,
+                encode(spelled)
+            );
+            let (items, warnings) = self.all_pages(&first).await?;
+            listing.warnings.extend(warnings);
+            for value in items {
+                let number = value.get("number").and_then(Value::as_u64);
+                match serde_json::from_value::<WireIssue>(value) {
+                    Ok(issue) => {
+                        issues.insert(issue.number, issue);
+                    }
+                    Err(err) => listing.warnings.push(format!(
+                        "issue #{} is unreadable, skipped: {err}",
+                        number.map_or_else(|| "?".to_string(), |n| n.to_string())
+                    )),
+                }
+            }
+        }
+        for issue in issues.values() {
+            match issue.classify(&self.settings.labels) {
+                Classified::Ticket(t) if is_listed(statuses, &t.status) => listing.tickets.push(*t),
+                Classified::Ticket(_) | Classified::PullRequest => {}
+                Classified::Ambiguous(labels) => listing.warnings.push(ambiguous_warning(
+                    &format!("issue #{}", issue.number),
+                    &labels,
+                )),
+            }
+        }
+        Ok(listing)
+    }
+
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        let issue = self.wire_issue(id).await?;
+        match issue.classify(&self.settings.labels) {
+            Classified::Ticket(t) => Ok(*t),
+            Classified::PullRequest => Err(TrackerError::NotFound(format!(
+                "#{id} is a pull request, not an issue"
+            ))),
+            Classified::Ambiguous(labels) => Err(ambiguous_error(
+                &format!("issue #{}", issue.number),
+                &labels,
+            )),
+        }
+    }
+
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        let path = format!("{}/comments", self.issue_path(id)?);
+        let items: Vec<Value> = self.client.get_json(&path).await?;
+        let mut comments = Vec::with_capacity(items.len());
+        for value in items {
+            match serde_json::from_value::<WireComment>(value) {
+                Ok(c) => comments.push(Comment::from(c)),
+                Err(err) => tracing::warn!(issue = id, %err, "skipping an unreadable comment"),
+            }
+        }
+        comments.sort_by(|a, b| {
+            (a.created_at, a.id.parse::<u64>().ok()).cmp(&(b.created_at, b.id.parse::<u64>().ok()))
+        });
+        Ok(comments)
+    }
+
+    async fn post_comment(
+        &self,
+        id: &str,
+        body: &str,
+        _idempotency_key: &str,
+    ) -> Result<Comment, TrackerError> {
+        let path = format!("{}/comments", self.issue_path(id)?);
+        let reply = self
+            .client
+            .send(Method::POST, &path, Some(&json!({ "body": body })))
+            .await?;
+        let c: WireComment = reply.json(&format!("POST comments of #{id}"))?;
+        Ok(Comment::from(c))
+    }
+
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        // Re-read first: a label a person changed meanwhile must not be clobbered.
+        let issue = self.wire_issue(id).await?;
+        let close = self.closes(to) && issue.state != "closed";
+        match self
+            .settings
+            .labels
+            .plan_move(id, issue.label_names(), from, to)?
+        {
+            LabelMove::AlreadyThere => {}
+            LabelMove::Write { add, remove } => {
+                if let Some(add) = add {
+                    let label_id = self.label_id(&add).await?;
+                    self.add_label_id(id, label_id).await?;
+                }
+                for name in remove {
+                    if let Some(label_id) = issue.label_id(&name) {
+                        self.delete_label_id(id, label_id).await?;
+                    }
+                }
+            }
+        }
+        if close {
+            self.close_issue(id).await?;
+        }
+        Ok(())
+    }
+
+    async fn check(
+        &self,
+        statuses: &[String],
+        create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        let mut report = CheckReport::default();
+        match self.identity().await {
+            Ok(login) => report.push("token", true, format!("authenticated as {login}")),
+            Err(err @ (TrackerError::Unauthorized(_) | TrackerError::Invalid(_))) => {
+                report.push("token", false, err.to_string());
+                return Ok(report);
+            }
+            Err(err) => return Err(err),
+        }
+        let ids = match self.refresh_labels().await {
+            Ok(ids) => {
+                report.push(
+                    "repository access",
+                    true,
+                    format!("{} label(s) on {}", ids.len(), self.settings.repo),
+                );
+                ids
+            }
+            Err(err @ (TrackerError::NotFound(_) | TrackerError::Unauthorized(_))) => {
+                report.push(
+                    "repository access",
+                    false,
+                    format!("{err}; check `repo`, and that the token can see it"),
+                );
+                return Ok(report);
+            }
+            Err(err) => return Err(err),
+        };
+        for status in statuses {
+            let label = self.settings.labels.status_label(status);
+            let what = format!("status {status}");
+            if ids.get(&label).is_some() {
+                report.push(what, true, format!("label {label} exists"));
+            } else if create_missing {
+                let body = json!({"name": label, "color": LABEL_COLOR,
+                    "description": format!("sortie pipeline status {status}")});
+                let path = format!("{}/labels", self.repo_path);
+                match self.client.send(Method::POST, &path, Some(&body)).await {
+                    Ok(_) => report.push(what, true, format!("label {label} created")),
+                    Err(
+                        err @ (TrackerError::RateLimited { .. } | TrackerError::Unavailable(_)),
+                    ) => return Err(err),
+                    Err(err) => report.push(
+                        what,
+                        false,
+                        format!(
+                            "could not create label {label}: {err} (the token needs write:issue)"
+                        ),
+                    ),
+                }
+            } else {
+                report.push(
+                    what,
+                    false,
+                    format!(
+                        "label {label} is missing; create it, or run with --create-missing-labels"
+                    ),
+                );
+            }
+        }
+        report.rate_limit_remaining = self.client.rate_limit_remaining();
+        Ok(report)
+    }
+}

@@ -1,0 +1,512 @@
+//! The GitLab adapter (gitlab.com and self-managed): statuses are labels (scoped
+//! `status::ready` by default), a ticket is an issue by `iid`, a closed issue is
+//! terminal, comments are notes, and a transition is one atomic `PUT` with
+//! `add_labels` and `remove_labels`. See `docs/trackers/gitlab.md`.
+
+mod wire;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+use self::wire::{move_body, next_page, Classified, WireIssue, WireNote, WireUser};
+use super::github::{Clock, ExchangeObserver};
+use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
+use super::rest::{encode, RestClient, Vendor};
+use super::{
+    same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
+};
+use crate::config::{Config, TrackerConfig};
+
+/// Items per page GitLab serves at most.
+const PER_PAGE: u32 = 100;
+/// Pages followed per listing before giving up (10 000 issues in one status).
+const MAX_PAGES: usize = 100;
+/// Colour of the status labels `check --create-missing-labels` creates.
+const LABEL_COLOR: &str = "#ededed";
+
+/// Which project, where, and how statuses are labelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitlabSettings {
+    /// Instance URL (`https://gitlab.com`), without `/api/v4`.
+    pub url: String,
+    /// Project path (`group/sub/repo`) or numeric id.
+    pub project: String,
+    /// Send the token as `Authorization: Bearer` rather than `PRIVATE-TOKEN`.
+    pub bearer: bool,
+    /// Status and priority label prefixes.
+    pub labels: LabelScheme,
+    /// Statuses whose transition also closes the issue.
+    pub close_on: Vec<String>,
+}
+
+impl GitlabSettings {
+    /// The settings of a `kind: gitlab` tracker config, `None` for other kinds.
+    pub fn from_config(tracker: &TrackerConfig) -> Option<Self> {
+        match tracker {
+            TrackerConfig::Gitlab {
+                url,
+                project,
+                bearer,
+                status_label_prefix,
+                priority_label_prefix,
+                close_on,
+                ..
+            } => Some(GitlabSettings {
+                url: url.clone(),
+                project: project.clone(),
+                bearer: *bearer,
+                labels: LabelScheme {
+                    status_prefix: status_label_prefix.clone(),
+                    priority_prefix: priority_label_prefix.clone(),
+                },
+                close_on: close_on.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// How the adapter talks to GitLab; the defaults suit production.
+#[derive(Clone)]
+pub struct GitlabOptions {
+    /// Per-request timeout. Default 30 s.
+    pub timeout: Duration,
+    /// Where "now" comes from (rate-limit waits). Default the system clock.
+    pub clock: Clock,
+    /// Sees every response (contract tests, diagnostics). Default none.
+    pub observer: Option<ExchangeObserver>,
+}
+
+impl Default for GitlabOptions {
+    fn default() -> Self {
+        GitlabOptions {
+            timeout: Duration::from_secs(30),
+            clock: Arc::new(Utc::now),
+            observer: None,
+        }
+    }
+}
+
+/// A GitLab project's issues as a sortie board.
+pub struct GitlabTracker {
+    name: String,
+    settings: GitlabSettings,
+    project_path: String,
+    client: RestClient,
+    identity: OnceCell<String>,
+    project_id: OnceCell<Option<u64>>,
+}
+
+impl std::fmt::Debug for GitlabTracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitlabTracker")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GitlabTracker {
+    /// The tracker a `kind: gitlab` config names, with the token read from `token_env`.
+    pub fn open(config: &Config) -> Result<Self, TrackerError> {
+        let TrackerConfig::Gitlab { token_env, .. } = &config.tracker else {
+            return Err(not_gitlab(config));
+        };
+        let token = super::read_token(token_env, "GitLab", "docs/trackers/gitlab.md")?;
+        let settings =
+            GitlabSettings::from_config(&config.tracker).ok_or_else(|| not_gitlab(config))?;
+        Self::new(settings, token, GitlabOptions::default())
+    }
+
+    /// A tracker for `settings`, authenticating with `token`.
+    pub fn new(
+        settings: GitlabSettings,
+        token: String,
+        options: GitlabOptions,
+    ) -> Result<Self, TrackerError> {
+        let auth = if settings.bearer {
+            ("authorization", format!("Bearer {token}"))
+        } else {
+            ("private-token", token)
+        };
+        let vendor = Vendor {
+            name: "GitLab",
+            token_hint: "the token needs the `api` scope and at least the Reporter role on \
+                         the project (Planner or Reporter to relabel)"
+                .to_string(),
+        };
+        let base = format!("{}/api/v4", settings.url.trim_end_matches('/'));
+        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?
+            .with_observer(options.observer);
+        Ok(GitlabTracker {
+            name: format!("gitlab:{}", settings.project),
+            project_path: format!("/projects/{}", encode(&settings.project)),
+            settings,
+            client,
+            identity: OnceCell::new(),
+            project_id: OnceCell::new(),
+        })
+    }
+
+    fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
+        let iid = iid(id)?;
+        Ok(format!("{}/issues/{iid}", self.project_path))
+    }
+
+    async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
+        let path = self.issue_path(id)?;
+        let issue: WireIssue = self.client.get_json(&path).await?;
+        if let Some(pid) = issue.project_id {
+            let _ = self.project_id.set(Some(pid));
+        }
+        Ok(issue)
+    }
+
+    /// Every item of a paginated listing, following `x-next-page` or `Link`.
+    async fn all_pages(&self, first: String) -> Result<(Vec<Value>, Vec<String>), TrackerError> {
+        let mut items = Vec::new();
+        let mut warnings = Vec::new();
+        let mut next = Some(first);
+        let mut pages = 0;
+        while let Some(url) = next.take() {
+            pages += 1;
+            if pages > MAX_PAGES {
+                warnings.push(format!(
+                    "stopped after {MAX_PAGES} pages of {PER_PAGE}; the rest is not listed"
+                ));
+                break;
+            }
+            let reply = self.client.send(Method::GET, &url, None).await?;
+            let page: Vec<Value> = reply.json("GET a GitLab listing")?;
+            let empty = page.is_empty();
+            items.extend(page);
+            if !empty {
+                next = next_page(&url, reply.header("x-next-page"), reply.header("link"));
+            }
+        }
+        Ok((items, warnings))
+    }
+
+    /// The one `PUT /projects/:id/issues/:iid` of a transition: add `add`, remove
+    /// `remove`, and close when `close`, atomically. Transitions call it after their
+    /// re-read; contract tests call it directly.
+    pub async fn move_labels(
+        &self,
+        id: &str,
+        add: Option<&str>,
+        remove: &[String],
+        close: bool,
+    ) -> Result<(), TrackerError> {
+        self.put_issue(id, &move_body(add, remove, close)).await
+    }
+
+    async fn put_issue(&self, id: &str, body: &Value) -> Result<(), TrackerError> {
+        self.client
+            .send(Method::PUT, &self.issue_path(id)?, Some(body))
+            .await
+            .map(drop)
+    }
+
+    /// The listing, each status query narrowed by `narrow` (extra query parameters).
+    async fn list_with(&self, statuses: &[String], narrow: &str) -> Result<Listing, TrackerError> {
+        let mut listing = Listing::default();
+        // An issue with two status labels shows up in two listings: collect by iid.
+        let mut issues: BTreeMap<u64, WireIssue> = BTreeMap::new();
+        for status in statuses {
+            if status.contains(',') {
+                // GitLab splits `labels=` on commas: such a label cannot be queried.
+                listing.warnings.push(format!(
+                    "status {status:?} contains a comma and cannot be listed on GitLab"
+                ));
+                continue;
+            }
+            let label = self.settings.labels.status_label(status);
+            let first = format!(
+                "{}/issues?state=opened&labels={}{narrow}&per_page={PER_PAGE}",
+                self.project_path,
+                encode(&label)
+            );
+            let (items, warnings) = self.all_pages(first).await?;
+            listing.warnings.extend(warnings);
+            for value in items {
+                let iid = value.get("iid").and_then(Value::as_u64);
+                match serde_json::from_value::<WireIssue>(value) {
+                    Ok(issue) => {
+                        issues.insert(issue.iid, issue);
+                    }
+                    Err(err) => listing.warnings.push(format!(
+                        "issue #{} is unreadable, skipped: {err}",
+                        iid.map_or_else(|| "?".to_string(), |n| n.to_string())
+                    )),
+                }
+            }
+        }
+        if let Some(pid) = issues.values().find_map(|i| i.project_id) {
+            let _ = self.project_id.set(Some(pid));
+        }
+        for issue in issues.values() {
+            match issue.classify(&self.settings.labels) {
+                Classified::Ticket(t) if is_listed(statuses, &t.status) => listing.tickets.push(*t),
+                Classified::Ticket(_) => {}
+                Classified::Ambiguous(labels) => listing
+                    .warnings
+                    .push(ambiguous_warning(&format!("issue #{}", issue.iid), &labels)),
+            }
+        }
+        Ok(listing)
+    }
+
+    fn closes(&self, status: &str) -> bool {
+        self.settings.close_on.iter().any(|c| same_name(c, status))
+    }
+}
+
+fn not_gitlab(config: &Config) -> TrackerError {
+    TrackerError::Invalid(format!(
+        "tracker {} is not a GitLab tracker",
+        config.tracker.name()
+    ))
+}
+
+fn iid(id: &str) -> Result<u64, TrackerError> {
+    Some(id)
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a GitLab issue iid")))
+}
+
+#[async_trait]
+impl Tracker for GitlabTracker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_statuses: false,
+            idempotency_header: false,
+            blockers: true,
+        }
+    }
+
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        self.client.rate_limit_remaining()
+    }
+
+    async fn identity(&self) -> Result<String, TrackerError> {
+        let name = self
+            .identity
+            .get_or_try_init(|| async {
+                let user: WireUser = self.client.get_json("/user").await?;
+                Ok::<_, TrackerError>(user.username)
+            })
+            .await?;
+        Ok(name.clone())
+    }
+
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.list_with(statuses, "").await
+    }
+
+    /// Server-side: required labels join the status label in `labels=` (GitLab ANDs
+    /// them), excluded ones go in `not[labels]=`, the assignee in `assignee_username=`
+    /// (`me` is the token's user). Names with a comma stay client-side.
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &crate::config::TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        let mut narrow = String::new();
+        let plain = |l: &&String| !l.contains(',') && !l.trim().is_empty();
+        for label in filter.labels.iter().filter(plain) {
+            narrow.push_str(&encode(&format!(",{}", label.trim())));
+        }
+        let excluded: Vec<&str> = filter
+            .exclude_labels
+            .iter()
+            .filter(plain)
+            .map(|l| l.trim())
+            .collect();
+        if !excluded.is_empty() {
+            narrow.push_str(&format!("&not%5Blabels%5D={}", encode(&excluded.join(","))));
+        }
+        if let Some(who) = filter.assignee.as_deref().map(str::trim) {
+            let who = if who.eq_ignore_ascii_case("me") {
+                self.identity().await?
+            } else {
+                who.to_string()
+            };
+            narrow.push_str(&format!("&assignee_username={}", encode(&who)));
+        }
+        self.list_with(statuses, &narrow).await
+    }
+
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        let issue = self.wire_issue(id).await?;
+        match issue.classify(&self.settings.labels) {
+            Classified::Ticket(t) => Ok(*t),
+            Classified::Ambiguous(labels) => {
+                Err(ambiguous_error(&format!("issue #{}", issue.iid), &labels))
+            }
+        }
+    }
+
+    async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
+        let path = format!("{}/links", self.issue_path(id)?);
+        let reply = self
+            .client
+            .send_accepting(Method::GET, &path, None, &[403])
+            .await?;
+        if reply.status == 403 {
+            // The token read the issue; a 403 on its links is the instance's tier.
+            return Err(TrackerError::Unsupported(format!(
+                "GitLab answered 403 to the issue links of #{id}: this instance's tier lacks \
+                 issue links (blocking links need GitLab Premium or Ultimate); the token is fine"
+            )));
+        }
+        let links: Vec<WireIssue> = reply.json(&format!("GET links of #{id}"))?;
+        let project_id = self.project_id.get().copied().flatten();
+        Ok(links
+            .iter()
+            .filter_map(|l| l.as_blocker(&self.settings.labels, project_id))
+            .collect())
+    }
+
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        let first = format!(
+            "{}/notes?sort=asc&order_by=created_at&per_page={PER_PAGE}",
+            self.issue_path(id)?
+        );
+        let (items, warnings) = self.all_pages(first).await?;
+        for warning in warnings {
+            tracing::warn!(issue = id, %warning, "notes may be incomplete");
+        }
+        let mut comments = Vec::with_capacity(items.len());
+        for value in items {
+            match serde_json::from_value::<WireNote>(value) {
+                Ok(note) if note.system => {}
+                Ok(note) => comments.push(Comment::from(note)),
+                Err(err) => tracing::warn!(issue = id, %err, "skipping an unreadable note"),
+            }
+        }
+        comments.sort_by(|a, b| {
+            (a.created_at, a.id.parse::<u64>().ok()).cmp(&(b.created_at, b.id.parse::<u64>().ok()))
+        });
+        Ok(comments)
+    }
+
+    async fn post_comment(
+        &self,
+        id: &str,
+        body: &str,
+        _idempotency_key: &str,
+    ) -> Result<Comment, TrackerError> {
+        let path = format!("{}/notes", self.issue_path(id)?);
+        let reply = self
+            .client
+            .send(Method::POST, &path, Some(&json!({ "body": body })))
+            .await?;
+        let note: WireNote = reply.json(&format!("POST notes of #{id}"))?;
+        Ok(Comment::from(note))
+    }
+
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        // Re-read first: a label a person changed meanwhile must not be clobbered.
+        let issue = self.wire_issue(id).await?;
+        let close = self.closes(to) && issue.state != "closed";
+        let body = match self
+            .settings
+            .labels
+            .plan_move(id, issue.label_names(), from, to)?
+        {
+            LabelMove::AlreadyThere if !close => return Ok(()),
+            LabelMove::AlreadyThere => move_body(None, &[], true),
+            LabelMove::Write { add, remove } => move_body(add.as_deref(), &remove, close),
+        };
+        // One PUT: GitLab applies add_labels, remove_labels and state_event together.
+        self.put_issue(id, &body).await
+    }
+
+    async fn check(
+        &self,
+        statuses: &[String],
+        create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        let mut report = CheckReport::default();
+        match self.identity().await {
+            Ok(user) => report.push("token", true, format!("authenticated as {user}")),
+            Err(err @ (TrackerError::Unauthorized(_) | TrackerError::Invalid(_))) => {
+                report.push("token", false, err.to_string());
+                return Ok(report);
+            }
+            Err(err) => return Err(err),
+        }
+        let first = format!("{}/labels?per_page={PER_PAGE}", self.project_path);
+        let existing: BTreeSet<String> = match self.all_pages(first).await {
+            Ok((items, _)) => {
+                report.push(
+                    "project access",
+                    true,
+                    format!(
+                        "{} label(s) on project {}",
+                        items.len(),
+                        self.settings.project
+                    ),
+                );
+                items
+                    .iter()
+                    .filter_map(|l| l.get("name").and_then(Value::as_str))
+                    .map(str::to_lowercase)
+                    .collect()
+            }
+            Err(err @ (TrackerError::NotFound(_) | TrackerError::Unauthorized(_))) => {
+                report.push(
+                    "project access",
+                    false,
+                    format!("{err}; check `project`, and that the token's user is a member"),
+                );
+                return Ok(report);
+            }
+            Err(err) => return Err(err),
+        };
+        for status in statuses {
+            let label = self.settings.labels.status_label(status);
+            let what = format!("status {status}");
+            if existing.contains(&label.to_lowercase()) {
+                report.push(what, true, format!("label {label} exists"));
+            } else if create_missing {
+                let body = json!({"name": label, "color": LABEL_COLOR,
+                    "description": format!("sortie pipeline status {status}")});
+                let path = format!("{}/labels", self.project_path);
+                match self.client.send(Method::POST, &path, Some(&body)).await {
+                    Ok(_) => report.push(what, true, format!("label {label} created")),
+                    Err(err @ (TrackerError::RateLimited { .. } | TrackerError::Unavailable(_))) => {
+                        return Err(err)
+                    }
+                    Err(err) => report.push(
+                        what,
+                        false,
+                        format!("could not create label {label}: {err} (needs the Planner or Reporter role)"),
+                    ),
+                }
+            } else {
+                report.push(
+                    what,
+                    false,
+                    format!(
+                        "label {label} is missing; create it, or run with --create-missing-labels"
+                    ),
+                );
+            }
+        }
+        report.rate_limit_remaining = self.client.rate_limit_remaining();
+        Ok(report)
+    }
+}

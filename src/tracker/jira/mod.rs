@@ -1,0 +1,601 @@
+//! The Jira adapter: one project's issues on Jira Cloud (REST v3) or Data Center
+//! (REST v2); statuses are workflow statuses reached through the transitions the
+//! workflow offers; comments are ADF (Cloud) or wiki markup (Data Center).
+//!
+//! See `docs/trackers/jira.md`. In short:
+//! - one JQL search per listing (`project = P AND status in (...) AND (jql)`);
+//! - a transition reads the issue's available transitions and posts the one whose
+//!   target status is the one asked (or the one `transitions:` pins); none, several,
+//!   or a refusal by Jira is [`TrackerError::TransitionRefused`];
+//! - comment authors are account ids (Cloud) or user names (Data Center), never
+//!   display names.
+
+mod check;
+mod client;
+mod transition;
+pub mod webhook;
+pub mod wire;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+use self::client::{Auth, RestClient};
+use self::wire::{quote, CloudPage, CommentPage, DcPage, Issue, Myself, TicketContext, FIELDS};
+use super::{
+    same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
+};
+use crate::block::jira::{adf, wiki};
+use crate::config::{Config, TicketFilter, TrackerConfig};
+
+pub use self::client::{jira_said, Exchange, Observer, REQUEST_TIMEOUT};
+
+/// Issues per search page (Jira's usual maximum).
+pub const PAGE_SIZE: u32 = 100;
+/// Comments per page.
+const COMMENT_PAGE: u32 = 100;
+
+/// What the adapter is built from (the `tracker:` section, resolved).
+#[derive(Debug, Clone)]
+pub struct JiraSettings {
+    /// Site base URL.
+    pub url: String,
+    /// Project key.
+    pub project: String,
+    /// 3 (Cloud) or 2 (Data Center).
+    pub api_version: u8,
+    /// Clause ANDed to every listing.
+    pub jql: Option<String>,
+    /// Pipeline status -> pinned transition name.
+    pub transitions: BTreeMap<String, String>,
+    /// Priority names, most urgent first.
+    pub priority_order: Vec<String>,
+    /// Statuses stages claim from (a `done`-category one among them is not terminal).
+    pub claim_statuses: Vec<String>,
+    /// Every status the config names (stages and terminal states): a Jira status that
+    /// matches one of them ignoring case is reported in the config's spelling.
+    pub pipeline_statuses: Vec<String>,
+    /// Issues per search page.
+    pub page_size: u32,
+}
+
+impl JiraSettings {
+    /// The settings a config names; `None` when its tracker is not Jira.
+    pub fn from_config(config: &Config) -> Option<Self> {
+        let TrackerConfig::Jira {
+            url,
+            project,
+            api_version,
+            jql,
+            transitions,
+            priority_order,
+            ..
+        } = &config.tracker
+        else {
+            return None;
+        };
+        let mut claim_statuses = Vec::new();
+        let mut pipeline_statuses = config.terminal_states.clone();
+        for s in &config.stages {
+            claim_statuses.push(s.claim_status.clone());
+            claim_statuses.extend(s.in_progress_status.iter().cloned());
+            pipeline_statuses.extend(
+                [&s.success_status, &s.failure_status, &s.in_progress_status]
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            pipeline_statuses.push(s.claim_status.clone());
+        }
+        Some(JiraSettings {
+            url: url.clone(),
+            project: project.clone(),
+            api_version: *api_version,
+            jql: jql.clone(),
+            transitions: transitions.clone(),
+            priority_order: priority_order.clone(),
+            claim_statuses,
+            pipeline_statuses,
+            page_size: PAGE_SIZE,
+        })
+    }
+}
+
+/// One Jira project as a board.
+#[derive(Debug)]
+pub struct JiraTracker {
+    name: String,
+    settings: JiraSettings,
+    api: RestClient,
+    me: OnceCell<Myself>,
+}
+
+impl JiraTracker {
+    /// An adapter with explicit credentials: `email` (Cloud) and `token`.
+    /// `credentials` names where they came from, for error messages.
+    pub fn new(
+        settings: JiraSettings,
+        email: Option<String>,
+        token: String,
+        credentials: String,
+    ) -> Result<Self, TrackerError> {
+        let auth = match (settings.api_version, email) {
+            (2, _) => Auth::Bearer(token),
+            (_, Some(email)) => Auth::Basic { email, token },
+            (_, None) => {
+                return Err(TrackerError::Unauthorized(format!(
+                    "Jira Cloud needs the account e-mail with the API token ({credentials})"
+                )))
+            }
+        };
+        let api = RestClient::new(
+            &settings.url,
+            settings.api_version,
+            auth,
+            credentials,
+            &settings.project,
+        )?;
+        Ok(JiraTracker {
+            name: format!("jira:{}", settings.project),
+            settings,
+            api,
+            me: OnceCell::new(),
+        })
+    }
+
+    /// Open the adapter a config names, reading the secrets from its variables.
+    pub fn open(config: &Config) -> Result<Self, TrackerError> {
+        let TrackerConfig::Jira {
+            url,
+            email_env,
+            token_env,
+            ..
+        } = &config.tracker
+        else {
+            return Err(TrackerError::Invalid("the tracker is not Jira".into()));
+        };
+        let settings = JiraSettings::from_config(config)
+            .ok_or_else(|| TrackerError::Invalid("the tracker is not Jira".into()))?;
+        let read = |var: &str, what: &str| {
+            std::env::var(var)
+                .ok()
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    TrackerError::Unauthorized(format!(
+                        "the variable ${var} ({what}) is not set; export it (see \
+                         docs/trackers/jira.md) to reach {url}"
+                    ))
+                })
+        };
+        let (email, credentials) = match email_env {
+            Some(e) => (
+                Some(read(e, "the Jira account e-mail")?),
+                format!("${e} / ${token_env}"),
+            ),
+            None => (None, format!("${token_env}")),
+        };
+        let what = if email.is_some() {
+            "the Jira API token"
+        } else {
+            "the Jira personal access token"
+        };
+        let token = read(token_env, what)?;
+        Self::new(settings, email, token, credentials)
+    }
+
+    /// Report every HTTP exchange to `observer` (contract tests).
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.api.observe(observer);
+        self
+    }
+
+    /// List with pages of `size` issues (tests of pagination).
+    pub fn with_page_size(mut self, size: u32) -> Self {
+        self.settings.page_size = size.clamp(1, PAGE_SIZE);
+        self
+    }
+
+    fn cloud(&self) -> bool {
+        self.settings.api_version != 2
+    }
+
+    fn cx(&self) -> TicketContext<'_> {
+        TicketContext {
+            base: self.api.base(),
+            cloud: self.cloud(),
+            priority_order: &self.settings.priority_order,
+            claim_statuses: &self.settings.claim_statuses,
+            pipeline_statuses: &self.settings.pipeline_statuses,
+        }
+    }
+
+    async fn me(&self) -> Result<&Myself, TrackerError> {
+        self.me
+            .get_or_try_init(|| async { self.api.get::<Myself>("/myself").await })
+            .await
+    }
+
+    /// `id` checked as a key of this project (it goes into a URL path).
+    fn key<'a>(&self, id: &'a str) -> Result<&'a str, TrackerError> {
+        let ok = id
+            .strip_prefix(&self.settings.project)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if ok {
+            Ok(id)
+        } else {
+            Err(TrackerError::Invalid(format!(
+                "{id:?} is not an issue key of project {} (such as {}-42)",
+                self.settings.project, self.settings.project
+            )))
+        }
+    }
+
+    /// Read one issue; an issue answered under another key was moved.
+    async fn issue(&self, id: &str) -> Result<Issue, TrackerError> {
+        let key = self.key(id)?;
+        let path = format!("/issue/{key}?fields={}", FIELDS.join(","));
+        let issue: Issue = self.api.get(&path).await.map_err(|e| match e {
+            TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
+                "issue {key} does not exist (deleted, or moved out of reach of this \
+                 account): {detail}"
+            )),
+            other => other,
+        })?;
+        if issue.key != key {
+            return Err(TrackerError::NotFound(format!(
+                "issue {key} was moved; it is now {}",
+                issue.key
+            )));
+        }
+        Ok(issue)
+    }
+
+    /// The JQL of a listing: project and statuses, then the config's clause and the
+    /// filter, each parenthesised so an `OR` inside cannot widen the search.
+    pub fn listing_jql(&self, statuses: &[String], filter: &TicketFilter) -> String {
+        let names: Vec<String> = statuses.iter().map(|s| quote(s)).collect();
+        let mut jql = format!(
+            "project = {} AND status in ({})",
+            quote(&self.settings.project),
+            names.join(", ")
+        );
+        if let Some(clause) = &self.settings.jql {
+            jql.push_str(&format!(" AND ({clause})"));
+        }
+        for label in &filter.labels {
+            jql.push_str(&format!(" AND labels = {}", quote(label)));
+        }
+        if !filter.exclude_labels.is_empty() {
+            let names: Vec<String> = filter.exclude_labels.iter().map(|l| quote(l)).collect();
+            jql.push_str(&format!(
+                " AND (labels is EMPTY OR labels not in ({}))",
+                names.join(", ")
+            ));
+        }
+        match filter.assignee.as_deref().map(str::trim) {
+            Some("me") => jql.push_str(" AND assignee = currentUser()"),
+            Some(a) => jql.push_str(&format!(" AND assignee = {}", quote(a))),
+            None => {}
+        }
+        jql.push_str(" ORDER BY key ASC");
+        jql
+    }
+
+    async fn search(&self, jql: &str) -> Result<Listing, TrackerError> {
+        let mut raw = Vec::new();
+        let refused = |e: TrackerError| match e {
+            TrackerError::Invalid(detail) => TrackerError::Invalid(format!(
+                "Jira refused the search `{jql}` (check `tracker.jql`): {detail}"
+            )),
+            other => other,
+        };
+        if self.cloud() {
+            let mut token: Option<String> = None;
+            loop {
+                let mut body = json!({
+                    "jql": jql,
+                    "fields": FIELDS,
+                    "maxResults": self.settings.page_size,
+                });
+                if let Some(t) = &token {
+                    body["nextPageToken"] = json!(t);
+                }
+                let page: CloudPage = self.api.post("/search/jql", &body).await.map_err(refused)?;
+                raw.extend(page.issues);
+                match page.next_page_token {
+                    Some(t) if page.is_last != Some(true) && Some(&t) != token.as_ref() => {
+                        token = Some(t)
+                    }
+                    _ => break,
+                }
+            }
+        } else {
+            let mut start = 0u64;
+            loop {
+                let path = format!(
+                    "/search?jql={}&startAt={start}&maxResults={}&fields={}",
+                    encode(jql),
+                    self.settings.page_size,
+                    FIELDS.join(",")
+                );
+                let page: DcPage = self.api.get(&path).await.map_err(refused)?;
+                let count = page.issues.len() as u64;
+                raw.extend(page.issues);
+                start = page.start_at + count;
+                if count == 0 || start >= page.total {
+                    break;
+                }
+            }
+        }
+        let mut listing = Listing::default();
+        let cx = self.cx();
+        for value in raw {
+            let key = value
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            match serde_json::from_value::<Issue>(value) {
+                Ok(issue) => {
+                    if listing.tickets.iter().any(|t| t.id == issue.key) {
+                        continue; // an issue that moved between pages
+                    }
+                    match wire::ticket(&issue, &cx) {
+                        Ok(t) => listing.tickets.push(t),
+                        Err(e) => listing.warnings.push(format!("skipped Jira {e}")),
+                    }
+                }
+                Err(e) => listing
+                    .warnings
+                    .push(format!("skipped Jira issue {key}: unexpected JSON: {e}")),
+            }
+        }
+        for w in &listing.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(listing)
+    }
+
+    /// Take the workflow transition `transition_id` on issue `key` (no fields set).
+    pub async fn post_transition(
+        &self,
+        key: &str,
+        transition_id: &str,
+    ) -> Result<(), TrackerError> {
+        let key = self.key(key)?;
+        let body = json!({ "transition": { "id": transition_id } });
+        self.api
+            .post::<Value>(&format!("/issue/{key}/transitions"), &body)
+            .await
+            .map(drop)
+    }
+}
+
+/// Percent-encode a query value.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl Tracker for JiraTracker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_statuses: true,
+            idempotency_header: false,
+            blockers: false,
+        }
+    }
+
+    fn rate_limit_remaining(&self) -> Option<u64> {
+        self.api.remaining()
+    }
+
+    /// The account id (Cloud) or user name (Data Center) of the token's account.
+    async fn identity(&self) -> Result<String, TrackerError> {
+        let me = self.me().await?;
+        let id = if self.cloud() {
+            me.account_id.clone()
+        } else {
+            me.name.clone().or_else(|| me.key.clone())
+        };
+        id.filter(|i| !i.is_empty()).ok_or_else(|| {
+            TrackerError::Invalid(format!(
+                "GET {}/myself names no {}",
+                self.api.base(),
+                if self.cloud() { "accountId" } else { "name" }
+            ))
+        })
+    }
+
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.list_filtered(statuses, &TicketFilter::default()).await
+    }
+
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        filter: &TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        if statuses.is_empty() {
+            return Ok(Listing::default());
+        }
+        let jql = self.listing_jql(statuses, filter);
+        let mut listing = self.search(&jql).await?;
+        listing
+            .tickets
+            .retain(|t| statuses.iter().any(|s| same_name(s, &t.status)));
+        Ok(listing)
+    }
+
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        let issue = self.issue(id).await?;
+        wire::ticket(&issue, &self.cx()).map_err(TrackerError::Invalid)
+    }
+
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        let key = self.key(id)?;
+        let mut out = Vec::new();
+        let mut start = 0u64;
+        loop {
+            let page: CommentPage = self
+                .api
+                .get(&format!(
+                    "/issue/{key}/comment?startAt={start}&maxResults={COMMENT_PAGE}&orderBy=created"
+                ))
+                .await?;
+            let count = page.comments.len() as u64;
+            out.extend(page.comments.iter().map(|c| wire::comment(c, self.cloud())));
+            start = page.start_at + count;
+            if count == 0 || start >= page.total {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn post_comment(
+        &self,
+        id: &str,
+        body: &str,
+        _idempotency_key: &str,
+    ) -> Result<Comment, TrackerError> {
+        let key = self.key(id)?;
+        let payload = if self.cloud() {
+            json!({ "body": adf::from_markdown(body) })
+        } else {
+            json!({ "body": wiki::from_markdown(body) })
+        };
+        let raw: wire::RawComment = self
+            .api
+            .post(&format!("/issue/{key}/comment"), &payload)
+            .await?;
+        Ok(wire::comment(&raw, self.cloud()))
+    }
+
+    async fn check(
+        &self,
+        statuses: &[String],
+        _create_missing: bool,
+    ) -> Result<CheckReport, TrackerError> {
+        self.check_site(statuses).await
+    }
+
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        let key = self.key(id)?;
+        // One read for the status and the transitions offered from it.
+        let read: wire::IssueTransitions = self
+            .api
+            .get(&format!("/issue/{key}?fields=status&expand=transitions"))
+            .await
+            .map_err(|e| match e {
+                TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
+                    "issue {key} does not exist (deleted, or moved out of reach of this \
+                     account): {detail}"
+                )),
+                other => other,
+            })?;
+        if read.key != key {
+            return Err(TrackerError::NotFound(format!(
+                "issue {key} was moved; it is now {}",
+                read.key
+            )));
+        }
+        let current = read.fields.status.name;
+        if same_name(&current, to) {
+            return Ok(());
+        }
+        if !same_name(&current, from) {
+            return Err(TrackerError::Conflict {
+                id: key.to_string(),
+                expected: from.to_string(),
+                current,
+            });
+        }
+        let transition = self.pick_transition(key, &current, to, &read.transitions)?;
+        match self.post_transition(key, &transition.id).await {
+            Ok(()) => Ok(()),
+            // 400: a required field, a validator, a condition; 409: a conflicting edit.
+            Err(TrackerError::Invalid(detail)) => Err(TrackerError::TransitionRefused {
+                workflow: format!(
+                    "Jira (it refused the transition {:?}: {detail})",
+                    transition.name
+                ),
+                id: key.to_string(),
+                from: current.clone(),
+                to: to.to_string(),
+                current,
+            }),
+            Err(other) => Err(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracker(jql: Option<&str>) -> JiraTracker {
+        let settings = JiraSettings {
+            url: "http://127.0.0.1:9".into(),
+            project: "PROJ".into(),
+            api_version: 3,
+            jql: jql.map(str::to_string),
+            transitions: BTreeMap::new(),
+            priority_order: vec![],
+            claim_statuses: vec![],
+            pipeline_statuses: vec![],
+            page_size: PAGE_SIZE,
+        };
+        JiraTracker::new(settings, Some("a@b".into()), "t".into(), "$E / $T".into()).unwrap()
+    }
+
+    #[test]
+    fn the_configured_clause_is_anded_in_parentheses_after_project_and_status() {
+        let t = tracker(Some("labels = agent-ok OR priority = High"));
+        let filter = TicketFilter {
+            labels: vec!["x".into()],
+            exclude_labels: vec!["wip".into()],
+            assignee: Some("me".into()),
+            project: None,
+        };
+        assert_eq!(
+            t.listing_jql(&["In Design".into(), "To Do".into()], &filter),
+            "project = \"PROJ\" AND status in (\"In Design\", \"To Do\") AND \
+             (labels = agent-ok OR priority = High) AND labels = \"x\" AND \
+             (labels is EMPTY OR labels not in (\"wip\")) AND assignee = currentUser() \
+             ORDER BY key ASC"
+        );
+    }
+
+    #[test]
+    fn keys_of_other_projects_and_path_tricks_are_refused() {
+        let t = tracker(None);
+        assert!(t.key("PROJ-12").is_ok());
+        for bad in [
+            "PROJ-",
+            "OTHER-1",
+            "PROJ-1/../2",
+            "PROJ-1?x",
+            "proj-1",
+            "PROJX-1",
+        ] {
+            assert!(matches!(t.key(bad), Err(TrackerError::Invalid(_))), "{bad}");
+        }
+    }
+}

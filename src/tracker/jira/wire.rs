@@ -1,0 +1,302 @@
+//! Jira's JSON as sortie reads it (REST v3 and v2 differ only in text fields: ADF
+//! documents on v3, wiki strings on v2), and its conversion into [`Ticket`]s and
+//! [`Comment`]s.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::block::jira::{adf, wiki};
+use crate::tracker::{same_name, Comment, Ticket};
+
+/// The fields a listing or a read asks for: only what a ticket is made of.
+pub const FIELDS: &[&str] = &[
+    "summary",
+    "description",
+    "status",
+    "labels",
+    "priority",
+    "created",
+    "updated",
+    "assignee",
+];
+
+/// `GET /myself`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Myself {
+    /// Cloud's account id.
+    pub account_id: Option<String>,
+    /// Data Center's user name.
+    pub name: Option<String>,
+    /// Data Center's user key.
+    pub key: Option<String>,
+    /// Shown to people; never trusted.
+    pub display_name: Option<String>,
+}
+
+/// A user as comments and issues carry it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    pub account_id: Option<String>,
+    pub name: Option<String>,
+    pub key: Option<String>,
+    pub display_name: Option<String>,
+}
+
+impl User {
+    /// The name sortie compares with its identity and `trusted_authors`: the account
+    /// id on Cloud, the user name (else key) on Data Center; never the display name.
+    pub fn id(&self, cloud: bool) -> String {
+        let id = if cloud {
+            self.account_id.clone()
+        } else {
+            self.name.clone().or_else(|| self.key.clone())
+        };
+        id.unwrap_or_default()
+    }
+}
+
+/// A status with its category.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub name: String,
+    #[serde(default)]
+    pub status_category: Option<StatusCategory>,
+}
+
+impl Status {
+    /// Whether its category is `done`.
+    pub fn is_done(&self) -> bool {
+        self.status_category
+            .as_ref()
+            .is_some_and(|c| c.key.as_deref() == Some("done"))
+    }
+}
+
+/// `statusCategory`: `new`, `indeterminate` or `done`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StatusCategory {
+    pub key: Option<String>,
+}
+
+/// A priority by name.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Priority {
+    pub name: Option<String>,
+}
+
+/// An issue's fields sortie reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Fields {
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub description: Option<Value>,
+    pub status: Status,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    pub created: String,
+    #[serde(default)]
+    pub updated: Option<String>,
+    #[serde(default)]
+    pub assignee: Option<User>,
+}
+
+/// One issue.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Issue {
+    pub key: String,
+    pub fields: Fields,
+}
+
+/// `POST /rest/api/3/search/jql`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudPage {
+    #[serde(default)]
+    pub issues: Vec<Value>,
+    #[serde(default)]
+    pub next_page_token: Option<String>,
+    #[serde(default)]
+    pub is_last: Option<bool>,
+}
+
+/// `GET /rest/api/2/search`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DcPage {
+    #[serde(default)]
+    pub issues: Vec<Value>,
+    #[serde(default)]
+    pub start_at: u64,
+    #[serde(default)]
+    pub total: u64,
+}
+
+/// `GET /issue/{key}/comment`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommentPage {
+    #[serde(default)]
+    pub comments: Vec<RawComment>,
+    #[serde(default)]
+    pub start_at: u64,
+    #[serde(default)]
+    pub total: u64,
+}
+
+/// One comment as Jira sends it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawComment {
+    pub id: String,
+    #[serde(default)]
+    pub author: Option<User>,
+    #[serde(default)]
+    pub body: Value,
+    pub created: String,
+}
+
+/// `GET /issue/{key}?fields=status&expand=transitions`: the status and what the
+/// workflow offers from it, in one read.
+#[derive(Debug, Deserialize)]
+pub struct IssueTransitions {
+    pub key: String,
+    pub fields: StatusOnly,
+    #[serde(default)]
+    pub transitions: Vec<Transition>,
+}
+
+/// An issue's fields when only its status was asked.
+#[derive(Debug, Deserialize)]
+pub struct StatusOnly {
+    pub status: Status,
+}
+
+/// One transition the workflow offers from the issue's status.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Transition {
+    pub id: String,
+    pub name: String,
+    pub to: Status,
+}
+
+/// `GET /project/{key}/statuses`: statuses per issue type.
+#[derive(Debug, Deserialize)]
+pub struct IssueTypeStatuses {
+    pub name: String,
+    #[serde(default)]
+    pub statuses: Vec<Status>,
+}
+
+/// A Jira time (`2024-01-31T10:00:00.000+0000`, or RFC 3339).
+pub fn time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z")
+        .or_else(|_| DateTime::parse_from_rfc3339(s))
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// A text field (description, comment body) as Markdown: an ADF document or a wiki
+/// string is converted, anything else is its text.
+pub fn markdown(value: &Value) -> String {
+    let text = match value {
+        Value::Null => String::new(),
+        Value::String(s) => wiki::to_markdown(s),
+        doc @ Value::Object(_) => adf::to_markdown(doc),
+        other => other.to_string(),
+    };
+    text.trim_end_matches('\n').to_string()
+}
+
+/// What the adapter needs to turn issues into tickets.
+#[derive(Debug, Clone)]
+pub struct TicketContext<'a> {
+    pub base: &'a str,
+    pub cloud: bool,
+    pub priority_order: &'a [String],
+    /// Statuses a stage claims from: a `done`-category status among them is not terminal.
+    pub claim_statuses: &'a [String],
+    /// The config's spelling of every status it names.
+    pub pipeline_statuses: &'a [String],
+}
+
+/// An issue as a ticket; an unreadable time is an error naming the issue.
+pub fn ticket(issue: &Issue, cx: &TicketContext<'_>) -> Result<Ticket, String> {
+    let f = &issue.fields;
+    let created = time(&f.created)
+        .ok_or_else(|| format!("issue {}: unreadable `created` {:?}", issue.key, f.created))?;
+    let updated = f.updated.as_deref().and_then(time).unwrap_or(created);
+    let priority = f
+        .priority
+        .as_ref()
+        .and_then(|p| p.name.as_deref())
+        .and_then(|name| cx.priority_order.iter().position(|p| same_name(p, name)))
+        .map(|i| i as i64);
+    let claimed = cx
+        .claim_statuses
+        .iter()
+        .any(|s| same_name(s, &f.status.name));
+    Ok(Ticket {
+        id: issue.key.clone(),
+        title: f.summary.clone().unwrap_or_default(),
+        body: f.description.as_ref().map(markdown).unwrap_or_default(),
+        // The config's spelling, so `In design` in the config is `In Design` in Jira.
+        status: cx
+            .pipeline_statuses
+            .iter()
+            .find(|s| same_name(s, &f.status.name))
+            .cloned()
+            .unwrap_or_else(|| f.status.name.clone()),
+        labels: f.labels.clone(),
+        priority,
+        created_at: created,
+        updated_at: updated,
+        url: Some(format!("{}/browse/{}", cx.base, issue.key)),
+        closed: f.status.is_done() && !claimed,
+        assignees: f
+            .assignee
+            .iter()
+            .map(|u| u.id(cx.cloud))
+            .filter(|id| !id.is_empty())
+            .collect(),
+        blocked_by: None,
+    })
+}
+
+/// A comment as sortie sees it: author id, Markdown body.
+pub fn comment(raw: &RawComment, cloud: bool) -> Comment {
+    Comment {
+        id: raw.id.clone(),
+        author: raw.author.as_ref().map(|u| u.id(cloud)).unwrap_or_default(),
+        created_at: time(&raw.created).unwrap_or(DateTime::UNIX_EPOCH),
+        body: markdown(&raw.body),
+    }
+}
+
+/// A JQL string literal.
+pub fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jira_times_with_and_without_a_colon_in_the_offset_parse() {
+        let a = time("2024-01-31T10:00:00.000+0000").unwrap();
+        let b = time("2024-01-31T11:00:00.000+01:00").unwrap();
+        assert_eq!(a, b);
+        assert!(time("yesterday").is_none());
+    }
+
+    #[test]
+    fn jql_literals_escape_quotes_and_backslashes() {
+        assert_eq!(quote(r#"In "Design" \ x"#), r#""In \"Design\" \\ x""#);
+    }
+}

@@ -1,0 +1,469 @@
+//! Sending one GraphQL document to Linear: the `Authorization` header, the
+//! rate-limit gate, at most one retry after a server or connection error, the
+//! complexity Linear reports logged at debug, and failures mapped onto
+//! [`TrackerError`].
+//!
+//! Linear signals rate limiting with a GraphQL error whose `extensions.code` is
+//! `RATELIMITED`, often with HTTP 400 rather than 429, so the body decides, not the
+//! status. Its reset headers are epoch milliseconds. Once limited, nothing is sent
+//! until the reset: every call answers [`TrackerError::RateLimited`] at once, so a
+//! tick finishes with what it read instead of hammering. The wait is kept in a file
+//! under the state root, so the next `sortie pipeline tick` process waits too. Any other `errors` entry,
+//! even with HTTP 200, is an error, never an empty result.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::{json, Value};
+
+use crate::tracker::TrackerError;
+
+/// Where "now" comes from, so tests can move time instead of sleeping.
+pub type Clock = std::sync::Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// Which failures a request may be retried after (once). Every document sortie sends
+/// is safe to repeat: queries, a state change to a fixed state, and comments whose id
+/// is fixed by the outcome (a repeat is refused as a duplicate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Retry after a 5xx, a timeout or a connection error.
+    Safe,
+}
+
+/// What the last responses said about the budget left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Requests left in the window.
+    pub requests_remaining: Option<u64>,
+    /// Complexity points left in the window.
+    pub complexity_remaining: Option<u64>,
+    /// Complexity of the last query, as Linear reported it.
+    pub last_complexity: Option<u64>,
+}
+
+/// The HTTP side of the adapter.
+pub(crate) struct Transport {
+    http: reqwest::Client,
+    url: String,
+    authorization: String,
+    clock: Clock,
+    retry_backoff: Duration,
+    blocked_until: Mutex<Option<DateTime<Utc>>>,
+    wait_file: Option<PathBuf>,
+    budget: Mutex<Budget>,
+}
+
+/// What the wait file holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WaitFile {
+    blocked_until: DateTime<Utc>,
+}
+
+/// Longest wait we accept from a reset time (guards against a skewed clock).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+/// The wait when Linear says RATELIMITED without a usable reset.
+const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+impl Transport {
+    /// A transport posting to `url` with `authorization` as the header value; a
+    /// rate-limit wait is persisted in `wait_file` when given.
+    pub fn new(
+        url: String,
+        authorization: String,
+        timeout: Duration,
+        retry_backoff: Duration,
+        clock: Clock,
+        wait_file: Option<PathBuf>,
+    ) -> Result<Self, TrackerError> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Transport {
+            http,
+            url,
+            authorization,
+            clock,
+            retry_backoff,
+            blocked_until: Mutex::new(wait_file.as_deref().and_then(load_wait)),
+            wait_file,
+            budget: Mutex::new(Budget::default()),
+        })
+    }
+
+    /// The budget as last seen.
+    pub fn budget(&self) -> Budget {
+        *self.budget.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Send operation `operation` (`query` is its document) and return its `data`.
+    pub async fn send(
+        &self,
+        operation: &str,
+        query: &str,
+        variables: Value,
+        retry: Retry,
+    ) -> Result<Value, TrackerError> {
+        let body = json!({ "operationName": operation, "query": query, "variables": variables });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let may_retry = attempt == 1;
+            self.gate()?;
+            let request = self
+                .http
+                .post(&self.url)
+                .header(AUTHORIZATION, &self.authorization)
+                .header(CONTENT_TYPE, "application/json")
+                .json(&body);
+            let response = match request.send().await {
+                Ok(response) => response,
+                Err(err) => {
+                    let retryable = err.is_connect() || retry == Retry::Safe;
+                    if may_retry && retryable {
+                        tracing::debug!(operation, %err, "retrying once");
+                        tokio::time::sleep(self.retry_backoff).await;
+                        continue;
+                    }
+                    let kind = if err.is_timeout() {
+                        "timed out"
+                    } else {
+                        "failed"
+                    };
+                    return Err(TrackerError::Unavailable(format!(
+                        "Linear {operation} {kind}: {err}"
+                    )));
+                }
+            };
+            let status = response.status().as_u16();
+            let limits = RateHeaders::read(response.headers());
+            self.record(operation, &limits);
+            let text = match response.text().await {
+                Ok(text) => text,
+                Err(err) if may_retry && retry == Retry::Safe => {
+                    tracing::debug!(operation, %err, "retrying once");
+                    tokio::time::sleep(self.retry_backoff).await;
+                    continue;
+                }
+                Err(err) => {
+                    return Err(TrackerError::Unavailable(format!(
+                        "Linear {operation}: reading the response failed: {err}"
+                    )))
+                }
+            };
+            if status >= 500 && may_retry && retry == Retry::Safe {
+                tracing::debug!(operation, status, "server error; retrying once");
+                tokio::time::sleep(self.retry_backoff).await;
+                continue;
+            }
+            let now = (self.clock)();
+            return match interpret(operation, status, &text, &limits, now) {
+                Ok(data) => Ok(data),
+                Err(failure) => {
+                    let Failure { error, wait } = *failure;
+                    if let Some(wait) = wait {
+                        self.block(wait, now);
+                    }
+                    Err(error)
+                }
+            };
+        }
+    }
+
+    fn record(&self, operation: &str, limits: &RateHeaders) {
+        let mut budget = self.budget.lock().unwrap_or_else(|e| e.into_inner());
+        if limits.requests_remaining.is_some() {
+            budget.requests_remaining = limits.requests_remaining;
+        }
+        if limits.complexity_remaining.is_some() {
+            budget.complexity_remaining = limits.complexity_remaining;
+        }
+        budget.last_complexity = limits.complexity;
+        tracing::debug!(
+            operation,
+            complexity = limits.complexity,
+            complexity_remaining = limits.complexity_remaining,
+            requests_remaining = limits.requests_remaining,
+            "Linear query cost"
+        );
+    }
+
+    /// Refuse to send while Linear's wait is not over.
+    fn gate(&self) -> Result<(), TrackerError> {
+        let until = *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(until) = until {
+            let now = (self.clock)();
+            if now < until {
+                let left = (until - now).to_std().unwrap_or_default();
+                return Err(TrackerError::RateLimited {
+                    retry_after: Some(round_up(left)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn block(&self, wait: Duration, now: DateTime<Utc>) {
+        tracing::warn!(wait_seconds = wait.as_secs(), "Linear rate limit: waiting");
+        let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(60));
+        let until = now + wait;
+        *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+        if let Some(path) = &self.wait_file {
+            // Losing the file costs one refused request in the next process, nothing more.
+            let text = serde_json::to_string(&WaitFile {
+                blocked_until: until,
+            })
+            .unwrap_or_default();
+            let tmp = path.with_extension("tmp");
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&tmp, text))
+                .and_then(|()| std::fs::rename(&tmp, path));
+            if let Err(err) = written {
+                tracing::warn!(path = %path.display(), %err, "could not save the Linear rate-limit wait");
+            }
+        }
+    }
+}
+
+/// The wait a previous process recorded; an unreadable file is no wait.
+fn load_wait(path: &std::path::Path) -> Option<DateTime<Utc>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match serde_json::from_str::<WaitFile>(&text) {
+        Ok(file) => Some(file.blocked_until),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "ignoring an unreadable Linear rate-limit file");
+            None
+        }
+    }
+}
+
+/// The rate-limit headers of one response (resets in epoch milliseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RateHeaders {
+    pub requests_remaining: Option<u64>,
+    pub requests_reset_ms: Option<i64>,
+    pub complexity_remaining: Option<u64>,
+    pub complexity_reset_ms: Option<i64>,
+    pub complexity: Option<u64>,
+}
+
+impl RateHeaders {
+    pub fn read(headers: &HeaderMap) -> Self {
+        let number = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        let unsigned = |name: &str| number(name).filter(|n| *n >= 0.0).map(|n| n as u64);
+        RateHeaders {
+            requests_remaining: unsigned("x-ratelimit-requests-remaining"),
+            requests_reset_ms: number("x-ratelimit-requests-reset").map(|n| n as i64),
+            complexity_remaining: unsigned("x-ratelimit-complexity-remaining"),
+            complexity_reset_ms: number("x-ratelimit-complexity-reset").map(|n| n as i64),
+            complexity: unsigned("x-complexity"),
+        }
+    }
+
+    /// How long until the exhausted budget resets: the reset of a budget at 0, else
+    /// the later of the resets given, else a minute; at least a second, at most an hour.
+    fn wait(&self, now: DateTime<Utc>) -> Duration {
+        let exhausted = [
+            (self.requests_remaining, self.requests_reset_ms),
+            (self.complexity_remaining, self.complexity_reset_ms),
+        ];
+        let reset = exhausted
+            .iter()
+            .filter(|(left, _)| *left == Some(0))
+            .filter_map(|(_, reset)| *reset)
+            .max()
+            .or_else(|| exhausted.iter().filter_map(|(_, reset)| *reset).max());
+        match reset {
+            Some(ms) => {
+                let left = ms - now.timestamp_millis();
+                Duration::from_millis(left.max(1000) as u64).min(MAX_WAIT)
+            }
+            None => DEFAULT_WAIT,
+        }
+    }
+}
+
+/// A failed request: the error, and how long to stop sending (rate limits).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub error: TrackerError,
+    pub wait: Option<Duration>,
+}
+
+impl From<TrackerError> for Box<Failure> {
+    fn from(error: TrackerError) -> Self {
+        Box::new(Failure { error, wait: None })
+    }
+}
+
+/// Turn one answer into its `data` or a [`Failure`].
+pub(crate) fn interpret(
+    operation: &str,
+    status: u16,
+    body: &str,
+    limits: &RateHeaders,
+    now: DateTime<Utc>,
+) -> Result<Value, Box<Failure>> {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let errors: Vec<&Value> = parsed
+        .as_ref()
+        .and_then(|v| v.get("errors"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let code = |e: &Value| {
+        e.pointer("/extensions/code")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_uppercase()
+    };
+    let message = errors
+        .iter()
+        .map(|e| {
+            let text = e
+                .pointer("/extensions/userPresentableMessage")
+                .or_else(|| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
+            match code(e).as_str() {
+                "" => text.to_string(),
+                c => format!("{text} ({c})"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let what = format!("Linear {operation}");
+    if status == 429 || errors.iter().any(|e| code(e) == "RATELIMITED") {
+        let wait = limits.wait(now);
+        return Err(Box::new(Failure {
+            error: TrackerError::RateLimited {
+                retry_after: Some(round_up(wait)),
+            },
+            wait: Some(wait),
+        }));
+    }
+    if status == 401
+        || errors
+            .iter()
+            .any(|e| matches!(code(e).as_str(), "AUTHENTICATION_ERROR" | "UNAUTHENTICATED"))
+    {
+        let detail = if message.is_empty() {
+            "HTTP 401".to_string()
+        } else {
+            message
+        };
+        return Err(TrackerError::Unauthorized(format!(
+            "{what}: Linear rejected the key ({detail}); check the key in the variable tracker.token_env names and tracker.token_type"
+        ))
+        .into());
+    }
+    if errors.iter().any(|e| code(e) == "FORBIDDEN") {
+        return Err(TrackerError::Unauthorized(format!(
+            "{what}: Linear refused it ({message}); the key needs read and write access to the team"
+        ))
+        .into());
+    }
+    if !errors.is_empty() {
+        let not_found = errors.iter().any(|e| {
+            let text = e.to_string().to_ascii_lowercase();
+            text.contains("not found") || text.contains("could not find")
+        });
+        return Err(if not_found {
+            TrackerError::NotFound(format!("{what}: {message}"))
+        } else if status >= 500 {
+            TrackerError::Unavailable(format!("{what}: HTTP {status} ({message})"))
+        } else {
+            TrackerError::Invalid(format!("{what}: {message}"))
+        }
+        .into());
+    }
+    if status >= 500 {
+        return Err(TrackerError::Unavailable(format!("{what}: HTTP {status}")).into());
+    }
+    if !(200..300).contains(&status) {
+        let snippet: String = body.trim().chars().take(200).collect();
+        return Err(TrackerError::Invalid(format!("{what}: HTTP {status} ({snippet})")).into());
+    }
+    match parsed.and_then(|mut v| v.get_mut("data").map(Value::take)) {
+        Some(data) if !data.is_null() => Ok(data),
+        _ => Err(TrackerError::Invalid(format!("{what}: the answer has no data")).into()),
+    }
+}
+
+fn round_up(d: Duration) -> Duration {
+    if d.subsec_nanos() > 0 {
+        Duration::from_secs(d.as_secs() + 1)
+    } else {
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(now: DateTime<Utc>, secs: i64) -> RateHeaders {
+        RateHeaders {
+            requests_remaining: Some(0),
+            requests_reset_ms: Some(now.timestamp_millis() + secs * 1000),
+            ..RateHeaders::default()
+        }
+    }
+
+    #[test]
+    fn ratelimited_with_http_400_waits_until_the_reset_in_epoch_milliseconds() {
+        let now = Utc::now();
+        let body =
+            r#"{"errors":[{"message":"Rate limit exceeded","extensions":{"code":"RATELIMITED"}}]}"#;
+        let failure = interpret("SortieIssues", 400, body, &at(now, 90), now).unwrap_err();
+        assert!(
+            matches!(failure.error, TrackerError::RateLimited { retry_after: Some(d) } if d.as_secs() == 90),
+            "{:?}",
+            failure.error
+        );
+        assert_eq!(failure.wait, Some(Duration::from_secs(90)));
+        // No reset header: a minute.
+        let failure = interpret("q", 400, body, &RateHeaders::default(), now).unwrap_err();
+        assert_eq!(failure.wait, Some(DEFAULT_WAIT));
+    }
+
+    #[test]
+    fn errors_with_http_200_are_errors_not_empty_results() {
+        let now = Utc::now();
+        let none = RateHeaders::default();
+        let body = r#"{"data":null,"errors":[{"message":"Argument Validation Error","extensions":{"code":"INVALID_INPUT"}}]}"#;
+        let err = interpret("q", 200, body, &none, now).unwrap_err().error;
+        assert_eq!(
+            err.to_string(),
+            "invalid request: Linear q: Argument Validation Error (INVALID_INPUT)"
+        );
+        let body = r#"{"errors":[{"message":"Entity not found: Issue","extensions":{"code":"INVALID_INPUT"}}]}"#;
+        let err = interpret("q", 200, body, &none, now).unwrap_err().error;
+        assert!(matches!(err, TrackerError::NotFound(_)), "{err}");
+        let err = interpret("q", 401, "", &none, now).unwrap_err().error;
+        assert!(matches!(err, TrackerError::Unauthorized(_)), "{err}");
+        let body = r#"{"errors":[{"message":"x","extensions":{"code":"AUTHENTICATION_ERROR"}}]}"#;
+        let err = interpret("q", 400, body, &none, now).unwrap_err().error;
+        assert!(matches!(err, TrackerError::Unauthorized(_)), "{err}");
+        let err = interpret("q", 502, "<html>", &none, now).unwrap_err().error;
+        assert!(err.is_retryable(), "{err}");
+        let err = interpret("q", 200, r#"{"data":null}"#, &none, now)
+            .unwrap_err()
+            .error;
+        assert!(matches!(err, TrackerError::Invalid(_)), "{err}");
+        let data = interpret("q", 200, r#"{"data":{"viewer":{"id":"u"}}}"#, &none, now).unwrap();
+        assert_eq!(data["viewer"]["id"], "u");
+    }
+}

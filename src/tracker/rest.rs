@@ -1,0 +1,455 @@
+//! The HTTP edge the GitLab and Gitea adapters share: one authenticated JSON request at
+//! a time, the rate-limit headers read (`RateLimit-Remaining`, `X-RateLimit-Remaining`),
+//! a 429's `Retry-After` honoured by sending nothing until it is over, and failures
+//! mapped onto [`TrackerError`].
+//!
+//! No retries here: a failed read fails the tick's listing or the write-back, which the
+//! next tick retries from the board and the outbox.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+
+use super::github::{Clock, Exchange, ExchangeObserver};
+use super::TrackerError;
+
+/// Longest wait accepted from a `Retry-After` or a reset time (guards against a skewed clock).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+/// The wait after a 429 that names none.
+const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+/// Who the client talks to, for error messages.
+#[derive(Debug, Clone)]
+pub struct Vendor {
+    /// `GitLab`, `Gitea`.
+    pub name: &'static str,
+    /// What a refused token needs, said after a 401/403 (`the token needs the api scope`).
+    pub token_hint: String,
+}
+
+/// A 2xx answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// Body text.
+    pub body: String,
+}
+
+impl Reply {
+    /// Response header `name`, when present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body decoded as `T`; `what` names the request in the error.
+    pub fn json<T: DeserializeOwned>(&self, what: &str) -> Result<T, TrackerError> {
+        serde_json::from_str(&self.body)
+            .map_err(|e| TrackerError::Invalid(format!("{what}: the answer is unreadable: {e}")))
+    }
+}
+
+/// An authenticated JSON client for one forge.
+pub struct RestClient {
+    http: reqwest::Client,
+    base: String,
+    vendor: Vendor,
+    clock: Clock,
+    blocked_until: Mutex<Option<DateTime<Utc>>>,
+    remaining: Mutex<Option<u64>>,
+    observer: Option<ExchangeObserver>,
+}
+
+impl std::fmt::Debug for RestClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token (it is in the default headers).
+        f.debug_struct("RestClient")
+            .field("base", &self.base)
+            .field("vendor", &self.vendor.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RestClient {
+    /// A client for the API at `base` (no trailing `/`), sending `auth` (header name and
+    /// value) with every request.
+    pub fn new(
+        base: &str,
+        auth: (&'static str, String),
+        vendor: Vendor,
+        timeout: Duration,
+        clock: Clock,
+    ) -> Result<Self, TrackerError> {
+        let mut headers = HeaderMap::new();
+        let mut value = HeaderValue::from_str(&auth.1).map_err(|_| {
+            TrackerError::Unauthorized(format!(
+                "the {} token contains characters a header cannot carry",
+                vendor.name
+            ))
+        })?;
+        value.set_sensitive(true);
+        headers.insert(HeaderName::from_static(auth.0), value);
+        headers.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("application/json"),
+        );
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
+        Ok(RestClient {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            vendor,
+            clock,
+            blocked_until: Mutex::new(None),
+            remaining: Mutex::new(None),
+            observer: None,
+        })
+    }
+
+    /// Show every response to `observer` (contract tests, diagnostics).
+    pub fn with_observer(mut self, observer: Option<ExchangeObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The API base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Requests left in the rate-limit window, from the last response that said.
+    pub fn rate_limit_remaining(&self) -> Option<u64> {
+        *self.remaining.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `GET` a path (relative to the base, with its query) and decode the answer.
+    pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, TrackerError> {
+        let reply = self.send(Method::GET, path, None).await?;
+        reply.json(&format!("GET {}", strip_query(path)))
+    }
+
+    /// Send one request to a path or a full URL on the API; 2xx is `Ok`.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_or_url: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Reply, TrackerError> {
+        self.send_accepting(method, path_or_url, body, &[]).await
+    }
+
+    /// [`RestClient::send`], with the statuses in `accept` answered as `Ok` too (a 403
+    /// the caller explains better than "refused").
+    pub async fn send_accepting(
+        &self,
+        method: Method,
+        path_or_url: &str,
+        body: Option<&serde_json::Value>,
+        accept: &[u16],
+    ) -> Result<Reply, TrackerError> {
+        let url = if path_or_url.starts_with("http://") || path_or_url.starts_with("https://") {
+            path_or_url.to_string()
+        } else {
+            format!("{}{path_or_url}", self.base)
+        };
+        let what = format!("{method} {}", strip_query(path_of(&url)));
+        self.gate()?;
+        let mut request = self.http.request(method.clone(), &url);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| transport(&what, &e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        if let Some(observer) = &self.observer {
+            observer(&Exchange {
+                method: method.to_string(),
+                url: url.clone(),
+                status,
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+                    .collect(),
+            });
+        }
+        if let Some(left) = header_u64(&headers, "ratelimit-remaining")
+            .or_else(|| header_u64(&headers, "x-ratelimit-remaining"))
+        {
+            *self.remaining.lock().unwrap_or_else(|e| e.into_inner()) = Some(left);
+        }
+        let body = response.text().await.map_err(|e| transport(&what, &e))?;
+        if (200..300).contains(&status) || accept.contains(&status) {
+            return Ok(Reply {
+                status,
+                headers,
+                body,
+            });
+        }
+        let now = (self.clock)();
+        let err = failure(&self.vendor, &what, status, &headers, &body, now);
+        if let TrackerError::RateLimited {
+            retry_after: Some(wait),
+        } = &err
+        {
+            let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();
+            *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+        }
+        Err(err)
+    }
+
+    /// While a rate-limit wait runs, answer at once without sending anything.
+    fn gate(&self) -> Result<(), TrackerError> {
+        let until = *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner());
+        let now = (self.clock)();
+        match until {
+            Some(until) if until > now => Err(TrackerError::RateLimited {
+                retry_after: (until - now).to_std().ok().map(round_up),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The error for a non-2xx answer.
+fn failure(
+    vendor: &Vendor,
+    what: &str,
+    status: u16,
+    headers: &HeaderMap,
+    body: &str,
+    now: DateTime<Utc>,
+) -> TrackerError {
+    let message = error_message(body);
+    let name = vendor.name;
+    match status {
+        429 => {
+            let wait = retry_after(headers)
+                .or_else(|| {
+                    let reset = header_u64(headers, "ratelimit-reset")
+                        .or_else(|| header_u64(headers, "x-ratelimit-reset"))?;
+                    let secs = (reset as i64 - now.timestamp()).max(1) as u64;
+                    Some(Duration::from_secs(secs))
+                })
+                .unwrap_or(DEFAULT_WAIT)
+                .min(MAX_WAIT);
+            TrackerError::RateLimited {
+                retry_after: Some(wait),
+            }
+        }
+        401 => TrackerError::Unauthorized(format!(
+            "{what}: {name} rejected the token ({message}); {}",
+            vendor.token_hint
+        )),
+        403 => TrackerError::Unauthorized(format!(
+            "{what}: {name} refused it ({message}); {}",
+            vendor.token_hint
+        )),
+        404 | 410 => TrackerError::NotFound(format!("{what}: {message}")),
+        s if s >= 500 => TrackerError::Unavailable(format!("{what}: HTTP {s} ({message})")),
+        s => TrackerError::Invalid(format!("{what}: HTTP {s} ({message})")),
+    }
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let secs: u64 = value.trim().parse().ok()?;
+    Some(Duration::from_secs(secs.max(1)))
+}
+
+fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The `message` (GitLab also says `error`) of an error body, or the body itself.
+fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let text = parsed.as_ref().and_then(|v| {
+        let m = v.get("message").or_else(|| v.get("error"))?;
+        Some(m.as_str().map_or_else(|| m.to_string(), str::to_string))
+    });
+    match text {
+        Some(t) => t,
+        None => {
+            let trimmed: String = body.trim().chars().take(200).collect();
+            if trimmed.is_empty() {
+                "no message".to_string()
+            } else {
+                trimmed
+            }
+        }
+    }
+}
+
+/// A request that got no HTTP answer: the server may be down, slow or unreachable.
+fn transport(what: &str, e: &reqwest::Error) -> TrackerError {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else {
+        "failed"
+    };
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        detail.push_str(": ");
+        detail.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    TrackerError::Unavailable(format!("{what}: {kind}: {detail}"))
+}
+
+/// The path and query of a URL, for error messages (never the host).
+fn path_of(url: &str) -> &str {
+    url.find("://")
+        .and_then(|scheme| url[scheme + 3..].find('/').map(|p| &url[scheme + 3 + p..]))
+        .unwrap_or(url)
+}
+
+fn strip_query(path: &str) -> &str {
+    path.split_once('?').map_or(path, |(p, _)| p)
+}
+
+fn round_up(d: Duration) -> Duration {
+    if d.subsec_nanos() > 0 {
+        Duration::from_secs(d.as_secs() + 1)
+    } else {
+        d
+    }
+}
+
+/// The `rel="next"` target of a `Link` header, if any.
+pub fn next_link(header: &str) -> Option<String> {
+    let mut rest = header;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let close = after.find('>')?;
+        let target = &after[..close];
+        let params_and_rest = &after[close + 1..];
+        // The parameters run up to the next link (`, <`), or the end.
+        let params_end = params_and_rest.find('<').unwrap_or(params_and_rest.len());
+        let params = &params_and_rest[..params_end];
+        let is_next = params.split(';').any(|p| {
+            let p = p.trim().trim_end_matches(',').trim();
+            p.strip_prefix("rel=").is_some_and(|v| {
+                v.trim_matches('"')
+                    .split_ascii_whitespace()
+                    .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+        });
+        if is_next {
+            return Some(target.to_string());
+        }
+        rest = &params_and_rest[params_end..];
+    }
+    None
+}
+
+/// Percent-encode one path segment or query value (`group/sub` -> `group%2Fsub`).
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vendor() -> Vendor {
+        Vendor {
+            name: "GitLab",
+            token_hint: "the token needs the api scope".into(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_429_waits_retry_after_or_until_the_reset() {
+        let now = Utc::now();
+        let e = failure(
+            &vendor(),
+            "GET /x",
+            429,
+            &headers(&[("retry-after", "7")]),
+            "",
+            now,
+        );
+        assert!(
+            matches!(e, TrackerError::RateLimited { retry_after: Some(d) } if d.as_secs() == 7)
+        );
+        let reset = (now.timestamp() + 30).to_string();
+        let e = failure(
+            &vendor(),
+            "GET /x",
+            429,
+            &headers(&[("ratelimit-reset", &reset)]),
+            "",
+            now,
+        );
+        assert!(
+            matches!(e, TrackerError::RateLimited { retry_after: Some(d) } if d.as_secs() == 30)
+        );
+    }
+
+    #[test]
+    fn statuses_map_onto_typed_errors_with_the_forge_message() {
+        let h = HeaderMap::new();
+        let now = Utc::now();
+        let e = failure(
+            &vendor(),
+            "GET /x",
+            401,
+            &h,
+            r#"{"message":"401 Unauthorized"}"#,
+            now,
+        );
+        assert!(
+            matches!(&e, TrackerError::Unauthorized(m) if m.contains("401 Unauthorized") && m.contains("api scope")),
+            "{e}"
+        );
+        assert!(matches!(
+            failure(&vendor(), "GET /x", 404, &h, r#"{"error":"404 Not Found"}"#, now),
+            TrackerError::NotFound(m) if m.contains("404 Not Found")
+        ));
+        assert!(matches!(
+            failure(&vendor(), "GET /x", 502, &h, "", now),
+            TrackerError::Unavailable(_)
+        ));
+        assert!(matches!(
+            failure(&vendor(), "PUT /x", 400, &h, "{}", now),
+            TrackerError::Invalid(_)
+        ));
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(encode("group/sub/repo"), "group%2Fsub%2Frepo");
+        assert_eq!(encode("status::ready"), "status%3A%3Aready");
+        assert_eq!(encode("a b"), "a%20b");
+    }
+}

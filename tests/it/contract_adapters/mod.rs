@@ -1,0 +1,9 @@
+//! The adapters that run the tracker contract suite (`crate::contract`), one file each.
+//! To add one: a file here with a `Fixture` and a `contract_tests!` line, and its `mod`
+//! below (docs/trackers/contract.md).
+
+mod gitea;
+mod github;
+mod gitlab;
+mod local;
+mod memory;

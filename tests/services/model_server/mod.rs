@@ -1,0 +1,466 @@
+//! A scripted model server on 127.0.0.1 for the real agent CLIs: the Anthropic Messages API
+//! (`POST /v1/messages`, streaming SSE and the non-streaming form Claude Code falls back to)
+//! and the OpenAI Responses API (`POST /v1/responses`, SSE), answering each model call with
+//! the next step of a per-test script, logging every request, and counting the tokens it
+//! bills so tests can hold the CLI's accounting to it.
+//!
+//! Shapes follow the vendors' API references (Anthropic "Streaming Messages": `message_start`,
+//! `content_block_start/delta/stop`, `message_delta`, `message_stop`, `error`; OpenAI
+//! "Responses streaming events": `response.created`, `response.output_item.added/done`,
+//! `response.output_text.delta`, `response.completed`, `response.failed`).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+/// One answer to one model call.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A short text, then a tool call writing `content` to `file` (Claude: the Write tool with
+    /// an absolute path; Codex: an `exec_command` call run in the working directory).
+    WriteFile {
+        /// File name; Claude gets it joined to the workspace path.
+        file: String,
+        /// What to write.
+        content: String,
+    },
+    /// A tool call running a shell command (Claude: Bash; Codex: exec_command).
+    Shell(String),
+    /// A final text, no tool call.
+    Text(String),
+    /// This HTTP status with the vendor's error body (`x-should-retry: false` for Anthropic).
+    Status(u16),
+    /// An SSE `error` event mid-stream (Anthropic: after `message_start`; OpenAI: after the
+    /// first output item, as `response.failed`).
+    StreamError,
+    /// The connection closed mid-stream.
+    Cut,
+}
+
+/// Tokens billed per completed Anthropic call: input, cache writes, cache reads, output. A
+/// streamed call the server ends with an `error` event after `message_start` bills the input
+/// and the one output token that event reported; a cut connection bills nothing.
+pub const CLAUDE_CALL: [u64; 4] = [1000, 200, 30, 40];
+/// Tokens billed per completed OpenAI call: input (cached included), cached, output,
+/// reasoning (included in output).
+pub const CODEX_CALL: [u64; 4] = [1500, 1200, 60, 7];
+
+/// What the server billed, in sortie's disjoint fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Billed {
+    /// Completed model calls.
+    pub calls: u64,
+    /// Input tokens outside any cache.
+    pub input: u64,
+    /// Cache reads.
+    pub cache_read: u64,
+    /// Cache writes.
+    pub cache_write: u64,
+    /// Output tokens (reasoning included).
+    pub output: u64,
+    /// Reasoning tokens.
+    pub reasoning: u64,
+}
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    /// Request path.
+    pub path: String,
+    /// `x-api-key` or `authorization`, as sent.
+    pub credential: Option<String>,
+    /// The JSON body (Null when not JSON).
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct Shared {
+    steps: VecDeque<Step>,
+    /// Answer once the script is used up (a loop for `--max-turns`).
+    then: Option<Step>,
+    workspace: String,
+    log: Vec<Logged>,
+    billed: Billed,
+    counter: u64,
+}
+
+/// A running server; dropped with the test's runtime.
+#[derive(Clone)]
+pub struct ModelServer {
+    addr: SocketAddr,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl ModelServer {
+    /// Start on a free 127.0.0.1 port with `steps` for the model calls, in order; once they are
+    /// used up, `then` answers every call (or a 500 when `None`). `workspace` is the absolute
+    /// path Claude's Write tool calls use.
+    pub async fn start(steps: Vec<Step>, then: Option<Step>, workspace: &str) -> ModelServer {
+        let shared = Arc::new(Mutex::new(Shared {
+            steps: steps.into(),
+            then,
+            workspace: workspace.to_string(),
+            ..Default::default()
+        }));
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        ModelServer { addr, shared }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Logged> {
+        self.shared.lock().unwrap().log.clone()
+    }
+
+    /// The model calls so far (requests to the messages or responses endpoint).
+    pub fn model_calls(&self) -> Vec<Logged> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path == "/v1/messages" || r.path == "/v1/responses")
+            .collect()
+    }
+
+    /// Tokens billed for completed calls.
+    pub fn billed(&self) -> Billed {
+        self.shared.lock().unwrap().billed
+    }
+
+    /// The absolute path Claude's Write tool calls use from now on.
+    pub fn set_workspace(&self, workspace: &str) {
+        self.shared.lock().unwrap().workspace = workspace.to_string();
+    }
+
+    /// Replace the script (for a second attempt against the same server).
+    pub fn script(&self, steps: Vec<Step>, then: Option<Step>) {
+        let mut shared = self.shared.lock().unwrap();
+        shared.steps = steps.into();
+        shared.then = then;
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Mutex<Shared>>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let credential = ["x-api-key", "authorization"]
+        .iter()
+        .find_map(|h| headers.get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let path = uri.path().to_string();
+    let (step, n, workspace) = {
+        let mut s = shared.lock().unwrap();
+        s.log.push(Logged {
+            path: path.clone(),
+            credential,
+            body: body.clone(),
+        });
+        let model_call = path == "/v1/messages" || path == "/v1/responses";
+        let step = if model_call {
+            s.steps.pop_front().or_else(|| s.then.clone())
+        } else {
+            None
+        };
+        s.counter += 1;
+        (step, s.counter, s.workspace.clone())
+    };
+    let model = body["model"].as_str().unwrap_or("mock-model").to_string();
+    match path.as_str() {
+        "/v1/messages" => {
+            let step = step.unwrap_or(Step::Status(500));
+            anthropic(&shared, step, n, &model, &workspace, body["stream"] == true)
+        }
+        "/v1/responses" => openai(&shared, step.unwrap_or(Step::Status(500)), n, &model),
+        // Anything else the CLIs ask (token counts, metadata): an empty success.
+        _ => json_response(200, json!({})),
+    }
+}
+
+fn json_response(status: u16, body: Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("x-should-retry", "false")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn sse(events: Vec<(String, Value)>, cut: bool) -> Response {
+    use futures_util::StreamExt;
+    let chunks: Vec<Result<Bytes, std::io::Error>> = events
+        .into_iter()
+        .map(|(name, data)| Ok(Bytes::from(format!("event: {name}\ndata: {data}\n\n"))))
+        .collect();
+    let body = futures_util::stream::iter(chunks);
+    let body = if cut {
+        // Let the events reach the client, then drop the connection mid-stream.
+        body.chain(futures_util::stream::once(async {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Err(std::io::Error::other("cut by the script"))
+        }))
+        .boxed()
+    } else {
+        body.boxed()
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap()
+}
+
+/// Content blocks of a step: Anthropic JSON blocks.
+fn claude_blocks(step: &Step, n: u64, workspace: &str) -> Vec<Value> {
+    match step {
+        Step::WriteFile { file, content } => vec![
+            json!({"type": "text", "text": "I'll write the file."}),
+            json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": "Write",
+                   "input": {"file_path": format!("{workspace}/{file}"), "content": content}}),
+        ],
+        Step::Shell(command) => vec![
+            json!({"type": "text", "text": "I'll run a command."}),
+            json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": "Bash",
+                   "input": {"command": command, "description": "run the command"}}),
+        ],
+        Step::Text(text) => vec![json!({"type": "text", "text": text})],
+        _ => vec![json!({"type": "text", "text": "partial"})],
+    }
+}
+
+fn anthropic(
+    shared: &Mutex<Shared>,
+    step: Step,
+    n: u64,
+    model: &str,
+    workspace: &str,
+    stream: bool,
+) -> Response {
+    if let Step::Status(status) = step {
+        let kind = match status {
+            401 => "authentication_error",
+            400 => "invalid_request_error",
+            404 => "not_found_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        };
+        return json_response(
+            status,
+            json!({"type": "error", "error": {"type": kind, "message": format!("mock: {kind}")}}),
+        );
+    }
+    let [input, cache_write, cache_read, output] = CLAUDE_CALL;
+    let blocks = claude_blocks(&step, n, workspace);
+    let stop = if blocks.iter().any(|b| b["type"] == "tool_use") {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    let id = format!("msg_{n:04}");
+    let usage = json!({"input_tokens": input, "cache_creation_input_tokens": cache_write,
+                       "cache_read_input_tokens": cache_read, "output_tokens": output});
+    let completes = matches!(
+        step,
+        Step::WriteFile { .. } | Step::Shell(_) | Step::Text(_)
+    );
+    {
+        // A stream the server ends with an `error` event after `message_start` has reported
+        // its input and one output token, and the server counts them; a connection cut
+        // mid-stream is not billed (the response never ended).
+        let mut s = shared.lock().unwrap();
+        let errored = stream && matches!(step, Step::StreamError);
+        if completes {
+            s.billed.calls += 1;
+            s.billed.output += output;
+        } else if errored {
+            s.billed.output += 1;
+        }
+        if completes || errored {
+            s.billed.input += input;
+            s.billed.cache_write += cache_write;
+            s.billed.cache_read += cache_read;
+        }
+    }
+    if !stream {
+        let mut message = json!({"id": id, "type": "message", "role": "assistant", "model": model,
+            "content": blocks, "stop_reason": stop, "stop_sequence": null, "usage": usage});
+        if !completes {
+            message = json!({"type": "error", "error": {"type": "api_error", "message": "mock: the stream failed"}});
+            return json_response(500, message);
+        }
+        return json_response(200, message);
+    }
+    let mut start_usage = usage.clone();
+    start_usage["output_tokens"] = json!(1);
+    let mut events = vec![(
+        "message_start".to_string(),
+        json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
+            "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
+    )];
+    // Trouble comes after `message_start`, before any content block: what makes Claude
+    // Code retry the call without streaming.
+    match step {
+        Step::StreamError => {
+            events.push((
+                "error".into(),
+                json!({"type": "error",
+                    "error": {"type": "overloaded_error", "message": "mock: the stream failed"}}),
+            ));
+            return sse(events, false);
+        }
+        Step::Cut => return sse(events, true),
+        _ => {}
+    }
+    for (i, block) in blocks.iter().enumerate() {
+        let (start, delta) = if block["type"] == "tool_use" {
+            let mut start = block.clone();
+            start["input"] = json!({});
+            (
+                start,
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            )
+        } else {
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": block["text"]}),
+            )
+        };
+        events.push((
+            "content_block_start".into(),
+            json!({"type": "content_block_start", "index": i, "content_block": start}),
+        ));
+        events.push((
+            "content_block_delta".into(),
+            json!({"type": "content_block_delta", "index": i, "delta": delta}),
+        ));
+        events.push((
+            "content_block_stop".into(),
+            json!({"type": "content_block_stop", "index": i}),
+        ));
+    }
+    events.push((
+        "message_delta".into(),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+               "usage": {"output_tokens": output}}),
+    ));
+    events.push(("message_stop".into(), json!({"type": "message_stop"})));
+    sse(events, false)
+}
+
+fn openai(shared: &Mutex<Shared>, step: Step, n: u64, model: &str) -> Response {
+    if let Step::Status(status) = step {
+        let (kind, message) = match status {
+            401 => ("invalid_api_key", "mock: Incorrect API key provided"),
+            400 => ("invalid_request_error", "mock: the request is invalid"),
+            _ => ("server_error", "mock: internal server error"),
+        };
+        return json_response(
+            status,
+            json!({"error": {"message": message, "type": kind, "code": kind, "param": null}}),
+        );
+    }
+    let [input, cached, output, reasoning] = CODEX_CALL;
+    let resp_id = format!("resp_{n:04}");
+    let response = |status: &str, usage: Value| {
+        json!({"id": resp_id, "object": "response", "created_at": 1_700_000_000, "status": status,
+               "model": model, "output": [], "usage": usage})
+    };
+    let mut events = vec![(
+        "response.created".to_string(),
+        json!({"type": "response.created", "response": response("in_progress", Value::Null)}),
+    )];
+    let text = match &step {
+        Step::WriteFile { .. } => "I'll write the file.",
+        Step::Shell(_) => "I'll run a command.",
+        Step::Text(text) => text.as_str(),
+        _ => "partial",
+    };
+    let msg_id = format!("msg_{n:04}");
+    events.push((
+        "response.output_item.added".into(),
+        json!({"type": "response.output_item.added",
+        "output_index": 0, "item": {"type": "message", "id": msg_id, "role": "assistant",
+        "status": "in_progress", "content": []}}),
+    ));
+    events.push((
+        "response.output_text.delta".into(),
+        json!({"type": "response.output_text.delta",
+        "item_id": msg_id, "output_index": 0, "content_index": 0, "delta": text}),
+    ));
+    events.push(("response.output_item.done".into(), json!({"type": "response.output_item.done",
+        "output_index": 0, "item": {"type": "message", "id": msg_id, "role": "assistant",
+        "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}})));
+    match &step {
+        Step::StreamError => {
+            events.push((
+                "response.failed".into(),
+                json!({"type": "response.failed",
+                "response": {"id": resp_id, "status": "failed",
+                "error": {"code": "server_error", "message": "mock: the stream failed"}}}),
+            ));
+            return sse(events, false);
+        }
+        Step::Cut => return sse(events, true),
+        _ => {}
+    }
+    let command = match &step {
+        Step::WriteFile { file, content } => Some(format!(
+            "printf '%s' '{}' > {file}",
+            content.replace('\'', "'\\''")
+        )),
+        Step::Shell(command) => Some(command.clone()),
+        _ => None,
+    };
+    if let Some(command) = command {
+        let call = json!({"type": "function_call", "id": format!("fc_{n:04}"),
+            "call_id": format!("call_{n:04}"), "name": "exec_command", "status": "completed",
+            "arguments": json!({"cmd": command}).to_string()});
+        events.push((
+            "response.output_item.added".into(),
+            json!({"type": "response.output_item.added",
+            "output_index": 1, "item": call}),
+        ));
+        events.push((
+            "response.output_item.done".into(),
+            json!({"type": "response.output_item.done",
+            "output_index": 1, "item": call}),
+        ));
+    }
+    {
+        let mut s = shared.lock().unwrap();
+        s.billed.calls += 1;
+        s.billed.input += input - cached;
+        s.billed.cache_read += cached;
+        s.billed.output += output;
+        s.billed.reasoning += reasoning;
+    }
+    let usage = json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output, "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input + output});
+    events.push((
+        "response.completed".into(),
+        json!({"type": "response.completed",
+        "response": response("completed", usage)}),
+    ));
+    sse(events, false)
+}
