@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Headless Chromium (Debian's `chromium`) for the dashboard test (tests/daemon_dashboard.rs).
+# Headless Chromium (Debian's `chromium`) and playwright-core for the dashboard test
+# (tests/services/daemon_dashboard.rs).
 #
 # Installs the package once with apt and writes
 #   $SORTIE_TEST_SERVICES/chromium.env   SORTIE_TEST_CHROMIUM=/path/to/chromium
+#                                        SORTIE_TEST_PLAYWRIGHT=tests/browser/dashboard.mjs
 # Nothing keeps running: each test starts its own headless browser.
 set -euo pipefail
 
@@ -24,3 +26,21 @@ bin=$(command -v chromium)
 }
 echo "SORTIE_TEST_CHROMIUM=$bin" >"$SORTIE_TEST_SERVICES/chromium.env"
 : >"$SORTIE_TEST_SERVICES/chromium.pid"
+
+# playwright-core (pinned by tests/browser/package-lock.json) drives that browser.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "chromium.sh: installing nodejs and npm" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } >>"$log" 2>&1 || {
+    cat "$log" >&2
+    exit 1
+  }
+fi
+browser_dir=$(cd "$(dirname "$0")/../../tests/browser" && pwd)
+if [ ! -d "$browser_dir/node_modules/playwright-core" ]; then
+  echo "chromium.sh: npm ci in $browser_dir" >&2
+  (cd "$browser_dir" && npm ci --no-audit --no-fund) >>"$log" 2>&1 || {
+    cat "$log" >&2
+    exit 1
+  }
+fi
+echo "SORTIE_TEST_PLAYWRIGHT=$browser_dir/dashboard.mjs" >>"$SORTIE_TEST_SERVICES/chromium.env"

@@ -1,10 +1,11 @@
-//! The daemon's HTTP surface: health, state, refresh, metrics, GitHub/GitLab/Gitea webhooks and
-//! the dashboard (`docs/api.md`).
+//! The daemon's HTTP surface: health, state, refresh, metrics, the GitHub, GitLab,
+//! Gitea, Linear and Jira webhooks, the dashboard pages and run logs (`docs/api.md`).
+//! Every error is JSON `{"error": {"code", "message"}}` ([`ApiError`]).
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,9 +20,6 @@ use super::Shared;
 use crate::config::Config;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 use crate::pipeline::LiveRun;
-
-/// The dashboard page; it polls `/api/v1/state`.
-const DASHBOARD: &str = include_str!("dashboard.html");
 
 /// The routes of the HTTP surface.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
@@ -38,18 +36,96 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/hooks/linear", post(linear))
         .route("/hooks/jira", post(jira))
         .route("/api/v1/tickets/{id}", get(ticket))
+        .route("/tickets/{id}", get(ticket_page))
+        .route("/runs/{run_id}/log", get(super::logs::run_log))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such page") })
         .with_state(shared)
 }
 
-async fn dashboard() -> Html<&'static str> {
-    Html(DASHBOARD)
+/// An error of the HTTP API, answered as `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug)]
+pub(super) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An error with its HTTP status, a stable code and a message for a person.
+    pub(super) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// `?part=body`: only the part of the page that refreshes.
+#[derive(serde::Deserialize, Default)]
+struct PageQuery {
+    part: Option<String>,
+}
+
+/// `GET /`: the dashboard, or with `?part=body` the part its script swaps in.
+async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>) -> Response {
+    let view = super::pages::dashboard(&shared).await;
+    let html = if q.part.as_deref() == Some("body") {
+        super::pages::render("board.html", &view)
+    } else {
+        super::pages::render("dashboard.html", &view)
+    };
+    match html {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
+    }
+}
+
+/// `GET /tickets/{id}`: one ticket's page.
+async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let view = match super::ticket::ticket_view(&shared, &id).await {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let page = super::pages::ticket(&shared, &view);
+    match super::pages::render("ticket.html", &page) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
+    }
+}
+
+/// 401: the variable holding a webhook secret is not set.
+fn secret_unavailable() -> Response {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "secret_unavailable",
+        "webhook secret not available",
+    )
+    .into_response()
+}
+
+pub(super) fn unauthorized() -> Response {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "bearer token required (Authorization: Bearer <token>)",
+    )
+    .into_response()
 }
 
 /// Ready when a pipeline is built, the ledger answers, and a tick succeeded within
 /// three poll intervals; otherwise 503 with the reason.
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
-    let unavailable =
-        |reason: String| (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response();
+    let unavailable = |reason: String| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason).into_response()
+    };
     let Some(pipeline) = shared.pipeline() else {
         let reason = shared
             .status()
@@ -83,17 +159,18 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// 503 for endpoints that need a pipeline before one could be built.
-fn no_pipeline(shared: &Shared) -> Response {
+pub(super) fn no_pipeline(shared: &Shared) -> Response {
     let reason = shared
         .status()
         .not_ready
         .clone()
         .unwrap_or_else(|| "starting".to_string());
-    (
+    ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        format!("no pipeline yet: {reason}\n"),
+        "not_ready",
+        format!("no pipeline yet: {reason}"),
     )
-        .into_response()
+    .into_response()
 }
 
 /// The config as `/api/v1/state` shows it.
@@ -139,11 +216,90 @@ impl ConfigSummary {
     }
 }
 
+/// A run in flight, as `/api/v1/state` and the dashboard show it.
 #[derive(Serialize)]
-struct LiveRunView {
+pub(super) struct LiveRunView {
     #[serde(flatten)]
-    run: LiveRun,
-    elapsed_seconds: i64,
+    pub(super) run: LiveRun,
+    pub(super) elapsed_seconds: i64,
+    /// The agent's last event. Until the presets stream events, the last line the agent
+    /// wrote to its log (`kind: "output"`).
+    pub(super) last_event: Option<LastEvent>,
+    /// Agent turns so far: `null` until the preset streams them.
+    pub(super) turns: Option<u32>,
+    /// Tokens so far: `null` until the preset streams usage.
+    pub(super) tokens: Option<u64>,
+    /// Cost so far in US dollars: `null` until the preset streams usage.
+    pub(super) cost_usd: Option<f64>,
+    /// Where the log tail is served.
+    pub(super) log_url: String,
+}
+
+/// The last thing an agent did, as far as the daemon can see.
+#[derive(Serialize)]
+pub(super) struct LastEvent {
+    /// `output` (a log line).
+    pub(super) kind: &'static str,
+    /// A short text (at most 160 characters).
+    pub(super) text: String,
+    /// When.
+    pub(super) at: chrono::DateTime<Utc>,
+}
+
+/// Runs in flight of every pipeline (retired ones included), oldest first.
+pub(super) async fn live_runs(shared: &Shared) -> Vec<LiveRunView> {
+    let now = shared.now();
+    let mut views = Vec::new();
+    for run in shared.all_pipelines().iter().flat_map(|p| p.live_runs()) {
+        let last_event = super::logs::last_line(std::path::Path::new(&run.log_path), 160)
+            .await
+            .map(|(text, at)| LastEvent {
+                kind: "output",
+                text,
+                at,
+            });
+        views.push(LiveRunView {
+            elapsed_seconds: (now - run.started_at).num_seconds(),
+            log_url: format!("/runs/{}/log", run.run_id),
+            last_event,
+            turns: None,
+            tokens: None,
+            cost_usd: None,
+            run,
+        });
+    }
+    views
+}
+
+/// Runs, tokens and cost per role since a moment.
+#[derive(Serialize)]
+pub(super) struct UsageSince {
+    pub(super) since: chrono::DateTime<Utc>,
+    pub(super) roles: Vec<crate::ledger::UsageTotal>,
+}
+
+/// Usage per role today (since 00:00 UTC) and over the last 7 days.
+pub(super) fn usage(
+    ledger: &dyn crate::ledger::Ledger,
+    tracker: &str,
+    now: chrono::DateTime<Utc>,
+) -> Result<(UsageSince, UsageSince), crate::ledger::LedgerError> {
+    let midnight = now
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .map(|t| t.and_utc())
+        .unwrap_or(now);
+    let week = now - chrono::Duration::days(7);
+    Ok((
+        UsageSince {
+            since: midnight,
+            roles: ledger.usage_by_role_since(tracker, midnight)?,
+        },
+        UsageSince {
+            since: week,
+            roles: ledger.usage_by_role_since(tracker, week)?,
+        },
+    ))
 }
 
 /// `GET /api/v1/state`.
@@ -153,6 +309,7 @@ struct StateView {
     shutting_down: bool,
     config: ConfigSummary,
     config_error: Option<String>,
+    not_ready: Option<String>,
     last_tick: Option<TickSummary>,
     last_ok_tick_at: Option<chrono::DateTime<Utc>>,
     live_runs: Vec<LiveRunView>,
@@ -160,6 +317,9 @@ struct StateView {
     held: Vec<Hold>,
     recent_runs: Vec<FinishedRun>,
     ledger_runs: Vec<RunRecord>,
+    usage_today: Option<UsageSince>,
+    usage_7_days: Option<UsageSince>,
+    rate_limit_remaining: Option<u64>,
     errors: Vec<String>,
 }
 
@@ -169,10 +329,22 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
     let tracker = config.tracker.name();
     let mut errors = Vec::new();
     let scope = Scope::Tracker(&tracker);
+    let now = shared.now();
+    let mut usage_today = None;
+    let mut usage_7_days = None;
+    let mut rate_limit_remaining = None;
     let (retry_queue, held, ledger_runs): (Vec<RetryEntry>, Vec<Hold>, Vec<RunRecord>) =
         match shared.pipeline() {
             Some(pipeline) => {
                 let ledger = pipeline.ledger();
+                rate_limit_remaining = pipeline.tracker().rate_limit_remaining();
+                match usage(ledger.as_ref(), pipeline.tracker().name(), now) {
+                    Ok((today, week)) => {
+                        usage_today = Some(today);
+                        usage_7_days = Some(week);
+                    }
+                    Err(e) => errors.push(format!("usage: {e}")),
+                }
                 (
                     or_note(&mut errors, "retries", ledger.retries(scope)),
                     or_note(&mut errors, "holds", ledger.holds(scope)),
@@ -185,22 +357,14 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
                 (Vec::new(), Vec::new(), Vec::new())
             }
         };
-    let now = shared.now();
-    let live_runs = shared
-        .all_pipelines()
-        .iter()
-        .flat_map(|p| p.live_runs())
-        .map(|run| LiveRunView {
-            elapsed_seconds: (now - run.started_at).num_seconds(),
-            run,
-        })
-        .collect();
+    let live_runs = live_runs(&shared).await;
     let status = shared.status();
     Json(StateView {
         started_at: shared.started_at,
         shutting_down: status.shutting_down,
         config: ConfigSummary::of(&shared.config_path, config),
         config_error: status.config_error.clone(),
+        not_ready: status.not_ready.clone(),
         last_tick: status.last_tick.clone(),
         last_ok_tick_at: status.last_ok_at,
         live_runs,
@@ -208,6 +372,9 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
         held,
         recent_runs: status.recent.iter().cloned().collect(),
         ledger_runs,
+        usage_today,
+        usage_7_days,
+        rate_limit_remaining,
         errors,
     })
 }
@@ -225,7 +392,7 @@ fn or_note<T>(
 }
 
 /// Whether a POST may go on: no token configured, or the right bearer token.
-fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
+pub(super) fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
     let Some(var) = shared.config().http.token_env.clone() else {
         return true;
     };
@@ -245,7 +412,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 async fn refresh(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if !authorized(&shared, &headers) {
-        return (StatusCode::UNAUTHORIZED, "bearer token required\n").into_response();
+        return unauthorized();
     }
     let coalesced = shared.request_tick();
     (
@@ -307,15 +474,21 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
 /// `POST /hooks/github`: a signed delivery triggers a tick; its payload is not read.
 async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(var) = shared.config().http.github_webhook_secret_env.clone() else {
-        return (
+        return ApiError::new(
             StatusCode::NOT_FOUND,
-            "http.github_webhook_secret_env is not configured\n",
+            "not_configured",
+            "http.github_webhook_secret_env is not configured",
         )
-            .into_response();
+        .into_response();
     };
     let Ok(secret) = std::env::var(&var) else {
         tracing::error!(var = %var, "the GitHub webhook secret variable is not set");
-        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "secret_unavailable",
+            "webhook secret not available",
+        )
+        .into_response();
     };
     let signature = headers
         .get("x-hub-signature-256")
@@ -323,18 +496,29 @@ async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         .and_then(|v| v.strip_prefix("sha256="))
         .and_then(|v| hex::decode(v).ok());
     let Some(signature) = signature else {
-        return (
+        return ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "missing or malformed X-Hub-Signature-256\n",
+            "bad_signature",
+            "missing or malformed X-Hub-Signature-256",
         )
-            .into_response();
+        .into_response();
     };
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "bad secret\n").into_response();
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "bad_secret",
+            "bad secret",
+        )
+        .into_response();
     };
     mac.update(&body);
     if mac.verify_slice(&signature).is_err() {
-        return (StatusCode::UNAUTHORIZED, "signature does not match\n").into_response();
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "bad_signature",
+            "signature does not match",
+        )
+        .into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
@@ -368,14 +552,20 @@ fn forge_hook(
     verify: impl FnOnce(&str) -> Result<(), crate::tracker::forge_webhook::WebhookError>,
 ) -> Response {
     let Some(var) = var else {
-        return (StatusCode::NOT_FOUND, format!("{key} is not configured\n")).into_response();
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_configured",
+            format!("{key} is not configured"),
+        )
+        .into_response();
     };
     let Ok(secret) = std::env::var(&var) else {
         tracing::error!(var = %var, "the webhook secret variable is not set");
-        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+        return secret_unavailable();
     };
     if let Err(err) = verify(&secret) {
-        return (StatusCode::UNAUTHORIZED, format!("{err}\n")).into_response();
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", err.to_string())
+            .into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
@@ -385,15 +575,16 @@ fn forge_hook(
 /// minute old triggers a tick; its payload is not otherwise read.
 async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(var) = shared.config().http.linear_webhook_secret_env.clone() else {
-        return (
+        return ApiError::new(
             StatusCode::NOT_FOUND,
-            "http.linear_webhook_secret_env is not configured\n",
+            "not_configured",
+            "http.linear_webhook_secret_env is not configured",
         )
-            .into_response();
+        .into_response();
     };
     let Ok(secret) = std::env::var(&var) else {
         tracing::error!(var = %var, "the Linear webhook secret variable is not set");
-        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+        return secret_unavailable();
     };
     let signature = headers
         .get("linear-signature")
@@ -401,7 +592,8 @@ async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     if let Err(err) =
         crate::tracker::linear::webhook::verify(secret.as_bytes(), signature, &body, Utc::now())
     {
-        return (StatusCode::UNAUTHORIZED, format!("{err}\n")).into_response();
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", err.to_string())
+            .into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
@@ -412,139 +604,27 @@ async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
 async fn jira(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let config = shared.config().http.jira_webhook_secret_env.clone();
     let Some(var) = config else {
-        let text = "http.jira_webhook_secret_env is not configured\n";
-        return (StatusCode::NOT_FOUND, text).into_response();
+        let text = "http.jira_webhook_secret_env is not configured";
+        return ApiError::new(StatusCode::NOT_FOUND, "not_configured", text).into_response();
     };
     let Ok(secret) = std::env::var(&var) else {
         tracing::error!(var = %var, "the Jira webhook secret variable is not set");
-        return (StatusCode::UNAUTHORIZED, "webhook secret not available\n").into_response();
+        return secret_unavailable();
     };
     let signature = headers.get("x-hub-signature").and_then(|v| v.to_str().ok());
     if let Err(e) = crate::tracker::jira::webhook::verify(secret.as_bytes(), signature, &body) {
-        return (StatusCode::UNAUTHORIZED, format!("{e}\n")).into_response();
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", e.to_string())
+            .into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
 }
 
-/// One outcome block on a ticket, with the comment that carries it.
-#[derive(Serialize)]
-struct BlockView {
-    author: String,
-    created_at: chrono::DateTime<Utc>,
-    #[serde(flatten)]
-    block: crate::block::ParsedBlock,
-}
-
-/// `GET /api/v1/tickets/{id}`.
-#[derive(Serialize)]
-struct TicketView {
-    ticket: crate::tracker::Ticket,
-    /// What a tick now would do with it: `would_run` lines and skip reasons, per stage.
-    would_run: Vec<crate::pipeline::report::RunLine>,
-    skipped: Vec<crate::pipeline::report::SkipLine>,
-    claims: Vec<crate::ledger::Claim>,
-    retry_queue: Vec<RetryEntry>,
-    held: Vec<Hold>,
-    blocks: Vec<BlockView>,
-}
-
-/// The skip line of a ticket on a stage's status that its stage's filter keeps out.
-async fn filtered_out(
-    config: &crate::config::Config,
-    tracker: &dyn crate::tracker::Tracker,
-    ticket: &crate::tracker::Ticket,
-) -> Option<crate::pipeline::report::SkipLine> {
-    let mut ticket = ticket.clone();
-    if let Some(status) = config.canonical_status(&ticket.status) {
-        ticket.status = status.to_string();
-    }
-    let stage =
-        &config.stages[crate::pipeline::eligibility::stage_for_status(config, &ticket.status)?];
-    let identity = tracker.identity().await.ok()?;
-    let detail = crate::pipeline::decide::filter::mismatch(&stage.filter, &ticket, &identity)?;
-    Some(crate::pipeline::report::SkipLine {
-        ticket: ticket.id.clone(),
-        role: stage.role.clone(),
-        status: ticket.status.clone(),
-        reason: crate::pipeline::eligibility::SkipReason::Filtered { detail },
-    })
-}
-
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
 async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    let Some(pipeline) = shared.pipeline() else {
-        return no_pipeline(&shared);
-    };
-    let tracker = pipeline.tracker();
-    let ticket = match tracker.get(&id).await {
-        Ok(t) => t,
-        Err(crate::tracker::TrackerError::NotFound(_)) => {
-            return (StatusCode::NOT_FOUND, format!("no ticket {id}\n")).into_response()
-        }
-        Err(e) => return (StatusCode::BAD_GATEWAY, format!("tracker: {e}\n")).into_response(),
-    };
-    let report = match pipeline
-        .tick(crate::pipeline::TickOptions { dry_run: true })
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_GATEWAY, format!("dry-run tick: {e}\n")).into_response(),
-    };
-    let comments = match tracker.comments(&id).await {
-        Ok(c) => c,
-        Err(e) => return (StatusCode::BAD_GATEWAY, format!("tracker: {e}\n")).into_response(),
-    };
-    let blocks = comments
-        .iter()
-        .flat_map(|c| {
-            crate::block::parse_blocks(&c.body)
-                .into_iter()
-                .filter_map(Result::ok)
-                .map(|block| BlockView {
-                    author: c.author.clone(),
-                    created_at: c.created_at,
-                    block,
-                })
-        })
-        .collect();
-    let name = tracker.name().to_string();
-    let ledger = pipeline.ledger();
-    let scope = Scope::Tracker(&name);
-    let mut skipped: Vec<_> = report
-        .skips
-        .into_iter()
-        .filter(|s| s.ticket == id)
-        .collect();
-    let would_run: Vec<_> = report.runs.into_iter().filter(|r| r.ticket == id).collect();
-    if skipped.is_empty() && would_run.is_empty() {
-        // A tracker that filters server-side did not list it: say which filter.
-        skipped.extend(filtered_out(pipeline.config(), tracker.as_ref(), &ticket).await);
+    match super::ticket::ticket_view(&shared, &id).await {
+        Ok(view) => Json(view).into_response(),
+        Err(e) => e.into_response(),
     }
-    let view = TicketView {
-        would_run,
-        skipped,
-        claims: ledger
-            .claims(scope)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.key.ticket_id == id)
-            .collect(),
-        retry_queue: ledger
-            .retries(scope)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.key.ticket_id == id)
-            .collect(),
-        held: ledger
-            .holds(scope)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|h| h.key.ticket_id == id)
-            .collect(),
-        blocks,
-        ticket,
-    };
-    Json(view).into_response()
 }

@@ -7,8 +7,13 @@
 //! and its shutdown as arguments (the CLI binds the socket, installs the signal
 //! handlers and prints), so tests drive it in-process.
 
+pub mod board;
 mod http;
+mod logs;
+mod pages;
 pub mod state;
+mod svg;
+mod ticket;
 mod watch;
 
 use std::future::Future;

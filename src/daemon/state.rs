@@ -68,6 +68,20 @@ pub struct DaemonStatus {
     pub recent: VecDeque<FinishedRun>,
     /// Counters.
     pub counters: Counters,
+    /// The last board read for the dashboard, reused for a few seconds; an async lock
+    /// so that concurrent page loads wait for one read instead of each making one.
+    pub board: std::sync::Arc<tokio::sync::Mutex<Option<CachedBoard>>>,
+}
+
+/// A board read and when it was made.
+#[derive(Debug)]
+pub struct CachedBoard {
+    /// When it was read.
+    pub at: tokio::time::Instant,
+    /// Which pipeline it was read through (a reload invalidates it).
+    pub pipeline: usize,
+    /// The board, or why it could not be read.
+    pub board: Result<std::sync::Arc<super::board::BoardView>, String>,
 }
 
 /// Monotonic counters for `/metrics`.

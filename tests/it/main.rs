@@ -31,6 +31,7 @@ mod config_rules;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
+mod dashboard_pages;
 mod first_hour;
 mod flow_blockers;
 mod flow_filters;

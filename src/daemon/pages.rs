@@ -1,0 +1,594 @@
+//! The dashboard's HTML pages, rendered on the server with minijinja (autoescaped)
+//! from views whose times and numbers are already written for people.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use chrono::{DateTime, Utc};
+use minijinja::Environment;
+use serde::Serialize;
+
+use super::board::{self, exact, human_duration, relative, BoardView};
+use super::http::{live_runs, usage};
+use super::state::CachedBoard;
+use super::ticket::TicketView;
+use super::Shared;
+use crate::tracker::same_name;
+
+/// The templates, compiled once.
+fn templates() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        for (name, text) in [
+            ("dashboard.html", include_str!("dashboard.html")),
+            ("board.html", include_str!("board.html")),
+            ("ticket.html", include_str!("ticket.html")),
+        ] {
+            // The templates are part of the binary: a syntax error is caught by the tests.
+            if let Err(e) = env.add_template(name, text) {
+                tracing::error!(template = name, error = %e, "dashboard template does not compile");
+            }
+        }
+        env
+    })
+}
+
+/// Render one template with `view`.
+pub(super) fn render(name: &str, view: &impl Serialize) -> Result<String, String> {
+    templates()
+        .get_template(name)
+        .and_then(|t| t.render(view))
+        .map_err(|e| {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        })
+}
+
+/// A time as the pages show it: relative, with the exact time for hover.
+#[derive(Serialize)]
+pub(super) struct When {
+    ago: String,
+    exact: String,
+}
+
+impl When {
+    fn of(at: DateTime<Utc>, now: DateTime<Utc>) -> Self {
+        When {
+            ago: relative(at, now),
+            exact: exact(at),
+        }
+    }
+}
+
+/// A banner at the top of the page.
+#[derive(Serialize)]
+struct Banner {
+    kind: &'static str,
+    text: String,
+}
+
+/// A live run row.
+#[derive(Serialize)]
+struct LiveRow {
+    ticket: String,
+    title: Option<String>,
+    url: Option<String>,
+    role: String,
+    attempt: u32,
+    elapsed: String,
+    started: When,
+    last_event: Option<(String, String, When)>,
+    turns: String,
+    tokens: String,
+    cost: String,
+    log_url: String,
+}
+
+/// A finished run row.
+#[derive(Serialize)]
+struct RecentRow {
+    finished: When,
+    ticket: String,
+    title: Option<String>,
+    role: String,
+    outcome: String,
+    reason: String,
+    from: String,
+    to: String,
+    note: String,
+}
+
+/// One role's totals.
+#[derive(Serialize, Default)]
+struct TotalRow {
+    role: String,
+    runs_today: u32,
+    tokens_today: String,
+    cost_today: String,
+    runs_week: u32,
+    tokens_week: String,
+    cost_week: String,
+}
+
+/// Everything `GET /` shows.
+#[derive(Serialize)]
+pub(super) struct DashboardView {
+    tracker: String,
+    poll_seconds: u64,
+    refresh_ms: u64,
+    last_tick: Option<String>,
+    banners: Vec<Banner>,
+    board: Option<BoardView>,
+    board_read: Option<When>,
+    live: Vec<LiveRow>,
+    recent: Vec<RecentRow>,
+    totals: Vec<TotalRow>,
+    rate_limit: String,
+    chart: String,
+    legend: String,
+    runs_24h: usize,
+}
+
+fn tokens(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
+        _ => format!("{:.2}M", n as f64 / 1_000_000.0),
+    }
+}
+
+fn cost(usd: f64, lower_bound: bool) -> String {
+    format!("${usd:.2}{}", if lower_bound { "+" } else { "" })
+}
+
+/// The board, read at most once per [`board::reuse_for`] (shared by every open page).
+async fn cached_board(shared: &Shared) -> Option<Result<Arc<BoardView>, String>> {
+    let pipeline = shared.pipeline()?;
+    let cell = shared.status().board.clone();
+    let mut cache = cell.lock().await;
+    let key = Arc::as_ptr(&pipeline) as usize;
+    let fresh = board::reuse_for(shared.config().poll_interval);
+    if let Some(c) = cache.as_ref() {
+        if c.pipeline == key && c.at.elapsed() < fresh {
+            return Some(c.board.clone());
+        }
+    }
+    let live: Vec<_> = shared
+        .all_pipelines()
+        .iter()
+        .flat_map(|p| p.live_runs())
+        .collect();
+    let read = board::read(&pipeline, &live, shared.now())
+        .await
+        .map(Arc::new);
+    *cache = Some(CachedBoard {
+        at: tokio::time::Instant::now(),
+        pipeline: key,
+        board: read.clone(),
+    });
+    Some(read)
+}
+
+/// Gather the dashboard.
+pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
+    let config = shared.config();
+    let now = shared.now();
+    let mut banners = Vec::new();
+    let board = match cached_board(shared).await {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => {
+            banners.push(Banner {
+                kind: "error",
+                text: format!("the board could not be read: {e}"),
+            });
+            None
+        }
+        None => None,
+    };
+    let titles: BTreeMap<&str, (&str, Option<&str>)> = board
+        .iter()
+        .flat_map(|b| b.columns.iter())
+        .flat_map(|c| c.tickets.iter())
+        .map(|t| (t.id.as_str(), (t.title.as_str(), t.url.as_deref())))
+        .collect();
+    let live = live_runs(shared)
+        .await
+        .into_iter()
+        .map(|v| {
+            let (title, url) = titles
+                .get(v.run.ticket.as_str())
+                .map(|(t, u)| (Some(t.to_string()), u.map(str::to_string)))
+                .unwrap_or((None, None));
+            LiveRow {
+                title,
+                url,
+                role: v.run.role.clone(),
+                attempt: v.run.attempt,
+                elapsed: human_duration(v.elapsed_seconds),
+                started: When::of(v.run.started_at, now),
+                last_event: v
+                    .last_event
+                    .map(|e| (e.kind.to_string(), e.text, When::of(e.at, now))),
+                turns: v.turns.map_or("–".to_string(), |t| t.to_string()),
+                tokens: v.tokens.map_or("–".to_string(), tokens),
+                cost: v.cost_usd.map_or("–".to_string(), |c| cost(c, false)),
+                log_url: v.log_url,
+                ticket: v.run.ticket,
+            }
+        })
+        .collect();
+
+    let (recent, last_tick, not_ready, config_error, shutting_down) = {
+        let status = shared.status();
+        let recent: Vec<RecentRow> = status
+            .recent
+            .iter()
+            .take(20)
+            .map(|r| RecentRow {
+                finished: When::of(r.finished_at, now),
+                ticket: r.line.ticket.clone(),
+                title: titles
+                    .get(r.line.ticket.as_str())
+                    .map(|(t, _)| t.to_string()),
+                role: r.line.role.clone(),
+                outcome: r.line.outcome.clone(),
+                reason: r.line.reason_code.clone().unwrap_or_default(),
+                from: r.line.from_status.clone(),
+                to: r.line.to_status.clone().unwrap_or_default(),
+                note: r.line.note.clone().unwrap_or_default(),
+            })
+            .collect();
+        let last_tick = status.last_tick.as_ref().map(|t| {
+            if t.ok {
+                format!(
+                    "last tick {} ({} started, {} waiting)",
+                    relative(t.started_at, now),
+                    t.runs_started,
+                    t.skipped
+                )
+            } else {
+                format!("last tick {} failed", relative(t.started_at, now))
+            }
+        });
+        if let Some(t) = status.last_tick.as_ref().filter(|t| !t.ok) {
+            banners.push(Banner {
+                kind: "error",
+                text: format!(
+                    "the last tick failed ({}): {}",
+                    exact(t.started_at),
+                    t.error.clone().unwrap_or_default()
+                ),
+            });
+        }
+        (
+            recent,
+            last_tick,
+            status.not_ready.clone(),
+            status.config_error.clone(),
+            status.shutting_down,
+        )
+    };
+    if let Some(e) = config_error {
+        banners.insert(
+            0,
+            Banner {
+                kind: "error",
+                text: format!(
+                    "the config on disk is invalid; still running the last good one. {e}"
+                ),
+            },
+        );
+    }
+    if let Some(reason) = not_ready {
+        banners.push(Banner {
+            kind: "warn",
+            text: format!("the daemon is not ready: {reason}"),
+        });
+    } else if shared.pipeline().is_none() {
+        banners.push(Banner {
+            kind: "warn",
+            text: "the daemon is not ready: starting".to_string(),
+        });
+    }
+    if shutting_down {
+        banners.push(Banner {
+            kind: "warn",
+            text: "shutting down: no new claims".to_string(),
+        });
+    }
+
+    let mut tracker = config.tracker.name();
+    let mut totals = Vec::new();
+    let mut rate_limit = "not reported by this tracker".to_string();
+    let mut chart_hours = svg_hours(&[], now);
+    let mut runs_24h = 0;
+    if let Some(pipeline) = shared.pipeline() {
+        // Ledger rows are keyed by the tracker's own name.
+        tracker = pipeline.tracker().name().to_string();
+        if let Some(left) = pipeline.tracker().rate_limit_remaining() {
+            rate_limit = format!("{left} requests left");
+        }
+        let ledger = pipeline.ledger();
+        match usage(ledger.as_ref(), &tracker, now) {
+            Ok((today, week)) => {
+                let mut rows: BTreeMap<String, TotalRow> = BTreeMap::new();
+                for u in &week.roles {
+                    let row = rows.entry(u.role.clone()).or_default();
+                    row.role = u.role.clone();
+                    row.runs_week = u.runs;
+                    row.tokens_week = tokens(u.total_tokens());
+                    row.cost_week = cost(u.cost_usd, u.runs_without_cost > 0);
+                    row.tokens_today = "0".to_string();
+                    row.cost_today = cost(0.0, false);
+                }
+                for u in &today.roles {
+                    let row = rows.entry(u.role.clone()).or_default();
+                    row.role = u.role.clone();
+                    row.runs_today = u.runs;
+                    row.tokens_today = tokens(u.total_tokens());
+                    row.cost_today = cost(u.cost_usd, u.runs_without_cost > 0);
+                }
+                totals = rows.into_values().collect();
+            }
+            Err(e) => banners.push(Banner {
+                kind: "error",
+                text: format!("usage could not be read: {e}"),
+            }),
+        }
+        match ledger.runs_since(&tracker, now - chrono::Duration::hours(24)) {
+            Ok(runs) => {
+                runs_24h = runs.len();
+                chart_hours = svg_hours(&runs, now);
+            }
+            Err(e) => banners.push(Banner {
+                kind: "error",
+                text: format!("run history could not be read: {e}"),
+            }),
+        }
+    }
+    let refresh = board::reuse_for(config.poll_interval).min(std::time::Duration::from_secs(5));
+    DashboardView {
+        tracker,
+        poll_seconds: config.poll_interval.as_secs(),
+        refresh_ms: refresh.as_millis() as u64,
+        last_tick,
+        banners,
+        board_read: board.as_ref().map(|b| When::of(b.read_at, now)),
+        board: board.map(|b| (*b).clone()),
+        live,
+        recent,
+        totals,
+        rate_limit,
+        chart: super::svg::chart(&chart_hours),
+        legend: super::svg::legend(),
+        runs_24h,
+    }
+}
+
+fn svg_hours(
+    runs: &[crate::ledger::RunRecord],
+    now: DateTime<Utc>,
+) -> Vec<(DateTime<Utc>, super::svg::HourCounts)> {
+    super::svg::runs_per_hour(runs, now)
+}
+
+/// One stage's verdict on a ticket.
+#[derive(Serialize)]
+struct StageRow {
+    role: String,
+    claim_status: String,
+    verdict: String,
+    eligible: bool,
+}
+
+/// One outcome block, readable.
+#[derive(Serialize)]
+struct BlockRow {
+    when: When,
+    author: String,
+    kind: String,
+    role: String,
+    attempt: u32,
+    from: String,
+    to: String,
+    reason: String,
+    text: String,
+    run_id: Option<String>,
+}
+
+/// One run of the ticket.
+#[derive(Serialize)]
+struct RunRow {
+    run_id: String,
+    role: String,
+    attempt: u32,
+    started: When,
+    duration: String,
+    phase: String,
+    outcome: String,
+    reason: String,
+    log_url: Option<String>,
+}
+
+/// Everything `GET /tickets/{id}` shows.
+#[derive(Serialize)]
+pub(super) struct TicketPage {
+    id: String,
+    title: String,
+    status: String,
+    url: Option<String>,
+    closed: bool,
+    labels: Vec<String>,
+    stages: Vec<StageRow>,
+    claims: Vec<(String, String, When)>,
+    retries: Vec<(String, u32, String, When)>,
+    holds: Vec<(String, String, String, When)>,
+    blocks: Vec<BlockRow>,
+    runs: Vec<RunRow>,
+}
+
+/// Make a ticket's view readable.
+pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
+    let config = shared.config();
+    let now = shared.now();
+    let t = &view.ticket;
+    let stages = config
+        .stages
+        .iter()
+        .map(|s| {
+            let owns = same_name(&s.claim_status, &t.status)
+                || s.in_progress_status
+                    .as_deref()
+                    .is_some_and(|p| same_name(p, &t.status));
+            let run = view.would_run.iter().find(|r| r.role == s.role);
+            let skip = view.skipped.iter().find(|k| k.role == s.role);
+            let (verdict, eligible) = if let Some(r) = run {
+                (
+                    format!("eligible: a tick now would run {} on it", r.role),
+                    true,
+                )
+            } else if let Some(k) = skip {
+                (
+                    format!("{} — {}", board::short_reason(&k.reason, now), k.reason),
+                    false,
+                )
+            } else if t.closed || config.is_terminal(&t.status) {
+                ("terminal: no stage runs on it".to_string(), false)
+            } else if owns {
+                if config.filter.is_empty() {
+                    ("not listed by the tick".to_string(), false)
+                } else {
+                    ("filtered out by tracker.filter".to_string(), false)
+                }
+            } else {
+                (
+                    format!(
+                        "not its stage: this stage claims {}, the ticket is in {}",
+                        s.claim_status, t.status
+                    ),
+                    false,
+                )
+            };
+            StageRow {
+                role: s.role.clone(),
+                claim_status: s.claim_status.clone(),
+                verdict,
+                eligible,
+            }
+        })
+        .collect();
+    let blocks = view
+        .blocks
+        .iter()
+        .map(|b| {
+            use crate::block::OutcomeBlock;
+            let (kind, reason, text, run_id) = match &b.block.block {
+                OutcomeBlock::Success(s) => (
+                    "success",
+                    String::new(),
+                    s.summary.clone(),
+                    s.run_id.clone(),
+                ),
+                OutcomeBlock::Failure(f) => (
+                    "failure",
+                    f.reason_code.clone(),
+                    f.detail.clone(),
+                    f.run_id.clone(),
+                ),
+            };
+            BlockRow {
+                when: When::of(b.created_at, now),
+                author: b.author.clone(),
+                kind: kind.to_string(),
+                role: b.block.block.role().to_string(),
+                attempt: b.block.block.stage_attempt(),
+                from: b.block.block.from_status().to_string(),
+                to: b.block.block.to_status().to_string(),
+                reason,
+                text,
+                run_id,
+            }
+        })
+        .collect();
+    let runs = view
+        .runs
+        .iter()
+        .map(|r| RunRow {
+            run_id: r.run_id.clone(),
+            role: r.key.role.clone(),
+            attempt: r.stage_attempt,
+            started: When::of(r.started_at, now),
+            duration: r
+                .finished_at
+                .map(|f| human_duration((f - r.started_at).num_seconds()))
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} so far",
+                        human_duration((now - r.started_at).num_seconds())
+                    )
+                }),
+            phase: serde_json::to_value(r.phase)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            outcome: r.outcome.clone().unwrap_or_default(),
+            reason: r.reason_code.clone().unwrap_or_default(),
+            log_url: r
+                .log_path
+                .as_ref()
+                .map(|_| format!("/runs/{}/log", r.run_id)),
+        })
+        .collect();
+    TicketPage {
+        id: t.id.clone(),
+        title: t.title.clone(),
+        status: t.status.clone(),
+        url: board::web_link(t.url.as_deref()),
+        closed: t.closed,
+        labels: t.labels.clone(),
+        stages,
+        claims: view
+            .claims
+            .iter()
+            .map(|c| {
+                (
+                    c.key.role.clone(),
+                    c.claimer_id.clone(),
+                    When::of(c.lease_expires_at, now),
+                )
+            })
+            .collect(),
+        retries: view
+            .retry_queue
+            .iter()
+            .map(|r| {
+                (
+                    r.key.role.clone(),
+                    r.failed_attempt,
+                    r.reason_code.clone(),
+                    When::of(r.due_at, now),
+                )
+            })
+            .collect(),
+        holds: view
+            .held
+            .iter()
+            .map(|h| {
+                (
+                    h.key.role.clone(),
+                    h.status.clone(),
+                    h.reason_code.clone(),
+                    When::of(h.created_at, now),
+                )
+            })
+            .collect(),
+        blocks,
+        runs,
+    }
+}

@@ -1,0 +1,156 @@
+//! One ticket as `/api/v1/tickets/{id}` and `/tickets/{id}` show it: a dry-run tick
+//! filtered to it, its ledger rows, its outcome blocks and its runs.
+
+use axum::http::StatusCode;
+use chrono::Utc;
+use serde::Serialize;
+
+use super::http::ApiError;
+use super::Shared;
+use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
+
+/// One outcome block on a ticket, with the comment that carries it.
+#[derive(Serialize)]
+pub(super) struct BlockView {
+    pub(super) author: String,
+    pub(super) created_at: chrono::DateTime<Utc>,
+    #[serde(flatten)]
+    pub(super) block: crate::block::ParsedBlock,
+}
+
+/// `GET /api/v1/tickets/{id}`.
+#[derive(Serialize)]
+pub(super) struct TicketView {
+    pub(super) ticket: crate::tracker::Ticket,
+    /// What a tick now would do with it: `would_run` lines and skip reasons, per stage.
+    pub(super) would_run: Vec<crate::pipeline::report::RunLine>,
+    pub(super) skipped: Vec<crate::pipeline::report::SkipLine>,
+    pub(super) claims: Vec<crate::ledger::Claim>,
+    pub(super) retry_queue: Vec<RetryEntry>,
+    pub(super) held: Vec<Hold>,
+    pub(super) blocks: Vec<BlockView>,
+    /// Its runs, newest first (at most 50).
+    pub(super) runs: Vec<RunRecord>,
+}
+
+/// What `/api/v1/tickets/{id}` and `/tickets/{id}` show.
+pub(super) async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView, ApiError> {
+    let Some(pipeline) = shared.pipeline() else {
+        let reason = shared
+            .status()
+            .not_ready
+            .clone()
+            .unwrap_or_else(|| "starting".to_string());
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("no pipeline yet: {reason}"),
+        ));
+    };
+    let tracker_error = |e: crate::tracker::TrackerError| {
+        ApiError::new(StatusCode::BAD_GATEWAY, "tracker", format!("tracker: {e}"))
+    };
+    let tracker = pipeline.tracker();
+    let ticket = match tracker.get(id).await {
+        Ok(t) => t,
+        Err(crate::tracker::TrackerError::NotFound(_)) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_ticket",
+                format!("no ticket {id}"),
+            ))
+        }
+        Err(e) => return Err(tracker_error(e)),
+    };
+    let report = pipeline
+        .tick(crate::pipeline::TickOptions { dry_run: true })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "dry_run",
+                format!("dry-run tick: {e}"),
+            )
+        })?;
+    let comments = tracker.comments(id).await.map_err(tracker_error)?;
+    let blocks = comments
+        .iter()
+        .flat_map(|c| {
+            crate::block::parse_blocks(&c.body)
+                .into_iter()
+                .filter_map(Result::ok)
+                .map(|block| BlockView {
+                    author: c.author.clone(),
+                    created_at: c.created_at,
+                    block,
+                })
+        })
+        .collect();
+    let name = tracker.name().to_string();
+    let ledger = pipeline.ledger();
+    let scope = Scope::Tracker(&name);
+    let ledger_error = |e: crate::ledger::LedgerError| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ledger",
+            format!("ledger: {e}"),
+        )
+    };
+    let would_run: Vec<_> = report.runs.into_iter().filter(|r| r.ticket == id).collect();
+    let mut skipped: Vec<_> = report
+        .skips
+        .into_iter()
+        .filter(|s| s.ticket == id)
+        .collect();
+    // A tracker that filters server-side did not list it: say which filter keeps it out.
+    if would_run.is_empty() && skipped.is_empty() {
+        skipped.extend(filtered_out(pipeline.config(), &**tracker, &ticket).await);
+    }
+    Ok(TicketView {
+        would_run,
+        skipped,
+        claims: ledger
+            .claims(scope)
+            .map_err(ledger_error)?
+            .into_iter()
+            .filter(|c| c.key.ticket_id == id)
+            .collect(),
+        retry_queue: ledger
+            .retries(scope)
+            .map_err(ledger_error)?
+            .into_iter()
+            .filter(|r| r.key.ticket_id == id)
+            .collect(),
+        held: ledger
+            .holds(scope)
+            .map_err(ledger_error)?
+            .into_iter()
+            .filter(|h| h.key.ticket_id == id)
+            .collect(),
+        runs: ledger.ticket_runs(&name, id, 50).map_err(ledger_error)?,
+        blocks,
+        ticket,
+    })
+}
+
+/// The skip line of a ticket on a stage's status that its stage's filter keeps out.
+async fn filtered_out(
+    config: &crate::config::Config,
+    tracker: &dyn crate::tracker::Tracker,
+    ticket: &crate::tracker::Ticket,
+) -> Option<crate::pipeline::report::SkipLine> {
+    let mut ticket = ticket.clone();
+    if let Some(status) = config.canonical_status(&ticket.status) {
+        ticket.status = status.to_string();
+    }
+    let stage =
+        &config.stages[crate::pipeline::eligibility::stage_for_status(config, &ticket.status)?];
+    let identity = tracker.identity().await.ok()?;
+    let detail = crate::pipeline::decide::filter::mismatch(&stage.filter, &ticket, &identity)?;
+    Some(crate::pipeline::report::SkipLine {
+        ticket: ticket.id.clone(),
+        role: stage.role.clone(),
+        status: ticket.status.clone(),
+        reason: crate::pipeline::eligibility::SkipReason::Filtered { detail },
+    })
+}

@@ -1,0 +1,755 @@
+//! The dashboard pages and the run log endpoint, driven in-process through
+//! `sortie::daemon::serve` (issue #22; the JSON error envelope of #14).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sortie::config::TicketFilter;
+use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
+
+use sortie::config::Config;
+use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
+use sortie::ledger::{ClaimKey, Ledger, RunPhase, RunRecord, SqliteLedger};
+use sortie::pipeline::{Pipeline, SystemClock};
+use sortie::tracker::memory::MemoryTracker;
+use tokio::sync::Notify;
+
+/// Three stages; architect runs are slow (they print, then sleep) and capped at one.
+fn config_text(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: 1
+shutdown_grace_seconds: 0
+concurrency: {{max_in_flight: 16, per_role_max_in_flight: 1}}
+agent: {{command: ["sh", "-c", "echo working on $$SORTIE_TICKET_TITLE; sleep 30"], timeout_seconds: 60}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+  - {{role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}}
+  - {{role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}}
+{extra}"#,
+        state = dir.join("state").display(),
+        roles = crate::common::repo().join("roles").display(),
+    )
+}
+
+/// The memory tracker, unreachable while `down` is set.
+struct Flaky {
+    inner: MemoryTracker,
+    down: AtomicBool,
+}
+
+impl Flaky {
+    fn check(&self) -> Result<(), TrackerError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(TrackerError::Unavailable(
+                "connection refused (test)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Tracker for Flaky {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn identity(&self) -> Result<String, TrackerError> {
+        self.check()?;
+        self.inner.identity().await
+    }
+    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
+        self.check()?;
+        self.inner.list(statuses).await
+    }
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        _filter: &TicketFilter,
+    ) -> Result<Listing, TrackerError> {
+        self.list(statuses).await
+    }
+    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
+        self.check()?;
+        self.inner.get(id).await
+    }
+    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
+        self.check()?;
+        self.inner.comments(id).await
+    }
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        self.check()?;
+        self.inner.post_comment(id, body, key).await
+    }
+    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
+        self.check()?;
+        self.inner.transition(id, from, to).await
+    }
+}
+
+struct Daemon {
+    url: String,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<Result<(), sortie::daemon::DaemonError>>,
+    http: reqwest::Client,
+    ledger: Arc<dyn Ledger>,
+}
+
+impl Daemon {
+    async fn start(path: std::path::PathBuf, tracker: Arc<dyn Tracker>) -> Daemon {
+        let config = Config::load(&path).expect("config");
+        let ledger: Arc<dyn Ledger> =
+            Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
+        let for_factory = ledger.clone();
+        let factory: PipelineFactory = Arc::new(move |config: Config, wake: Arc<Notify>| {
+            let (tracker, ledger) = (tracker.clone(), for_factory.clone());
+            Box::pin(async move {
+                Pipeline::builder(config, tracker, ledger)
+                    .run_ended(wake)
+                    .build()
+                    .await
+            }) as BuildFuture
+        });
+        let opts = ServeOptions {
+            config_path: path,
+            factory,
+            clock: Arc::new(SystemClock::default()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stop = Arc::new(Notify::new());
+        let stopped = stop.clone();
+        let task = tokio::spawn(serve(
+            listener,
+            config,
+            opts,
+            async move { stopped.notified().await },
+            std::future::pending(),
+        ));
+        Daemon {
+            url,
+            stop,
+            task,
+            http: reqwest::Client::new(),
+            ledger,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("daemon answers");
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    }
+
+    async fn state(&self) -> serde_json::Value {
+        serde_json::from_str(&self.get("/api/v1/state").await.1).expect("state is JSON")
+    }
+
+    async fn until<F, Fut>(&self, within: Duration, what: &str, mut probe: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if probe().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("timed out waiting for: {what}");
+    }
+
+    /// GET `path` every 100 ms until its body contains `needle`; the last body.
+    async fn page_with(&self, path: &str, needle: &str, within: Duration) -> String {
+        let end = Instant::now() + within;
+        loop {
+            let body = decoded(self.get(path).await.1);
+            if body.contains(needle) {
+                return body;
+            }
+            assert!(
+                Instant::now() < end,
+                "{path} never showed {needle:?}: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.notify_one();
+        self.task.await.unwrap().expect("daemon stops cleanly");
+    }
+}
+
+fn ticket(board: &MemoryTracker, id: &str, title: &str, status: &str) {
+    let mut t = MemoryTracker::ticket(id, title, status);
+    t.url = Some(format!("https://tracker.example/issues/{id}"));
+    board.insert(t);
+}
+
+/// The JSON error envelope: `{"error": {"code", "message"}}`.
+fn error_code(body: &str) -> String {
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "no message: {body}"
+    );
+    v["error"]["code"].as_str().expect("a code").to_string()
+}
+
+/// `body` with the entities the page's escaping writes decoded (`&#x2f;` is `/`).
+fn decoded(body: String) -> String {
+    body.replace("&#x2f;", "/")
+        .replace("&#x27;", "'")
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// A visible timestamp with fractional seconds (`12:03:04.123`, `…T12:03:04.5Z`).
+fn fractional_timestamp(html: &str) -> Option<String> {
+    let re = regex::Regex::new(r"\d{2}:\d{2}:\d{2}\.\d+").unwrap();
+    re.find(html).map(|m| m.as_str().to_string())
+}
+
+/// A board where one architect run is live and everything else waits for a reason the
+/// tick gives: the page lists every waiting ticket with its title and reason, links
+/// the tracker and the ticket page, counts terminal tickets, and shows the live run's
+/// output behind its log link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_every_waiting_ticket_with_why_and_the_live_run_with_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    ticket(&board, "2", "Design the billing page", "ready-for-design");
+    ticket(&board, "3", "Design the search box", "ready-for-design");
+    ticket(&board, "4", "Build the export", "design-approved");
+    ticket(&board, "5", "Shipped already", "done");
+    ticket(&board, "6", "Shipped too", "done");
+    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let state = d.state().await;
+    let live = &state["live_runs"][0];
+    let running = live["ticket"].as_str().unwrap().to_string();
+    assert_eq!(running, "1", "the first ticket by id runs first: {live}");
+
+    // Wait until the dashboard's board read sees the run (reads are reused ~2 s).
+    let page = d
+        .page_with("/", "running: architect #1", Duration::from_secs(10))
+        .await;
+    for title in ["Design the billing page", "Design the search box"] {
+        let at = page
+            .find(title)
+            .unwrap_or_else(|| panic!("{title} missing: {page}"));
+        let rest = &page[at..];
+        let reason = &rest[..rest.find("</div>").unwrap()];
+        assert!(reason.contains("cap: role 1"), "{title}: {reason}");
+    }
+    let at = page
+        .find("Build the export")
+        .expect("design-approved ticket listed");
+    let rest = &page[at..];
+    assert!(
+        rest[..rest.find("</div>").unwrap()].contains("prior role architect missing"),
+        "{rest}"
+    );
+    assert!(
+        page.contains(r#"href="https://tracker.example/issues/2""#),
+        "tracker link"
+    );
+    assert!(page.contains(r#"href="/tickets/2""#), "ticket page link");
+    assert!(
+        !page.contains("Shipped already"),
+        "terminal tickets are counted, not listed"
+    );
+    assert!(
+        regex::Regex::new(r#"done <span class="count">2</span>"#)
+            .unwrap()
+            .is_match(&page),
+        "terminal count: {page}"
+    );
+    assert_eq!(fractional_timestamp(&page), None, "{page}");
+    assert!(page.contains("<svg id=\"runs-chart\""), "24 h chart");
+    assert!(
+        page.contains("12:00") || page.contains(":00</text>"),
+        "hour labels"
+    );
+
+    // The live run: elapsed in human form, its last output, and its log tail.
+    let log_url = live["log_url"].as_str().unwrap().to_string();
+    assert!(
+        page.contains(&format!(r#"href="{log_url}""#)),
+        "log link on the page"
+    );
+    d.until(
+        Duration::from_secs(10),
+        "the agent's output in its log",
+        || async {
+            d.get(&log_url)
+                .await
+                .1
+                .contains("working on Design the login page")
+        },
+    )
+    .await;
+    let (code, body) = d.get(&log_url).await;
+    assert_eq!(code, 200);
+    assert!(!body.contains("<html"), "plain text: {body}");
+    d.until(
+        Duration::from_secs(10),
+        "last event in the state",
+        || async {
+            d.state().await["live_runs"][0]["last_event"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("working on Design the login page"))
+        },
+    )
+    .await;
+    let page = decoded(d.get("/?part=body").await.1);
+    assert!(
+        page.contains("working on Design the login page"),
+        "last event on the page"
+    );
+    assert!(
+        !page.contains("<script"),
+        "the refreshed part is the body only"
+    );
+
+    // The ticket page: per-stage eligibility from the same dry-run plan.
+    let (code, ticket_page) = d.get("/tickets/4").await;
+    let ticket_page = decoded(ticket_page);
+    assert_eq!(code, 200, "{ticket_page}");
+    assert!(ticket_page.contains("Build the export"));
+    assert!(
+        ticket_page.contains("prior role architect missing"),
+        "{ticket_page}"
+    );
+    assert!(
+        ticket_page.contains("not its stage: this stage claims ready-for-design"),
+        "{ticket_page}"
+    );
+    assert_eq!(fractional_timestamp(&ticket_page), None, "{ticket_page}");
+    let running_page = decoded(d.get(&format!("/tickets/{running}")).await.1);
+    assert!(
+        running_page.contains(&format!(r#"href="{log_url}""#)),
+        "runs with log links"
+    );
+
+    // The API carries the totals and the rate limit (the memory tracker reports none).
+    let state = d.state().await;
+    assert!(state["usage_today"]["roles"].is_array(), "{state}");
+    assert!(state["usage_7_days"]["roles"].is_array(), "{state}");
+    assert!(state["rate_limit_remaining"].is_null());
+    assert!(live["elapsed_seconds"].is_i64());
+    d.stop().await;
+}
+
+/// An invalid edit of the config on disk shows a banner naming the file and line on
+/// the next refresh of the page's body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_config_edit_shows_a_banner_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    let d = Daemon::start(path.clone(), board).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    assert!(!d.get("/").await.1.contains("config on disk is invalid"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(&path, config_text(dir.path(), "poll_interval_secnds: 3\n")).unwrap();
+    let page = d
+        .page_with(
+            "/?part=body",
+            "config on disk is invalid",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(page.contains("pipeline.yaml"), "{page}");
+    assert!(page.contains("poll_interval_secnds"), "{page}");
+    assert!(
+        regex::Regex::new(r"pipeline\.yaml:1[0-9]")
+            .unwrap()
+            .is_match(&page),
+        "file and line: {page}"
+    );
+    d.stop().await;
+}
+
+/// `GET /runs/{id}/log` serves only logs of runs the ledger knows and only files under
+/// `state_root/runs/`: an unknown id is a JSON 404, a ledger row pointing elsewhere
+/// (directly or through a symlink) is refused without reading it, and a long log is
+/// cut to its last 64 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let d = Daemon::start(path, Arc::new(MemoryTracker::new())).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+
+    let (code, body) = d.get("/runs/no-such-run/log").await;
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(error_code(&body), "unknown_run");
+    let (code, body) = d.get("/runs/..%2F..%2Fpipeline.yaml/log").await;
+    assert_eq!(code, 404, "{body}");
+    assert!(!body.contains("pipeline_stages"), "{body}");
+
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "TOP SECRET\n").unwrap();
+    let runs = dir.path().join("state").join("runs");
+    std::fs::create_dir_all(runs.join("linked")).unwrap();
+    std::os::unix::fs::symlink(&secret, runs.join("linked").join("agent.log")).unwrap();
+    std::fs::create_dir_all(runs.join("long")).unwrap();
+    let mut long = String::new();
+    for i in 0..20_000 {
+        long.push_str(&format!("line {i:05}\n"));
+    }
+    std::fs::write(runs.join("long").join("agent.log"), &long).unwrap();
+    let record = |id: &str, log: &std::path::Path| RunRecord {
+        run_id: id.to_string(),
+        key: ClaimKey::new("local:board", "9", "architect"),
+        stage: "ready-for-design".into(),
+        stage_attempt: 1,
+        claimer_id: "test".into(),
+        phase: RunPhase::Finished,
+        outcome: Some("success".into()),
+        reason_code: None,
+        log_path: Some(log.display().to_string()),
+        started_at: chrono::Utc::now(),
+        finished_at: Some(chrono::Utc::now()),
+        session_id: None,
+        route: None,
+    };
+    d.ledger.record_run(&record("outside", &secret)).unwrap();
+    d.ledger
+        .record_run(&record(
+            "dotdot",
+            &runs
+                .join("long")
+                .join("..")
+                .join("..")
+                .join("..")
+                .join("secret.txt"),
+        ))
+        .unwrap();
+    d.ledger
+        .record_run(&record("linked", &runs.join("linked").join("agent.log")))
+        .unwrap();
+    d.ledger
+        .record_run(&record("long", &runs.join("long").join("agent.log")))
+        .unwrap();
+    for id in ["outside", "dotdot", "linked"] {
+        let (code, body) = d.get(&format!("/runs/{id}/log")).await;
+        assert_eq!(code, 404, "{id}: {body}");
+        assert_eq!(error_code(&body), "no_log", "{id}");
+        assert!(!body.contains("TOP SECRET"), "{id}: {body}");
+    }
+    let (code, body) = d.get("/runs/long/log").await;
+    assert_eq!(code, 200);
+    assert!(body.len() <= 64 * 1024, "{} bytes", body.len());
+    assert!(body.len() > 60 * 1024, "{} bytes", body.len());
+    assert!(
+        body.starts_with("line "),
+        "starts on a whole line: {:?}",
+        &body[..20]
+    );
+    assert!(body.ends_with("line 19999\n"));
+    assert!(!body.contains("line 00000"));
+
+    // A finished run's follow ends after its last bytes instead of hanging.
+    let followed = tokio::time::timeout(Duration::from_secs(5), d.get("/runs/long/log?follow=1"))
+        .await
+        .expect("a finished run's follow ends");
+    assert!(followed.1.ends_with("line 19999\n"));
+    d.stop().await;
+}
+
+/// Every API error is the JSON envelope with its status (#14).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_are_json_envelopes_with_the_right_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(
+        &path,
+        config_text(
+            dir.path(),
+            "http: {token_env: SORTIE_TEST_DASHBOARD_TOKEN}\n",
+        ),
+    )
+    .unwrap();
+    std::env::set_var("SORTIE_TEST_DASHBOARD_TOKEN", "s3cret");
+    let d = Daemon::start(path, Arc::new(MemoryTracker::new())).await;
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    let (code, body) = d.get("/api/v1/tickets/404").await;
+    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    let (code, body) = d.get("/tickets/404").await;
+    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    let (code, body) = d.get("/no/such/page").await;
+    assert_eq!((code, error_code(&body).as_str()), (404, "not_found"));
+    let r = d
+        .http
+        .post(format!("{}/api/v1/refresh", d.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(error_code(&r.text().await.unwrap()), "unauthorized");
+    // The run log is behind the same token.
+    let (code, body) = d.get("/runs/anything/log").await;
+    assert_eq!((code, error_code(&body).as_str()), (401, "unauthorized"));
+    let r = d
+        .http
+        .get(format!("{}/runs/anything/log", d.url))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404, "with the token: unknown run");
+    let r = d
+        .http
+        .post(format!("{}/api/v1/refresh", d.url))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["queued"], true);
+    let r = d
+        .http
+        .post(format!("{}/hooks/github", d.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(error_code(&r.text().await.unwrap()), "not_configured");
+    d.stop().await;
+}
+
+/// At 1,000 tickets the page stays readable: a column lists its first 25 tickets
+/// (the running one first) and counts the rest; the page answers in reasonable time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_tickets_collapse_to_counts_with_the_first_ones_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    for i in 1..=1000 {
+        ticket(
+            &board,
+            &i.to_string(),
+            &format!("Card number {i}"),
+            "ready-for-design",
+        );
+    }
+    let d = Daemon::start(path, board).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let page = d
+        .page_with("/", "running: architect #1", Duration::from_secs(10))
+        .await;
+    // A fresh read (not the cached one) is what a refresh costs every few seconds.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let started = Instant::now();
+    let (code, body) = d.get("/?part=body").await;
+    let took = started.elapsed();
+    assert_eq!(code, 200);
+    eprintln!(
+        "GET /?part=body with 1,000 tickets: {took:?}, {} bytes",
+        body.len()
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(page.contains(r#"ready-for-design <span class="count">1000</span>"#));
+    assert_eq!(page.matches(r#"class="ticket "#).count(), 25, "25 listed");
+    assert!(page.contains("and 975 more"), "the rest counted");
+    assert!(
+        page.contains("Card number 1<"),
+        "the running one is listed first"
+    );
+    assert!(!page.contains("Card number 999<"));
+    assert!(page.len() < 200_000, "{} bytes", page.len());
+    d.stop().await;
+}
+
+/// A held ticket and one whose retry is not due say so on the board and on their
+/// pages, in the words of the tick's plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_tickets_and_retries_not_due_show_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "7", "Design the unclear thing", "ready-for-design");
+    ticket(&board, "8", "Design the flaky thing", "ready-for-design");
+    let config = Config::load(&path).unwrap();
+    {
+        let ledger = SqliteLedger::open(&config.ledger_path()).unwrap();
+        let now = chrono::Utc::now();
+        ledger
+            .put_hold(&sortie::ledger::Hold {
+                key: ClaimKey::new("memory", "7", "architect"),
+                status: "ready-for-design".into(),
+                reason_code: "spec.unclear".into(),
+                created_at: now,
+            })
+            .unwrap();
+        ledger
+            .schedule_retry(&sortie::ledger::RetryEntry {
+                key: ClaimKey::new("memory", "8", "architect"),
+                stage: "ready-for-design".into(),
+                failed_attempt: 1,
+                due_at: now + chrono::Duration::seconds(600),
+                reason_code: "tests.failed".into(),
+            })
+            .unwrap();
+    }
+    let d = Daemon::start(path, board).await;
+    let page = d
+        .page_with("/", "held: spec.unclear", Duration::from_secs(10))
+        .await;
+    let at = page.find("Design the flaky thing").unwrap();
+    let reason = &page[at..at + page[at..].find("</div>").unwrap()];
+    assert!(
+        regex::Regex::new(r"retry due in (9|10)m \d+s \(tests\.failed\)")
+            .unwrap()
+            .is_match(reason),
+        "{reason}"
+    );
+    let ticket = decoded(d.get("/tickets/8").await.1);
+    assert!(
+        ticket.contains("retry of architect after attempt 1 failed (tests.failed)"),
+        "{ticket}"
+    );
+    assert!(
+        ticket.contains(">in 9m") || ticket.contains(">in 10m"),
+        "{ticket}"
+    );
+    let ticket = decoded(d.get("/tickets/7").await.1);
+    assert!(
+        ticket.contains("held for architect in ready-for-design after spec.unclear"),
+        "{ticket}"
+    );
+    d.stop().await;
+}
+
+/// `?follow=1` on a live run streams the lines the agent writes after the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_a_live_log_streams_new_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    let text = config_text(dir.path(), "").replace(
+        "echo working on $$SORTIE_TICKET_TITLE; sleep 30",
+        "echo first line; sleep 2; echo second line; sleep 30",
+    );
+    std::fs::write(&path, text).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Stream me", "ready-for-design");
+    let d = Daemon::start(path, board).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let log_url = d.state().await["live_runs"][0]["log_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = d
+        .page_with(&log_url, "first line", Duration::from_secs(5))
+        .await;
+    assert!(
+        !log.contains("second line"),
+        "too late to see the stream: {log}"
+    );
+    let mut response = d
+        .http
+        .get(format!("{}{log_url}?follow=1", d.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut seen = String::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !seen.contains("second line") {
+        assert!(Instant::now() < end, "no second line streamed: {seen:?}");
+        match tokio::time::timeout(Duration::from_secs(10), response.chunk()).await {
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            other => panic!("stream ended or failed: {other:?}; seen {seen:?}"),
+        }
+    }
+    assert!(seen.starts_with("first line\n"), "{seen:?}");
+    drop(response);
+    d.stop().await;
+}
+
+/// The banners: not ready while the tracker cannot be reached at start, gone once it
+/// answers, and "the last tick failed" with the reason when a later tick fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn banners_say_when_the_daemon_is_not_ready_and_when_the_last_tick_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(Flaky {
+        inner: MemoryTracker::new(),
+        down: AtomicBool::new(true),
+    });
+    let d = Daemon::start(path, board.clone()).await;
+    let page = d
+        .page_with("/", "the daemon is not ready", Duration::from_secs(10))
+        .await;
+    assert!(page.contains("connection refused (test)"), "{page}");
+    assert!(page.contains("the board is not available yet"), "{page}");
+
+    board.down.store(false, Ordering::SeqCst);
+    d.until(Duration::from_secs(10), "ready", || async {
+        d.get("/readyz").await.0 == 200
+    })
+    .await;
+    let page = d.get("/?part=body").await.1;
+    assert!(!page.contains("not ready"), "{page}");
+    assert!(!page.contains("the last tick failed"), "{page}");
+
+    board.down.store(true, Ordering::SeqCst);
+    let page = d
+        .page_with(
+            "/?part=body",
+            "the last tick failed",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(page.contains("connection refused (test)"), "{page}");
+    assert_eq!(fractional_timestamp(&page), None, "{page}");
+    board.down.store(false, Ordering::SeqCst);
+    d.stop().await;
+}
