@@ -63,6 +63,10 @@ pub enum BoardCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// One row per ticket with what sortie did: attempts per role (from the outcome
+        /// blocks sortie wrote on it) and the last failure's reason code.
+        #[arg(long, conflicts_with = "json")]
+        outcomes: bool,
     },
     /// Show one ticket with its comments.
     Show {
@@ -157,6 +161,7 @@ pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
             location,
             status,
             json,
+            outcomes,
         } => {
             let board = open(&location)?;
             let mut listing = if status.is_empty() {
@@ -173,6 +178,9 @@ pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
                 };
                 serde_json::to_writer_pretty(&mut out, &doc)?;
                 writeln!(out)?;
+            } else if outcomes {
+                print_warnings(&listing.warnings);
+                write_outcomes(&mut out, &board, &listing.tickets)?;
             } else {
                 print_warnings(&listing.warnings);
                 write_table(&mut out, &listing.tickets)?;
@@ -381,6 +389,73 @@ fn labels_text(labels: &[String]) -> String {
     } else {
         one_line(&labels.join(", "))
     }
+}
+
+/// `board list --outcomes`: ticket, title, status, attempts per role, last reason code.
+fn write_outcomes(out: &mut impl Write, board: &LocalBoard, tickets: &[Ticket]) -> io::Result<()> {
+    let trusted: std::collections::HashSet<String> =
+        [crate::tracker::local::IDENTITY.to_string()].into();
+    let mut rows = vec![[
+        "ID".to_owned(),
+        "STATUS".to_owned(),
+        "TITLE".to_owned(),
+        "ATTEMPTS".to_owned(),
+        "LAST REASON".to_owned(),
+    ]];
+    for t in tickets {
+        let comments = board
+            .read_comments(&t.id)
+            .map(|(c, _)| c)
+            .unwrap_or_default();
+        let history = crate::pipeline::history::TicketHistory::from_comments(&comments, &trusted);
+        let mut roles: Vec<String> = Vec::new();
+        for b in history.blocks() {
+            if !roles.iter().any(|r| r == b.role()) {
+                roles.push(b.role().to_string());
+            }
+        }
+        let attempts: Vec<String> = roles
+            .iter()
+            .map(|r| format!("{r} {}", history.max_attempt(r)))
+            .collect();
+        let last_reason = history
+            .blocks()
+            .iter()
+            .rev()
+            .find_map(|b| match b {
+                crate::block::OutcomeBlock::Failure(f) => Some(f.reason_code.clone()),
+                crate::block::OutcomeBlock::Success(_) => None,
+            })
+            .unwrap_or_else(|| "-".to_string());
+        rows.push([
+            t.id.clone(),
+            one_line(&t.status),
+            one_line(&t.title),
+            if attempts.is_empty() {
+                "-".to_string()
+            } else {
+                attempts.join(", ")
+            },
+            last_reason,
+        ]);
+    }
+    let mut widths = [0usize; 5];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in &rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
 }
 
 fn write_table(out: &mut impl Write, tickets: &[Ticket]) -> io::Result<()> {

@@ -315,11 +315,7 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     }
     writeln!(out, "usage per ticket and role ({}):", report.usage.len())?;
     for u in &report.usage {
-        writeln!(
-            out,
-            "  {} {}: {} run(s), {} tokens in, {} out, ${:.4}",
-            u.ticket_id, u.role, u.runs, u.tokens_in, u.tokens_out, u.cost_usd
-        )?;
+        writeln!(out, "  {}", usage_line(u))?;
     }
     writeln!(out, "failing hooks ({}):", report.hook_failures.len())?;
     for h in &report.hook_failures {
@@ -360,4 +356,63 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
         )?;
     }
     Ok(super::EXIT_OK)
+}
+
+/// One usage row of `pipeline status`: tokens by kind, and the cost when agents
+/// reported one (a preset that reports tokens without a cost, such as Codex, leaves it
+/// unknown, never `$0`).
+fn usage_line(u: &UsageTotal) -> String {
+    let mut tokens = format!("{} tokens in, {} out", u.tokens_in, u.tokens_out);
+    if u.cache_read_tokens + u.cache_write_tokens > 0 {
+        tokens.push_str(&format!(
+            ", {} cache read, {} cache write",
+            u.cache_read_tokens, u.cache_write_tokens
+        ));
+    }
+    if u.reasoning_tokens > 0 {
+        tokens.push_str(&format!(" ({} reasoning)", u.reasoning_tokens));
+    }
+    let cost = match (u.runs_without_cost, u.cost_usd) {
+        (0, usd) => format!("${usd:.4}"),
+        (n, 0.0) => format!("cost unknown ({n} run(s) reported none)"),
+        (n, usd) => format!("at least ${usd:.4} ({n} run(s) reported no cost)"),
+    };
+    format!(
+        "{} {}: {} run(s), {tokens}, {cost}",
+        u.ticket_id, u.role, u.runs
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn total(cost: f64, without: u32) -> UsageTotal {
+        UsageTotal {
+            ticket_id: "7".into(),
+            role: "backend".into(),
+            runs: 2,
+            tokens_in: 1200,
+            tokens_out: 80,
+            cost_usd: cost,
+            runs_without_cost: without,
+            ..UsageTotal::default()
+        }
+    }
+
+    /// Regression (#12, 4): a cost no agent reported prints as unknown, not `$0.0000`.
+    #[test]
+    fn an_unreported_cost_is_unknown_not_zero() {
+        assert_eq!(
+            usage_line(&total(0.0, 2)),
+            "7 backend: 2 run(s), 1200 tokens in, 80 out, cost unknown (2 run(s) reported none)"
+        );
+        assert_eq!(
+            usage_line(&total(0.25, 0)),
+            "7 backend: 2 run(s), 1200 tokens in, 80 out, $0.2500"
+        );
+        assert!(
+            usage_line(&total(0.25, 1)).ends_with("at least $0.2500 (1 run(s) reported no cost)")
+        );
+    }
 }

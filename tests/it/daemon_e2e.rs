@@ -52,7 +52,13 @@ impl Daemon {
             .envs(env.iter().copied())
             .env_remove("SORTIE_FAULT")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            // The daemon's log goes to a file in the sandbox, not the test output: tests
+            // that provoke failures on purpose must not print ERROR lines (#13).
+            .stderr(
+                std::fs::File::create(sb.path().join("daemon.log"))
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            )
             .spawn()
             .expect("spawn daemon");
         let mut line = String::new();
