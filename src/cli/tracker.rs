@@ -51,9 +51,16 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
         }
     }
     let runtime = tokio::runtime::Runtime::new()?;
-    let report = runtime.block_on(async {
+    let (report, counted) = runtime.block_on(async {
         let tracker = crate::tracker::open(&config)?;
-        tracker.check(&statuses, create_missing).await
+        let report = tracker.check(&statuses, create_missing).await?;
+        // What `pipeline tick` counts: the statuses stages claim or run in, narrowed by
+        // `tracker.filter`, one listing as the tick's own.
+        let counted = tracker
+            .list_filtered(&config.pipeline_statuses(), &config.filter)
+            .await
+            .map(|l| l.tickets.len());
+        Ok::<_, crate::tracker::TrackerError>((report, counted))
     })?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -72,6 +79,13 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
         }
         if let Some(left) = report.rate_limit_remaining {
             writeln!(out, "rate limit: {left} requests left")?;
+        }
+        match counted {
+            Ok(n) => writeln!(
+                out,
+                "pipeline: {n} ticket(s) on the statuses its stages claim or run in (as `pipeline tick` counts them)"
+            )?,
+            Err(err) => writeln!(out, "pipeline: cannot list the stages' statuses: {err}")?,
         }
     }
     Ok(if report.all_ok() {

@@ -300,7 +300,7 @@ pub trait Tracker: Send + Sync {
             "board",
             true,
             format!(
-                "{} ticket(s) on the pipeline's statuses, {} unreadable entries",
+                "{} ticket(s) on the statuses checked (every stage's claim, in-progress, success and failure status), {} unreadable entries",
                 listing.tickets.len(),
                 listing.warnings.len()
             ),

@@ -159,3 +159,40 @@ fn a_missing_role_file_points_at_the_stage_and_a_missing_board_says_how_to_creat
         "{stderr}"
     );
 }
+
+/// Regression (#13, 4): `tracker check` counts the tickets a tick counts (the statuses
+/// stages claim or run in, narrowed by `tracker.filter`), and says what its own board
+/// line counts.
+#[test]
+fn tracker_check_counts_tickets_as_the_tick_does() {
+    let dir = setup("backend");
+    sortie(dir.path(), &["board", "init", "board"]);
+    sortie(
+        dir.path(),
+        &[
+            "board",
+            "add",
+            "--title",
+            "waits",
+            "--status",
+            "ready-for-design",
+        ],
+    );
+    sortie(
+        dir.path(),
+        &["board", "add", "--title", "finished", "--status", "done"],
+    );
+    let (code, stdout, stderr) = sortie(dir.path(), &["tracker", "check"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("pipeline: 1 ticket(s) on the statuses its stages claim or run in"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("2 ticket(s) on the statuses checked"),
+        "{stdout}"
+    );
+    let (_, json, _) = sortie(dir.path(), &["pipeline", "tick", "--dry-run", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["tickets_listed"], 1);
+}
