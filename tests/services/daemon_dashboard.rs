@@ -70,6 +70,13 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
         ])
         .current_dir(sb.path())
         .stdout(Stdio::piped())
+        // The daemon's log (the invalid config edit is an ERROR on purpose) goes to a
+        // file in the sandbox, not the test output (#13).
+        .stderr(
+            std::fs::File::create(sb.path().join("daemon.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
         .spawn()
         .expect("spawn daemon");
     let mut line = String::new();
