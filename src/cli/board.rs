@@ -439,23 +439,7 @@ fn write_outcomes(out: &mut impl Write, board: &LocalBoard, tickets: &[Ticket]) 
             last_reason,
         ]);
     }
-    let mut widths = [0usize; 5];
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in &rows {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if i + 1 < row.len() {
-                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
-            }
-        }
-        writeln!(out, "{}", line.trim_end())?;
-    }
-    Ok(())
+    write_columns(out, &rows)
 }
 
 fn write_table(out: &mut impl Write, tickets: &[Ticket]) -> io::Result<()> {
@@ -475,13 +459,18 @@ fn write_table(out: &mut impl Write, tickets: &[Ticket]) -> io::Result<()> {
             labels_text(&t.labels),
         ]
     }));
+    write_columns(out, &rows)
+}
+
+/// Rows as left-aligned columns two spaces apart, trailing spaces trimmed.
+fn write_columns(out: &mut impl Write, rows: &[[String; 5]]) -> io::Result<()> {
     let mut widths = [0usize; 5];
-    for row in &rows {
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    for row in &rows {
+    for row in rows {
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
             line.push_str(cell);

@@ -1,32 +1,10 @@
-//! Who holds a claim: claimer ids (`host:pid:nonce`), and whether the process behind a
-//! claim of this host is still there.
+//! Whether the process behind a claim of this host is still there. Claimer ids
+//! themselves (`host:pid:nonce`, the host from `SORTIE_HOST_ID`) are the ledger's:
+//! [`crate::ledger::claimer_id`].
 
 use chrono::{DateTime, Utc};
 
-/// The host part of claimer ids: `SORTIE_HOST_ID`, else the host name.
-pub fn host_id() -> String {
-    std::env::var("SORTIE_HOST_ID")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| {
-            nix::unistd::gethostname()
-                .ok()
-                .and_then(|h| h.into_string().ok())
-                .unwrap_or_else(|| "host".to_string())
-        })
-}
-
-/// A new claimer id for this process: `host:pid:nonce`.
-pub fn new_claimer_id() -> String {
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
-    format!("{}:{}:{}", host_id(), std::process::id(), &nonce[..8])
-}
-
-/// The host part of a claimer id.
-pub fn claimer_host(claimer_id: &str) -> &str {
-    claimer_id.rsplitn(3, ':').nth(2).unwrap_or("")
-}
+use crate::ledger::claimer_host;
 
 /// The process id part of a claimer id.
 pub fn claimer_pid(claimer_id: &str) -> Option<u32> {
@@ -108,13 +86,12 @@ mod tests {
     fn claimer_ids_split_into_host_and_pid() {
         assert_eq!(claimer_host("build-1:42:abcd1234"), "build-1");
         assert_eq!(claimer_pid("build-1:42:abcd1234"), Some(42));
-        assert_eq!(claimer_host("a:b:42:abcd1234"), "a:b");
         assert_eq!(claimer_pid("nonsense"), None);
     }
 
     #[test]
     fn a_dead_process_of_this_host_is_gone_a_live_one_and_other_hosts_are_not() {
-        let me = new_claimer_id();
+        let me = crate::ledger::claimer_id();
         let host = claimer_host(&me).to_string();
         let long_ago = Utc::now() - chrono::Duration::days(3650);
         // This test process is alive and started before now.

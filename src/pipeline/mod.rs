@@ -31,7 +31,6 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-pub use claimer::{claimer_host, host_id, new_claimer_id};
 pub use context::{Clock, SystemClock};
 pub use decide::eligibility;
 pub use faults::Faults;
@@ -238,7 +237,7 @@ impl PipelineBuilder {
             ledger: self.ledger,
             templates,
             clock: self.clock,
-            claimer_id: new_claimer_id(),
+            claimer_id: crate::ledger::claimer_id(),
             identity,
             blockers,
             trusted,

@@ -2,7 +2,6 @@
 //! it) are asked to stop; retries and holds of tickets that left are dropped; claims
 //! whose holder is gone are reaped.
 
-use super::claimer::claimer_host;
 use super::context::{run_ref, Context};
 use super::decide::placement::{
     hold_still_stands, place_claim, retry_still_due, ClaimPlacement, Whereabouts,
@@ -11,6 +10,7 @@ use super::observe::{where_are, Observation};
 use super::report::CancelLine;
 use super::PipelineError;
 use crate::hooks::Event;
+use crate::ledger::claimer_host;
 use crate::ledger::Claim;
 
 /// Ask the holders of claims whose ticket left its stage to stop (nothing is written in
