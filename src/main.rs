@@ -10,7 +10,7 @@ use sortie::cli::{self, Cli};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli::init_logging(cli.verbose);
+    cli::init_logging(cli.verbose, cli.is_daemon());
     match cli::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

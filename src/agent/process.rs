@@ -486,6 +486,10 @@ fn spawn_reader(
     tail: Arc<Mutex<VecDeque<u8>>>,
     mut events: Option<EventStream>,
 ) -> tokio::task::JoinHandle<Option<EventStream>> {
+    // The run's span (`pipeline::run`): it gets the agent's session id as soon as the
+    // stream reports it, so every later line of the run carries it.
+    let span = tracing::Span::current();
+    let mut session_known = false;
     tokio::spawn(async move {
         let mut buf = vec![0u8; 8192];
         loop {
@@ -507,6 +511,13 @@ fn spawn_reader(
             }
             if let Some(events) = &mut events {
                 events.feed(&buf[..n]);
+                if !session_known {
+                    if let Some(session) = events.session_id() {
+                        session_known = true;
+                        span.record("session_id", tracing::field::display(session));
+                        tracing::info!(parent: &span, "agent session started");
+                    }
+                }
             }
         }
         if let Some(events) = &mut events {

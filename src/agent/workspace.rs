@@ -199,13 +199,67 @@ pub fn list_workspaces(state_root: &Path) -> std::io::Result<Vec<(PathBuf, Optio
     Ok(out)
 }
 
-/// Remove a workspace and its owner record.
+/// Remove a workspace and its owner record (no hook: a half-made workspace whose
+/// `after_create` failed). Finished tickets' workspaces go through [`remove_terminal`].
 pub fn remove_workspace(state_root: &Path, dir: &Path) -> std::io::Result<()> {
     std::fs::remove_dir_all(dir)?;
     if let Some(name) = dir.file_name() {
         let _ = std::fs::remove_file(state_root.join("workspace-ids").join(name));
     }
     Ok(())
+}
+
+/// What [`remove_terminal`] did with a ticket's workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The workspace was removed (after its `before_remove` hook, whatever that hook did).
+    Removed,
+    /// The ticket had no workspace: nothing to do.
+    Absent,
+}
+
+/// Remove the workspace of `ticket_id`, whose ticket is finished (terminal or closed):
+/// the `before_remove` hook runs in it first, and its failure is logged and ignored;
+/// then the workspace directory and its owner record go. A workspace an older sortie
+/// made under its old name is found and removed too.
+///
+/// Every path that removes a finished ticket's workspace (write-back, reconcile, the
+/// daemon's start, `sortie workspaces prune`, automatic pruning) comes through here, so
+/// what "removing a workspace" means lives in one place. Whether the ticket is finished
+/// is the caller's decision.
+///
+/// Something that is not a plain directory at the workspace path (a symlink, a file) is
+/// never followed: the hook does not run in it, and only the entry itself is removed.
+pub async fn remove_terminal(
+    config: &crate::config::Config,
+    ticket_id: &str,
+) -> std::io::Result<Removal> {
+    let state_root = &config.state_root;
+    adopt_legacy_workspace(state_root, ticket_id)?;
+    let dir = workspace_dir(state_root, ticket_id);
+    let meta = match std::fs::symlink_metadata(&dir) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Removal::Absent),
+        Err(err) => return Err(err),
+    };
+    if !meta.is_dir() {
+        tracing::warn!(ticket = %ticket_id, workspace = %dir.display(), "the workspace path is not a directory; removing the entry without running before_remove in it");
+        std::fs::remove_file(&dir)?;
+        let _ = std::fs::remove_file(state_root.join("workspace-ids").join(workspace_name(ticket_id)));
+        return Ok(Removal::Removed);
+    }
+    if let Some(hook) = &config.workspace.hooks.before_remove {
+        let env = [
+            ("SORTIE_TICKET_ID".to_string(), ticket_id.replace('\0', "")),
+            ("SORTIE_WORKSPACE".to_string(), dir.display().to_string()),
+        ];
+        if let Err(err) = run_hook(hook, &dir, &env, config.workspace.hook_timeout).await {
+            tracing::warn!(ticket = %ticket_id, %err, "before_remove workspace hook failed; removing the workspace anyway");
+        }
+    }
+    remove_workspace(state_root, &dir)?;
+    tracing::info!(ticket = %ticket_id, workspace = %dir.display(), "removed the workspace of a finished ticket");
+    Ok(Removal::Removed)
 }
 
 /// Run a workspace hook (an argv) in `dir` with `env`, killing its process group at

@@ -26,7 +26,8 @@ pub const EXIT_USAGE: u8 = 2;
 #[derive(Debug, Parser)]
 #[command(name = "sortie", version, about, long_about = None)]
 pub struct Cli {
-    /// More log output on stderr (-v info, -vv debug). `SORTIE_LOG` overrides.
+    /// More log output on stderr (-v info, -vv debug; `pipeline run` logs at info
+    /// without it). `SORTIE_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// What to do.
@@ -145,11 +146,25 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-/// Send tracing output to stderr at a level chosen by `-v` or `SORTIE_LOG`.
-pub fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
+impl Cli {
+    /// Whether this command line runs the daemon (`pipeline run`), whose log is its
+    /// account of what it did: it logs at `info` by default.
+    pub fn is_daemon(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Pipeline(pipeline::PipelineCommand::Run { .. })
+        )
+    }
+}
+
+/// Send tracing output to stderr at a level chosen by `-v` or `SORTIE_LOG`. Without
+/// either, the daemon logs at `info` (each run, each removal, each dropped write-back:
+/// a tick where nothing happened logs nothing) and every other command, a cron tick
+/// included, at `warn`, so it stays quiet unless something went wrong.
+pub fn init_logging(verbose: u8, daemon: bool) {
+    let default = match (verbose, daemon) {
+        (0, false) => "warn",
+        (0, true) | (1, _) => "info",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SORTIE_LOG")

@@ -14,11 +14,12 @@ use crate::pipeline::Pipeline;
 #[derive(Debug, Subcommand)]
 pub enum WorkspacesCommand {
     /// Remove the workspaces of tickets that are terminal, closed or gone (running the
-    /// `before_remove` hook first). Ticks also do this every `workspace.prune_every_ticks`.
+    /// `before_remove` hook first). Ticks also do this every `workspace.prune_every_ticks`
+    /// (and the daemon when it starts), except for gone tickets.
     Prune {
-        /// Pipeline config file.
+        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
         #[arg(long, short = 'c')]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// Only say what would be removed.
         #[arg(long)]
         dry_run: bool,
@@ -35,7 +36,7 @@ pub fn run(cmd: WorkspacesCommand) -> anyhow::Result<u8> {
             config,
             dry_run,
             json,
-        } => prune(&config, dry_run, json),
+        } => prune(&super::config_file(config)?, dry_run, json),
     }
 }
 

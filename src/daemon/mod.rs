@@ -235,6 +235,9 @@ pub async fn serve(
     };
 
     tokio::pin!(shutdown);
+    // The workspaces of tickets that finished while no daemon ran go once, as soon as
+    // a pipeline is built (at start, or when the tracker first answers).
+    let mut cleaned = false;
     let mut next = Instant::now();
     let mut collect = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -251,6 +254,10 @@ pub async fn serve(
         shared.collect_finished();
         reload_if_changed(&shared, &opts, &mut applied).await;
         if let Some(pipeline) = shared.pipeline() {
+            if !cleaned {
+                cleaned = true;
+                clean_at_start(pipeline.clone());
+            }
             tick_once(&shared, &pipeline, &mut shutdown).await;
         }
         next = Instant::now() + shared.config().poll_interval;
@@ -273,6 +280,25 @@ pub async fn serve(
     let _ = server.await;
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// Remove the workspaces of finished tickets in the background, so a slow tracker does
+/// not hold up the first tick (reads are bounded: [`crate::pipeline::MAX_READS_PER_SWEEP`]).
+fn clean_at_start(pipeline: Arc<Pipeline>) {
+    tokio::spawn(async move {
+        match pipeline.clean_finished_workspaces().await {
+            Ok(lines) => {
+                let removed = lines.iter().filter(|l| l.action == "removed").count();
+                if removed > 0 {
+                    tracing::info!(removed, "removed the workspaces of finished tickets");
+                }
+                for line in lines.iter().filter(|l| l.action == "failed") {
+                    tracing::warn!(workspace = %line.workspace, reason = %line.reason, "could not remove a workspace");
+                }
+            }
+            Err(err) => tracing::warn!(%err, "could not clean up workspaces at start"),
+        }
+    });
 }
 
 /// Run one detached tick on `pipeline`; a shutdown meanwhile stops its claiming.

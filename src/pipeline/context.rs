@@ -75,6 +75,8 @@ pub(crate) struct Context {
     pub faults: Faults,
     /// Hook deliveries.
     pub events: Events,
+    /// Finished tickets whose workspace is removed once no run holds a claim on them.
+    pub finished: super::prune::FinishedTickets,
 }
 
 impl Context {

@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 pub use context::{Clock, SystemClock};
 pub use decide::eligibility;
 pub use faults::Faults;
-pub use prune::PruneLine;
+pub use prune::{PruneLine, MAX_READS_PER_SWEEP};
 pub use run::CANCEL_POLL;
 pub use supervisor::LiveRun;
 
@@ -243,6 +243,7 @@ impl PipelineBuilder {
             trusted,
             faults: self.faults,
             events,
+            finished: Default::default(),
         };
         let supervisor = match self.run_ended {
             Some(notify) => Supervisor::notifying(notify),
@@ -412,6 +413,7 @@ impl Pipeline {
         if !opts.dry_run {
             self.replay_outbox(&mut report).await?;
             ctx.events.retry_failed();
+            prune::remove_waiting(ctx).await;
         }
 
         let obs = observe::observe(ctx).await?;
@@ -512,6 +514,7 @@ impl Pipeline {
                 Err(err) => tracing::error!(%err, "a run task panicked"),
             }
         }
+        prune::remove_waiting(ctx).await;
         self.maybe_prune().await;
         ctx.events.drain().await;
         report

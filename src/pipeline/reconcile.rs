@@ -63,6 +63,20 @@ pub(crate) async fn reconcile(
             ctx.ledger.clear_hold(&hold.key)?;
         }
     }
+    // Tickets found terminal lose their workspace (once the runs asked to stop above
+    // have ended). Gone, unknown or moved elsewhere is no evidence: those keep it.
+    let mut finished: Vec<&String> = seen
+        .iter()
+        .filter(|(_, place)| {
+            matches!(place, Whereabouts::Status { status, closed, .. }
+                if *closed || ctx.config.is_terminal(status))
+        })
+        .map(|(id, _)| id)
+        .collect();
+    finished.sort();
+    for id in finished {
+        super::prune::ticket_finished(ctx, id, None).await;
+    }
     Ok(cancels)
 }
 

@@ -40,7 +40,9 @@ pub(super) async fn run_claimed(
     history: TicketHistory,
 ) -> RunLine {
     let stage = ctx.config.stages[stage_idx].clone();
-    let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt, run_id = %claim.run_id);
+    // Every line of the run carries these; `session_id` once the agent reports it
+    // (recorded by the agent runner, `agent::process`).
+    let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt, run_id = %claim.run_id, session_id = tracing::field::Empty);
     supervisor.started(LiveRun {
         ticket: ticket.id.clone(),
         role: stage.role.clone(),
@@ -53,9 +55,11 @@ pub(super) async fn run_claimed(
             .to_string(),
     });
     let run_id = claim.run_id.clone();
+    tracing::info!(parent: &span, status = %ticket.status, "run started");
     let line = run_stage(&ctx, &supervisor, ticket, stage, claim, history)
-        .instrument(span)
+        .instrument(span.clone())
         .await;
+    tracing::info!(parent: &span, outcome = %line.outcome, reason_code = line.reason_code.as_deref().unwrap_or("-"), to_status = line.to_status.as_deref().unwrap_or("-"), writeback = line.writeback.as_deref().unwrap_or("-"), "run ended");
     supervisor.ended(&run_id);
     line
 }
@@ -203,12 +207,15 @@ async fn run_stage(
     // A child of the supervisor's token: a shutdown or an operator's signal stops it.
     let cancel = supervisor.run_token();
     let cancel_reason = Arc::new(Mutex::new(None));
-    let watch = tokio::spawn(watch_claim(
-        ctx.clone(),
-        claim.clone(),
-        cancel.clone(),
-        cancel_reason.clone(),
-    ));
+    let watch = tokio::spawn(
+        watch_claim(
+            ctx.clone(),
+            claim.clone(),
+            cancel.clone(),
+            cancel_reason.clone(),
+        )
+        .in_current_span(),
+    );
     let ledger = ctx.ledger.clone();
     let (key, claimer) = (claim.key.clone(), claim.claimer_id.clone());
     let faults = ctx.faults.clone();

@@ -78,12 +78,14 @@ pub(super) async fn apply(
     // a person's decision.
     let arrived = !ticket.closed && crate::tracker::same_name(&ticket.status, &entry.to_status);
     if !arrived && (ticket.closed || ctx.config.is_terminal(&ticket.status)) {
-        return drop_entry(
+        let dropped = drop_entry(
             ctx,
             &mut entry,
             format!("ticket is terminal ({})", ticket.status),
             Some(ticket.status.clone()),
         );
+        super::prune::ticket_finished(ctx, &id, Some(&entry.key.role)).await;
+        return dropped;
     }
     let owned = stage
         .owned_statuses()
@@ -154,6 +156,9 @@ pub(super) async fn apply(
     entry.last_error = None;
     ctx.ledger.outbox_update(&entry)?;
     follow_up(ctx, &entry, &stage.claim_status)?;
+    if ctx.config.is_terminal(&entry.to_status) {
+        super::prune::ticket_finished(ctx, &id, Some(&entry.key.role)).await;
+    }
     Ok(WritebackResult::Done {
         to_status: entry.to_status.clone(),
     })
