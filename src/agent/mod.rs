@@ -39,7 +39,8 @@ pub use prompt::{
 };
 pub use workspace::{
     adopt_legacy_workspace, ensure_workspace, legacy_workspace_name, list_workspaces,
-    remove_terminal, remove_workspace, run_dir, run_hook, Removal, workspace_dir, workspace_name, workspace_owner_file,
+    remove_terminal, remove_workspace, run_dir, run_hook, workspace_dir, workspace_name,
+    workspace_owner_file, Removal,
 };
 
 /// Environment variables handed to every agent, besides the inherited ones and `agent.env`.

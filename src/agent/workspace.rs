@@ -245,7 +245,11 @@ pub async fn remove_terminal(
     if !meta.is_dir() {
         tracing::warn!(ticket = %ticket_id, workspace = %dir.display(), "the workspace path is not a directory; removing the entry without running before_remove in it");
         std::fs::remove_file(&dir)?;
-        let _ = std::fs::remove_file(state_root.join("workspace-ids").join(workspace_name(ticket_id)));
+        let _ = std::fs::remove_file(
+            state_root
+                .join("workspace-ids")
+                .join(workspace_name(ticket_id)),
+        );
         return Ok(Removal::Removed);
     }
     if let Some(hook) = &config.workspace.hooks.before_remove {

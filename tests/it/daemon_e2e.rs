@@ -30,15 +30,15 @@ pipeline_stages:
     )
 }
 
-/// A running daemon and its base URL.
-struct Daemon {
+/// A running daemon and its base URL (also used by other modules' daemon tests).
+pub(crate) struct Daemon {
     child: Child,
     base: String,
     http: reqwest::blocking::Client,
 }
 
 impl Daemon {
-    fn start(sb: &Sandbox, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(sb: &Sandbox, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sortie"))
             .args([
                 "pipeline",
@@ -80,23 +80,28 @@ impl Daemon {
         }
     }
 
-    fn get(&self, path: &str) -> reqwest::blocking::Response {
+    pub(crate) fn get(&self, path: &str) -> reqwest::blocking::Response {
         self.http
             .get(format!("{}{path}", self.base))
             .send()
             .expect("GET")
     }
 
-    fn post(&self, path: &str) -> reqwest::blocking::RequestBuilder {
+    pub(crate) fn post(&self, path: &str) -> reqwest::blocking::RequestBuilder {
         self.http.post(format!("{}{path}", self.base))
     }
 
-    fn state(&self) -> serde_json::Value {
+    pub(crate) fn state(&self) -> serde_json::Value {
         self.get("/api/v1/state").json().expect("state is JSON")
     }
 
     /// Poll `/api/v1/state` until `cond` holds (at most `secs`).
-    fn wait_state(&self, secs: u64, what: &str, cond: impl Fn(&serde_json::Value) -> bool) {
+    pub(crate) fn wait_state(
+        &self,
+        secs: u64,
+        what: &str,
+        cond: impl Fn(&serde_json::Value) -> bool,
+    ) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let state = self.state();
@@ -111,12 +116,12 @@ impl Daemon {
         }
     }
 
-    fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         kill(Pid::from_raw(self.child.id() as i32), sig).expect("signal the daemon");
     }
 
     /// Wait (bounded) for the process to exit; returns whether it exited 0.
-    fn wait_exit(mut self, secs: u64) -> bool {
+    pub(crate) fn wait_exit(mut self, secs: u64) -> bool {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -139,7 +144,7 @@ impl Drop for Daemon {
 }
 
 /// Wait (bounded) until `cond` holds on the sandbox.
-fn wait_until(secs: u64, what: &str, cond: impl Fn() -> bool) {
+pub(crate) fn wait_until(secs: u64, what: &str, cond: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");

@@ -69,5 +69,6 @@ mod secrets;
 mod status_names;
 mod tick_signals;
 mod tracker_faults;
+mod workspace_cleanup;
 mod workspace_hooks;
 mod workspace_safety;

@@ -75,13 +75,18 @@ fn three_tickets_flow_through_three_stages_with_the_right_blocks() {
     assert_eq!(failure.to_status, "qa-failed");
     assert_eq!(failure.stage_attempt, 1);
 
-    // The agents worked in one workspace per ticket, shared across roles.
-    let ws = sb.path().join("state/workspaces").join(&login);
+    // The agents worked in one workspace per ticket, shared across roles: the flaky
+    // ticket's is still there (qa-failed is not terminal); the done tickets' are gone
+    // (a write-back to a terminal status removes the workspace, issue #14).
+    let ws = sb.path().join("state/workspaces").join(&flaky);
     assert!(ws.join("DESIGN.md").is_file(), "architect wrote DESIGN.md");
     assert!(
-        ws.join(format!("src/ticket_{login}.txt")).is_file(),
+        ws.join(format!("src/ticket_{flaky}.txt")).is_file(),
         "backend wrote its file"
     );
+    for id in [&login, &csv] {
+        assert!(!sb.path().join("state/workspaces").join(id).exists());
+    }
 }
 
 #[test]

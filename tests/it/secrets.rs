@@ -139,7 +139,8 @@ async fn no_secret_sortie_holds_reaches_the_agent() {
     let number = model.add_issue("Add a login page", &["status:ready-for-design"]);
     let dir = tempfile::tempdir().unwrap();
     let roles = Path::new(env!("CARGO_MANIFEST_DIR")).join("roles");
-    // The agent writes its whole environment to a file in its workspace.
+    // The agent writes its whole environment to a file outside the state root (its
+    // workspace goes when the ticket reaches done).
     let config = format!(
         r#"
 tracker:
@@ -149,7 +150,7 @@ tracker:
   token_env: SORTIE_TEST_GH_TOKEN
 state_root: state
 roles_dir: {roles}
-agent: {{command: ["sh", "-c", "env > agent-env.txt; echo done"]}}
+agent: {{command: ["sh", "-c", "env > {env_file}; echo done"]}}
 http:
   token_env: SORTIE_TEST_HTTP_TOKEN
   github_webhook_secret_env: SORTIE_TEST_GH_WEBHOOK_SECRET
@@ -166,7 +167,8 @@ pipeline_stages:
     success_status: done
 "#,
         api_url = model.api_url(),
-        roles = roles.display()
+        roles = roles.display(),
+        env_file = dir.path().join("agent-env.txt").display(),
     );
     std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
     let secrets = [
@@ -200,11 +202,7 @@ pipeline_stages:
             .contains(&"status:done".to_string()),
         "the run happened"
     );
-    let env_file = dir
-        .path()
-        .join("state/workspaces")
-        .join(number.to_string())
-        .join("agent-env.txt");
+    let env_file = dir.path().join("agent-env.txt");
     let env = std::fs::read_to_string(&env_file).expect("the agent wrote its environment");
     assert!(env.contains("SORTIE_TICKET_ID="), "{env}");
     for (name, value) in secrets {

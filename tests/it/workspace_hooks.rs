@@ -20,7 +20,7 @@ tracker: {{kind: local, path: board}}
 state_root: state
 roles_dir: {roles}
 concurrency: {{per_role_max_in_flight: 4}}
-agent: {{command: ["sh", "-c", "echo ran >> {agent_log}; touch made-by-$$SORTIE_ROLE"]}}
+agent: {{command: ["sh", "-c", "echo ran $$SORTIE_ROLE >> {agent_log}; ls >> {agent_log}; touch made-by-$$SORTIE_ROLE"]}}
 workspace:
   hooks:
     after_create: {after_create}
@@ -64,12 +64,18 @@ fn hooks_run_around_runs_and_the_workspace_is_shared_by_roles() {
         read(&sb, "hooks.log"),
         format!(
             "after_create {id} architect\nbefore_run {id} architect\nafter_run {id} architect\n\
-             before_run {id} backend\nafter_run {id} backend\n"
+             before_run {id} backend\nafter_run {id} backend\nbefore_remove {id}\n"
         ),
-        "after_create once, then before/after each run"
+        "after_create once, then before/after each run, and before_remove once the \
+         ticket is done"
+    );
+    assert_eq!(
+        read(&sb, "agent.log"),
+        "ran architect\nran backend\nmade-by-architect\n",
+        "backend found architect's file: the workspace is shared"
     );
     let ws = sb.path().join("state/workspaces").join(&id);
-    assert!(ws.join("made-by-architect").exists() && ws.join("made-by-backend").exists());
+    assert!(!ws.exists(), "done is terminal: the workspace went");
 }
 
 #[test]

@@ -73,6 +73,10 @@ fn config(agent: &str) -> String {
 state_root: state
 roles_dir: {roles}
 terminal_states: [done, cancelled]
+# A done ticket's workspace is removed (issue #14): keep a copy to look at.
+workspace:
+  hooks:
+    before_remove: ["sh", "-c", "mkdir -p ../../kept && cp -R . ../../kept/$$SORTIE_TICKET_ID"]
 {agent}retry:
   max_attempts: 3
   backoff_base_seconds: 1
@@ -164,9 +168,12 @@ fn three_stages(cli: Cli) {
         "{cli:?}: {codes:?}"
     );
     assert_eq!(codes.len(), 5, "{cli:?}: two transient failures: {codes:?}");
+    // The workspace went with the ticket reaching done; `before_remove` kept a copy.
+    assert!(!workspace.exists(), "{cli:?}");
+    let kept = sb.path().join("state/kept").join(&id);
     for file in ["design.md", "impl.txt", "qa.txt"] {
         assert_eq!(
-            std::fs::read_to_string(workspace.join(file)).unwrap(),
+            std::fs::read_to_string(kept.join(file)).unwrap(),
             format!("{file} by the mock model\n"),
             "{cli:?}"
         );
