@@ -59,7 +59,7 @@ pub(super) async fn run_claimed(
     let line = run_stage(&ctx, &supervisor, ticket, stage, claim, history)
         .instrument(span.clone())
         .await;
-    tracing::info!(parent: &span, outcome = %line.outcome, reason_code = line.reason_code.as_deref().unwrap_or("-"), to_status = line.to_status.as_deref().unwrap_or("-"), writeback = line.writeback.as_deref().unwrap_or("-"), "run ended");
+    tracing::info!(parent: &span, outcome = %line.outcome, reason_code = %line.reason_code.as_deref().unwrap_or("-"), to_status = %line.to_status.as_deref().unwrap_or("-"), writeback = %line.writeback.as_deref().unwrap_or("-"), "run ended");
     supervisor.ended(&run_id);
     line
 }

@@ -49,6 +49,7 @@ impl Daemon {
                 "127.0.0.1:0",
             ])
             .current_dir(sb.path())
+            .env_remove("SORTIE_LOG")
             .envs(env.iter().copied())
             .env_remove("SORTIE_FAULT")
             .stdout(Stdio::piped())

@@ -65,6 +65,7 @@ mod linear_pipeline;
 mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
+mod run_logs;
 mod secrets;
 mod status_names;
 mod tick_signals;

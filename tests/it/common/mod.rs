@@ -96,6 +96,8 @@ impl Sandbox {
             .args(args)
             .current_dir(self.path())
             .env_remove("SORTIE_FAULT")
+            // Logs at the default level, whatever the shell running the tests sets.
+            .env_remove("SORTIE_LOG")
             .output()
             .expect("run sortie")
     }
