@@ -60,8 +60,12 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
                     "warning: statuses `{first}` and `{again}` differ only by case; sortie treats them as one status",
                 )?;
             }
+            let mut text = describe(&cfg);
+            for wait in cap_waits_now(&cfg) {
+                let _ = writeln!(text, "now: {}", wait.to_text());
+            }
             let mut out = std::io::stdout().lock();
-            out.write_all(describe(&cfg).as_bytes())?;
+            out.write_all(text.as_bytes())?;
             out.flush()?;
             Ok(EXIT_OK)
         }
@@ -75,6 +79,48 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
         // `main` prints it with its cause and maps `ConfigError` to exit code 2.
         Err(read) => Err(read.into()),
     }
+}
+
+/// On a local board (read from files: no request, no credential), the caps that hold
+/// tickets back right now, from a dry-run tick. Other trackers are not read by
+/// `validate`: `pipeline tick --dry-run` says the same for them. Anything that fails
+/// here (an unreadable board or ledger) says nothing: `validate` checks the config.
+fn cap_waits_now(cfg: &Config) -> Vec<crate::pipeline::report::CapWait> {
+    let crate::config::TrackerConfig::Local { path } = &cfg.tracker else {
+        return Vec::new();
+    };
+    if !path.is_dir() {
+        return Vec::new();
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let dry = async {
+        let tracker = crate::tracker::open(cfg).ok()?;
+        // Read the ledger when there is one; never create it.
+        let ledger: std::sync::Arc<dyn crate::ledger::Ledger> =
+            if matches!(cfg.ledger, crate::config::LedgerConfig::Sqlite)
+                && cfg.ledger_path().exists()
+            {
+                crate::ledger::open(cfg).ok()?
+            } else {
+                std::sync::Arc::new(crate::ledger::SqliteLedger::open_in_memory().ok()?)
+            };
+        let pipeline = crate::pipeline::Pipeline::builder(cfg.clone(), tracker, ledger)
+            .require_agents(false)
+            .build()
+            .await
+            .ok()?;
+        let report = pipeline
+            .tick(crate::pipeline::TickOptions { dry_run: true })
+            .await
+            .ok()?;
+        Some(report.cap_waits)
+    };
+    runtime.block_on(dry).unwrap_or_default()
 }
 
 /// A role file problem as a config diagnostic: a missing role file points at the stage

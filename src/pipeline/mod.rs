@@ -407,6 +407,7 @@ impl Pipeline {
             runs: Vec::new(),
             skips: Vec::new(),
             unclaimed_statuses: Default::default(),
+            cap_waits: Vec::new(),
         };
 
         // Finish what earlier runs stored but could not write, before anything new.
@@ -451,6 +452,7 @@ impl Pipeline {
                     duration_seconds: None,
                 })
                 .collect();
+            report.cap_waits = report::cap_waits(&ctx.config, &report.skips);
             return Ok(report);
         }
 
@@ -514,6 +516,7 @@ impl Pipeline {
                 Err(err) => tracing::error!(%err, "a run task panicked"),
             }
         }
+        report.cap_waits = report::cap_waits(&ctx.config, &report.skips);
         prune::remove_waiting(ctx).await;
         self.maybe_prune().await;
         ctx.events.drain().await;

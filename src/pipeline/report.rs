@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::eligibility::SkipReason;
+use crate::config::Config;
+use crate::ledger::CeilingScope;
 
 /// Everything one tick did, in the order it happened.
 #[derive(Debug, Clone, Serialize)]
@@ -31,6 +33,95 @@ pub struct TickReport {
     /// Tickets the board holds on statuses no stage claims and no terminal set names,
     /// counted by status (boards that can list them cheaply: the local board).
     pub unclaimed_statuses: std::collections::BTreeMap<String, usize>,
+    /// The in-flight caps that, rather than the board, held tickets back: how many
+    /// tickets wait for each (from `skips`).
+    pub cap_waits: Vec<CapWait>,
+}
+
+/// Tickets held back by one in-flight cap: they would run, but the cap is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CapWait {
+    /// Which cap: `global`, `role` or `status`.
+    pub scope: CeilingScope,
+    /// The role (role cap) or the claim status (status cap); empty for the global cap.
+    pub name: String,
+    /// The cap.
+    pub limit: u32,
+    /// How many tickets wait for it.
+    pub tickets: usize,
+}
+
+impl CapWait {
+    /// `3 tickets wait for role backend's cap of 1 (...)`: which cap, and the setting
+    /// that raises it.
+    pub fn to_text(&self) -> String {
+        let (n, limit) = (self.tickets, self.limit);
+        let tickets = if n == 1 {
+            "1 ticket waits".to_string()
+        } else {
+            format!("{n} tickets wait")
+        };
+        match self.scope {
+            CeilingScope::Role => format!(
+                "{tickets} for role {}'s cap of {limit} (the stage's max_in_flight, default concurrency.per_role_max_in_flight)",
+                self.name
+            ),
+            CeilingScope::Status => format!(
+                "{tickets} for status {}'s cap of {limit} (concurrency.per_status_max_in_flight)",
+                self.name
+            ),
+            CeilingScope::Global => {
+                format!("{tickets} for the global cap of {limit} (concurrency.max_in_flight)")
+            }
+        }
+    }
+}
+
+/// Group the skips that a cap caused by cap: global first, then roles and statuses in
+/// the config's stage order.
+pub fn cap_waits(config: &Config, skips: &[SkipLine]) -> Vec<CapWait> {
+    let mut out: Vec<CapWait> = Vec::new();
+    for skip in skips {
+        let SkipReason::CapReached { scope, limit } = &skip.reason else {
+            continue;
+        };
+        let name = match scope {
+            CeilingScope::Global => String::new(),
+            CeilingScope::Role => skip.role.clone(),
+            CeilingScope::Status => config
+                .stages
+                .iter()
+                .find(|s| s.role == skip.role)
+                .map_or_else(|| skip.status.clone(), |s| s.claim_status.clone()),
+        };
+        match out
+            .iter_mut()
+            .find(|w| w.scope == *scope && w.name == name && w.limit == *limit)
+        {
+            Some(wait) => wait.tickets += 1,
+            None => out.push(CapWait {
+                scope: *scope,
+                name,
+                limit: *limit,
+                tickets: 1,
+            }),
+        }
+    }
+    let rank = |w: &CapWait| {
+        let stage = config.stages.iter().position(|s| match w.scope {
+            CeilingScope::Global => true,
+            CeilingScope::Role => s.role == w.name,
+            CeilingScope::Status => s.claim_status == w.name,
+        });
+        let scope = match w.scope {
+            CeilingScope::Global => 0,
+            CeilingScope::Role => 1,
+            CeilingScope::Status => 2,
+        };
+        (scope, stage.unwrap_or(usize::MAX))
+    };
+    out.sort_by_key(rank);
+    out
 }
 
 /// One run.
@@ -139,6 +230,9 @@ impl TickReport {
                 "skip ticket {} role {} (status {}): {}",
                 s.ticket, s.role, s.status, s.reason
             );
+        }
+        for wait in &self.cap_waits {
+            let _ = writeln!(out, "{}", wait.to_text());
         }
         if !self.unclaimed_statuses.is_empty() {
             let total: usize = self.unclaimed_statuses.values().sum();

@@ -23,6 +23,7 @@ mod board_cli;
 mod board_local;
 mod board_perf;
 mod budgets;
+mod caps_explained;
 mod config_cli;
 mod config_default;
 mod config_home;
