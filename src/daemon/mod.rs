@@ -478,3 +478,55 @@ pub async fn run(
     )
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> Arc<Shared> {
+        let config = Config::parse_str(
+            "tracker: {kind: local, path: b}\nagent: {command: [\"true\"]}\n\
+             active_states: [todo]\nhandoff_state: review\n",
+            None,
+        )
+        .unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::from_env());
+        Arc::new(Shared {
+            config_path: PathBuf::from("pipeline.yaml"),
+            config: RwLock::new(Arc::new(config)),
+            current: RwLock::new(None),
+            retired: Mutex::new(Vec::new()),
+            status: Mutex::new(DaemonStatus::default()),
+            wake: Arc::new(Notify::new()),
+            started_at: clock.now(),
+            clock,
+        })
+    }
+
+    // Issue #14: `POST /api/v1/refresh` answers `{"queued": true, "coalesced": bool}`;
+    // a refresh while one is pending is coalesced into it. No loop runs here, so the
+    // first request stays pending.
+    #[tokio::test]
+    async fn a_refresh_says_whether_it_joined_a_pending_one() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/api/v1/refresh", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, http::router(shared())).await.unwrap();
+        });
+        let client = reqwest::Client::new();
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            let r = client.post(&url).send().await.unwrap();
+            assert_eq!(r.status().as_u16(), 202);
+            answers.push(r.json::<serde_json::Value>().await.unwrap());
+        }
+        assert_eq!(
+            answers,
+            [
+                serde_json::json!({"queued": true, "coalesced": false}),
+                serde_json::json!({"queued": true, "coalesced": true}),
+            ]
+        );
+        server.abort();
+    }
+}

@@ -132,7 +132,8 @@ async fn the_tracker_token_appears_in_no_output_comment_or_file() {
 }
 
 /// Issue #14: every secret sortie holds, not only the tracker token: the HTTP API
-/// bearer token, the GitHub webhook secret and a hook's `secret_env`.
+/// bearer token, every webhook secret (GitHub, GitLab, Gitea, Linear, Jira) and every
+/// hook's `secret_env`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_sortie_holds_reaches_the_agent() {
     let model = GithubModel::start().await;
@@ -154,10 +155,19 @@ agent: {{command: ["sh", "-c", "env > {env_file}; echo done"]}}
 http:
   token_env: SORTIE_TEST_HTTP_TOKEN
   github_webhook_secret_env: SORTIE_TEST_GH_WEBHOOK_SECRET
+  gitlab_webhook_secret_env: SORTIE_TEST_GL_WEBHOOK_SECRET
+  gitea_webhook_secret_env: SORTIE_TEST_GITEA_WEBHOOK_SECRET
+  linear_webhook_secret_env: SORTIE_TEST_LINEAR_WEBHOOK_SECRET
+  jira_webhook_secret_env: SORTIE_TEST_JIRA_WEBHOOK_SECRET
 hooks:
   - event: "*"
     webhook: "http://127.0.0.1:9/hook"
     secret_env: SORTIE_TEST_HOOK_SECRET
+    timeout_seconds: 1
+    max_attempts: 1
+  - event: "tracker_pipeline.handoff"
+    webhook: "http://127.0.0.1:9/other"
+    secret_env: SORTIE_TEST_HOOK_SECRET_2
     timeout_seconds: 1
     max_attempts: 1
 terminal_states: [done]
@@ -175,7 +185,12 @@ pipeline_stages:
         ("SORTIE_TEST_GH_TOKEN", TOKEN),
         ("SORTIE_TEST_HTTP_TOKEN", "http-bearer-7f3a"),
         ("SORTIE_TEST_GH_WEBHOOK_SECRET", "gh-webhook-91bc"),
+        ("SORTIE_TEST_GL_WEBHOOK_SECRET", "gl-webhook-2e7a"),
+        ("SORTIE_TEST_GITEA_WEBHOOK_SECRET", "gitea-webhook-c41d"),
+        ("SORTIE_TEST_LINEAR_WEBHOOK_SECRET", "linear-webhook-88f0"),
+        ("SORTIE_TEST_JIRA_WEBHOOK_SECRET", "jira-webhook-03b9"),
         ("SORTIE_TEST_HOOK_SECRET", "hook-hmac-55de"),
+        ("SORTIE_TEST_HOOK_SECRET_2", "hook-hmac-7a12"),
     ];
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
         .args(["pipeline", "tick", "--config", "pipeline.yaml", "-vv"])
