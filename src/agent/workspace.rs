@@ -430,6 +430,69 @@ mod tests {
         assert!(state.path().join("workspaces").join(&old_name).is_dir());
     }
 
+    fn config_with_before_remove(state: &Path, marker: &Path) -> crate::config::Config {
+        crate::config::Config::parse_str(
+            &format!(
+                "tracker: {{kind: local, path: b}}\nstate_root: {}\nagent: {{command: [\"true\"]}}\n\
+                 workspace: {{hooks: {{before_remove: [\"sh\", \"-c\", \"pwd > {}; exit 1\"]}}}}\n\
+                 active_states: [todo]\nhandoff_state: review\n",
+                state.display(),
+                marker.display()
+            ),
+            None,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn removing_a_finished_workspace_runs_before_remove_and_ignores_its_failure() {
+        let state = tempfile::tempdir().unwrap();
+        let marker = state.path().join("hook-ran-in");
+        let config = config_with_before_remove(state.path(), &marker);
+        assert_eq!(
+            remove_terminal(&config, "team/PROJ 7").await.unwrap(),
+            Removal::Absent
+        );
+        assert!(ensure_workspace(state.path(), "team/PROJ 7").unwrap());
+        let dir = workspace_dir(state.path(), "team/PROJ 7");
+        std::fs::write(dir.join("work.txt"), "x").unwrap();
+        assert_eq!(
+            remove_terminal(&config, "team/PROJ 7").await.unwrap(),
+            Removal::Removed
+        );
+        assert!(!dir.exists());
+        assert!(!workspace_owner_file(state.path(), "team/PROJ 7").exists());
+        let ran_in = std::fs::read_to_string(&marker).unwrap();
+        assert!(
+            ran_in
+                .trim()
+                .ends_with(&format!("/workspaces/{}", workspace_name("team/PROJ 7"))),
+            "the hook ran in the workspace: {ran_in}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_symlink_at_the_workspace_path_is_removed_without_following_it() {
+        let state = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("precious"), "x").unwrap();
+        let marker = state.path().join("hook-ran-in");
+        let config = config_with_before_remove(state.path(), &marker);
+        std::fs::create_dir_all(state.path().join("workspaces")).unwrap();
+        let dir = workspace_dir(state.path(), "7");
+        std::os::unix::fs::symlink(outside.path(), &dir).unwrap();
+        assert_eq!(
+            remove_terminal(&config, "7").await.unwrap(),
+            Removal::Removed
+        );
+        assert!(std::fs::symlink_metadata(&dir).is_err(), "the link went");
+        assert!(
+            outside.path().join("precious").is_file(),
+            "its target stays"
+        );
+        assert!(!marker.exists(), "before_remove did not run in the link");
+    }
+
     #[test]
     fn whatever_sits_at_the_workspace_path_is_not_replaced() {
         let state = tempfile::tempdir().unwrap();

@@ -37,6 +37,7 @@ const COMMANDS: &[&[&str]] = &[
     &["pipeline", "tick", "--dry-run"],
     &["pipeline", "status"],
     &["tracker", "check"],
+    &["workspaces", "prune", "--dry-run"],
 ];
 
 #[test]
