@@ -16,8 +16,7 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
         Ok(cfg) => {
             // Role templates are part of the pipeline: an unknown variable or a bad
             // front matter is reported here, before anything runs.
-            let roles = cfg.stages.iter().map(|s| s.role.as_str());
-            let templates = match RoleTemplates::load(&cfg.roles_dir, roles) {
+            let templates = match RoleTemplates::for_config(&cfg) {
                 Ok(templates) => templates,
                 Err(err) => {
                     writeln!(
@@ -83,6 +82,30 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
 pub fn role_error(cfg: &Config, err: &PromptError) -> String {
     match err {
         PromptError::Read { path, cause } => {
+            let route = cfg.stages.iter().enumerate().find_map(|(i, s)| {
+                s.routes
+                    .iter()
+                    .position(|r| r.role_file.as_deref() == Some(path.as_path()))
+                    .map(|j| (i, j))
+            });
+            if let Some((i, j)) = route {
+                let stage = &cfg.stages[i];
+                let message = format!(
+                    "cannot read the role file of route {} of role `{}`, {} ({cause}); create it, \
+                     or fix `role_file` (relative to the config file's directory)",
+                    stage.routes[j].label(j),
+                    stage.role,
+                    path.display()
+                );
+                let at = [
+                    FieldStep::Key("pipeline_stages"),
+                    FieldStep::Index(i),
+                    FieldStep::Key("routes"),
+                    FieldStep::Index(j),
+                    FieldStep::Key("role_file"),
+                ];
+                return cfg.diagnostic_at(&at, message).to_string();
+            }
             let role = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())

@@ -493,6 +493,9 @@ pub struct Stage {
     /// The bound on sending work back when `failure_status` is an earlier stage's
     /// claim status. Default none (refused for such a back edge).
     pub rework: Option<Rework>,
+    /// `routes:`: the first route whose `when` holds for a ticket picks the agent
+    /// settings and prompt of its run. Default none (every run uses the stage's).
+    pub routes: Vec<super::routes::Route>,
 }
 
 /// `rework: {max, then}`: how often a stage may send a ticket back to an earlier stage.
