@@ -199,6 +199,9 @@ pub fn describe(cfg: &Config) -> String {
             let _ = write!(line, ", only tickets with {}", parts.join("; "));
         }
         let _ = writeln!(out, "{line}, max {} in flight", s.max_in_flight);
+        for (i, route) in s.routes.iter().enumerate() {
+            let _ = writeln!(out, "  {}", describe_route(i, route));
+        }
     }
     out.push('\n');
     match &cfg.tracker {
@@ -328,6 +331,48 @@ pub fn describe(cfg: &Config) -> String {
     );
     let _ = writeln!(out, "claim lease: {}s", cfg.claim_ttl.as_secs());
     out
+}
+
+/// `route hard: when labels hard -> model opus, role file /x/roles/backend-hard.md`.
+fn describe_route(index: usize, route: &crate::config::Route) -> String {
+    let w = &route.when;
+    let mut when = Vec::new();
+    if !w.labels.is_empty() {
+        when.push(format!("labels {}", w.labels.join(", ")));
+    }
+    if !w.exclude_labels.is_empty() {
+        when.push(format!("not {}", w.exclude_labels.join(", ")));
+    }
+    if let Some(a) = &w.assignee {
+        when.push(format!("assignee {a}"));
+    }
+    let a = &route.agent;
+    let mut what = Vec::new();
+    if let Some(p) = a.preset {
+        what.push(format!("preset {}", p.as_str()));
+    }
+    if let Some(c) = &a.command {
+        what.push(format!("command {}", c.join(" ")));
+    }
+    if let Some(m) = &a.model {
+        what.push(format!("model {m}"));
+    }
+    if let Some(t) = a.timeout {
+        what.push(format!("timeout {}s", t.as_secs()));
+    }
+    if let Some(f) = &route.role_file {
+        what.push(format!("role file {}", f.display()));
+    }
+    let what = if what.is_empty() {
+        "the stage's agent settings".to_string()
+    } else {
+        what.join(", ")
+    };
+    format!(
+        "route {}: when {} -> {what}",
+        route.label(index),
+        when.join("; ")
+    )
 }
 
 /// `claim -[role]-> success ...` following success links from the first stage; stages not

@@ -37,7 +37,7 @@ pub(crate) fn normalize(
         matches!(tracker, Some(TrackerConfig::Linear { .. })),
         problems,
     );
-    let blockers = normalize_blockers(raw.tracker_blockers.take(), problems);
+    let blockers = normalize_blockers(raw.tracker_blockers.take(), tracker.as_ref(), problems);
     let state_root = path_value(
         problems,
         &root.key("state_root"),
