@@ -59,7 +59,7 @@ pipeline_stages:
 }
 
 /// A sandbox with the role files and the `hard-claude` wrapper in place.
-fn sandbox(routes: Option<&str>) -> Sandbox {
+pub(crate) fn sandbox(routes: Option<&str>) -> Sandbox {
     let sb = Sandbox::with_config("");
     std::fs::write(sb.config_path(), config(sb.path(), routes)).unwrap();
     let roles = sb.path().join("roles");
