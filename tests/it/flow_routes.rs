@@ -268,3 +268,37 @@ fn a_bad_route_is_refused_by_validate_with_file_and_line() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("broken.md:2"), "the role file's line: {err}");
 }
+
+#[test]
+fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets() {
+    let dir = common::repo().join("pipelines");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        seen += 1;
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
+            .args(["pipeline", "validate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if path.ends_with("rework-loop.yaml") {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.contains("  route hard: when labels hard -> timeout 1800s, role file ")
+                    && text.contains("backend-hard.md"),
+                "{text}"
+            );
+        }
+    }
+    assert!(seen >= 5, "the pipelines directory: {seen} files");
+}
