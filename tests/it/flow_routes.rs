@@ -302,3 +302,64 @@ fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets()
     }
     assert!(seen >= 5, "the pipelines directory: {seen} files");
 }
+
+/// One `pipeline tick --json` with the clock `offset` seconds ahead (a retry is due).
+fn tick_later(sb: &Sandbox, offset: u64) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
+        .args(["pipeline", "tick", "--config", "pipeline.yaml", "--json"])
+        .current_dir(sb.path())
+        .env("SORTIE_CLOCK_OFFSET_SECONDS", offset.to_string())
+        .env_remove("SORTIE_FAULT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_retry_chooses_its_route_from_the_board_and_resumes_only_a_session_of_the_same_route() {
+    for relabelled in [false, true] {
+        let sb = sandbox(Some(
+            "\n      - {name: hard, when: {labels: [hard]}, agent: {model: opus, env: {FAKE_SCENARIO: cut}}}",
+        ));
+        let mut text = std::fs::read_to_string(sb.config_path()).unwrap();
+        text.push_str("retry: {backoff_base_seconds: 1, backoff_max_seconds: 1}\n");
+        std::fs::write(sb.config_path(), text).unwrap();
+        let id = sb.add("flaky", "todo", &["--label", "hard"]);
+
+        // The hard route's agent is cut off mid-stream: a transient failure, retried.
+        let first = sb.tick_json(&[]);
+        assert_eq!(first["runs"][0]["route"], "hard", "{first:#}");
+        assert_eq!(
+            first["runs"][0]["reason_code"], "agent.stream_incomplete",
+            "{first:#}"
+        );
+        if relabelled {
+            let file = sb.board_path().join(&id).join("ticket.md");
+            let text = std::fs::read_to_string(&file).unwrap();
+            std::fs::write(&file, text.replacen("labels: [hard]", "labels: []", 1)).unwrap();
+        }
+        let retry = tick_later(&sb, 60);
+        let argv = read(&sb, "default-argv");
+        if relabelled {
+            assert!(retry["runs"][0]["route"].is_null(), "{retry:#}");
+            assert_eq!(retry["runs"][0]["outcome"], "success", "{retry:#}");
+            assert!(argv.contains("\nsonnet\n"), "the stage's model now: {argv}");
+            assert!(
+                !argv.contains("--resume"),
+                "the hard route's session is not resumed by the defaults: {argv}"
+            );
+        } else {
+            assert_eq!(retry["runs"][0]["route"], "hard", "{retry:#}");
+            assert!(argv.contains("\nopus\n"), "{argv}");
+            assert!(
+                argv.contains("--resume"),
+                "the same route resumes its session: {argv}"
+            );
+        }
+    }
+}
