@@ -517,6 +517,68 @@ mod tests {
     }
 
     #[test]
+    fn a_route_layers_its_file_and_agent_keys_over_the_stages_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        write_role(
+            dir.path(),
+            "backend",
+            "---\ntimeout_seconds: 1800\nenv: {A: role}\n---\nplain {{ ticket.id }}\n",
+        );
+        write_role(
+            dir.path(),
+            "hard",
+            "---\nmodel: from-file\nenv: {B: file}\n---\nhard {{ ticket.id }}\n",
+        );
+        let text = "tracker: {kind: local, path: board}\nroles_dir: .\n\
+            agent: {preset: claude-code, model: sonnet, stall_timeout_seconds: 100, env: {A: agent, C: agent}}\n\
+            pipeline_stages:\n  - role: backend\n    claim_status: todo\n    success_status: done\n    \
+            routes:\n      - {name: hard, when: {labels: [hard]}, agent: {model: opus, env: {B: route}}, role_file: hard.md}\n";
+        let config =
+            crate::config::Config::parse_str(text, Some(&dir.path().join("pipeline.yaml")))
+                .unwrap();
+        let t = RoleTemplates::for_config(&config).unwrap();
+        let stage = &config.stages[0];
+        let route = &stage.routes[0];
+
+        let plain = t.agent_for(&config, stage, None);
+        assert_eq!(plain.model.as_deref(), Some("sonnet"));
+        assert_eq!(
+            plain.timeout.as_secs(),
+            1800,
+            "the role file's front matter"
+        );
+        let routed = t.agent_for(&config, stage, Some(route));
+        assert_eq!(
+            routed.model.as_deref(),
+            Some("opus"),
+            "the route's key wins"
+        );
+        assert_eq!(
+            routed.timeout.as_secs(),
+            1800,
+            "not set by the route: the stage's"
+        );
+        assert_eq!(
+            routed.stall_timeout.map(|d| d.as_secs()),
+            Some(100),
+            "agent:"
+        );
+        let env: Vec<(&str, &str)> = routed
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(env, [("A", "role"), ("B", "route"), ("C", "agent")]);
+
+        let ctx = PromptContext::sample("backend");
+        assert_eq!(t.render_for("backend", None, &ctx).unwrap(), "plain 1\n");
+        assert_eq!(
+            t.render_for("backend", Some(route), &ctx).unwrap(),
+            "hard 1\n"
+        );
+    }
+
+    #[test]
     fn renders_ticket_fields() {
         let dir = tempfile::tempdir().unwrap();
         write_role(dir.path(), "qa", "---\ndescription: x\n---\nTest {{ ticket.id }}: {{ ticket.title }} (attempt {{ attempt }})\n");

@@ -240,6 +240,14 @@ fn a_bad_route_is_refused_by_validate_with_file_and_line() {
         err.contains("pipeline.yaml:15:") && err.contains("modle") && err.contains("model"),
         "an unknown agent key: {err}"
     );
+    let err =
+        refused("\n      - {name: hard, when: {labels: [hard]}, agent: {sandbox: read-only}}");
+    assert!(
+        err.contains("pipeline.yaml:15:")
+            && err.contains("routes[0].agent.sandbox")
+            && err.contains("not of `claude-code`"),
+        "an option of another preset: {err}"
+    );
     let err = refused("\n      - {name: hard, when: {label: [hard]}}");
     assert!(
         err.contains("pipeline.yaml:15:") && err.contains("label"),
