@@ -226,22 +226,50 @@ impl RoleTemplates {
         roles_dir: &Path,
         roles: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, PromptError> {
+        let files = roles
+            .into_iter()
+            .map(|role| (role.to_string(), roles_dir.join(format!("{role}.md"))));
+        Self::load_files(files)
+    }
+
+    /// Load the templates a config's runs use: each stage's `roles/<role>.md`, then each
+    /// route's `role_file`, so a route whose file is missing or does not render is
+    /// refused before anything runs.
+    pub fn for_config(config: &crate::config::Config) -> Result<Self, PromptError> {
+        let roles = config.stages.iter().map(|s| {
+            (
+                s.role.clone(),
+                config.roles_dir.join(format!("{}.md", s.role)),
+            )
+        });
+        let routes = config
+            .stages
+            .iter()
+            .flat_map(|s| s.routes.iter().filter_map(|r| r.role_file.clone()))
+            .map(|path| (route_key(&path), path));
+        Self::load_files(roles.chain(routes))
+    }
+
+    /// Load and compile each `(name, file)`; a name loaded already is skipped.
+    fn load_files(files: impl IntoIterator<Item = (String, PathBuf)>) -> Result<Self, PromptError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
         let mut paths = BTreeMap::new();
         let mut settings = BTreeMap::new();
-        for role in roles {
-            let path = roles_dir.join(format!("{role}.md"));
+        for (name, path) in files {
+            if paths.contains_key(&name) {
+                continue;
+            }
             let text = std::fs::read_to_string(&path).map_err(|cause| PromptError::Read {
                 path: path.clone(),
                 cause,
             })?;
             let (offset, template) = strip_front_matter(&text);
-            settings.insert(role.to_string(), parse_settings(&path, &text, offset)?);
-            env.add_template_owned(role.to_string(), template.to_string())
+            settings.insert(name.clone(), parse_settings(&path, &text, offset)?);
+            env.add_template_owned(name.clone(), template.to_string())
                 .map_err(|e| template_error(&path, offset, &e))?;
-            paths.insert(role.to_string(), (path, offset));
+            paths.insert(name, (path, offset));
         }
         let templates = RoleTemplates {
             env,
@@ -257,23 +285,51 @@ impl RoleTemplates {
         self.settings.get(role).cloned().unwrap_or_default()
     }
 
-    /// Each role whose agent program (after its front-matter overrides) is not found on
-    /// this machine, with that program, in stage order.
+    /// The agent settings of a run of `stage` on `route` (none: the stage's defaults):
+    /// `agent:`, then the front matter of `roles/<role>.md` (the stage's settings), then
+    /// the front matter of the route's `role_file`, then the route's own `agent:` keys.
+    /// Whatever a later layer does not set falls back to the earlier one.
+    pub fn agent_for(
+        &self,
+        config: &crate::config::Config,
+        stage: &crate::config::Stage,
+        route: Option<&crate::config::Route>,
+    ) -> crate::config::AgentConfig {
+        let agent = self.settings(&stage.role).apply(&config.agent);
+        let Some(route) = route else {
+            return agent;
+        };
+        let agent = match &route.role_file {
+            Some(file) => self.settings(&route_key(file)).apply(&agent),
+            None => agent,
+        };
+        route.agent.apply(&agent)
+    }
+
+    /// Each role (or `role route NAME`) whose agent program (after its overrides) is not
+    /// found on this machine, with that program, in stage order.
     pub fn missing_programs(&self, config: &crate::config::Config) -> Vec<(String, String)> {
-        config
-            .stages
-            .iter()
-            .filter_map(|stage| {
-                let agent = self.settings(&stage.role).apply(&config.agent);
+        let mut out = Vec::new();
+        for stage in &config.stages {
+            let runs = std::iter::once((stage.role.clone(), None)).chain(
+                stage
+                    .routes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (format!("{} route {}", stage.role, r.label(i)), Some(r))),
+            );
+            for (who, route) in runs {
+                let agent = self.agent_for(config, stage, route);
                 let program = crate::agent::preset_argv(&agent)
                     .first()
                     .cloned()
                     .unwrap_or_default();
-                crate::agent::find_program(&program)
-                    .is_none()
-                    .then(|| (stage.role.clone(), program))
-            })
-            .collect()
+                if crate::agent::find_program(&program).is_none() {
+                    out.push((who, program));
+                }
+            }
+        }
+        out
     }
 
     /// Render `role`'s prompt for `ctx`.
@@ -286,6 +342,20 @@ impl RoleTemplates {
         template
             .render(ctx)
             .map_err(|e| template_error(&path, offset, &e))
+    }
+
+    /// Render the prompt of a run of `role` on `route`: the route's `role_file` when it
+    /// names one, else the role's own template.
+    pub fn render_for(
+        &self,
+        role: &str,
+        route: Option<&crate::config::Route>,
+        ctx: &PromptContext,
+    ) -> Result<String, PromptError> {
+        match route.and_then(|r| r.role_file.as_deref()) {
+            Some(file) => self.render(&route_key(file), ctx),
+            None => self.render(role, ctx),
+        }
     }
 
     /// Render every template once with a sample context, so an unknown variable is
@@ -326,6 +396,12 @@ impl PromptContext {
             comments: Vec::new(),
         }
     }
+}
+
+/// The name a route's template is compiled under: its path, which no role name (a bare
+/// word) can equal.
+fn route_key(path: &Path) -> String {
+    path.display().to_string()
 }
 
 /// Split off YAML front matter (`---` ... `---`), returning the number of lines it
@@ -438,6 +514,68 @@ mod tests {
 
     fn write_role(dir: &Path, role: &str, text: &str) {
         std::fs::write(dir.join(format!("{role}.md")), text).unwrap();
+    }
+
+    #[test]
+    fn a_route_layers_its_file_and_agent_keys_over_the_stages_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        write_role(
+            dir.path(),
+            "backend",
+            "---\ntimeout_seconds: 1800\nenv: {A: role}\n---\nplain {{ ticket.id }}\n",
+        );
+        write_role(
+            dir.path(),
+            "hard",
+            "---\nmodel: from-file\nenv: {B: file}\n---\nhard {{ ticket.id }}\n",
+        );
+        let text = "tracker: {kind: local, path: board}\nroles_dir: .\n\
+            agent: {preset: claude-code, model: sonnet, stall_timeout_seconds: 100, env: {A: agent, C: agent}}\n\
+            pipeline_stages:\n  - role: backend\n    claim_status: todo\n    success_status: done\n    \
+            routes:\n      - {name: hard, when: {labels: [hard]}, agent: {model: opus, env: {B: route}}, role_file: hard.md}\n";
+        let config =
+            crate::config::Config::parse_str(text, Some(&dir.path().join("pipeline.yaml")))
+                .unwrap();
+        let t = RoleTemplates::for_config(&config).unwrap();
+        let stage = &config.stages[0];
+        let route = &stage.routes[0];
+
+        let plain = t.agent_for(&config, stage, None);
+        assert_eq!(plain.model.as_deref(), Some("sonnet"));
+        assert_eq!(
+            plain.timeout.as_secs(),
+            1800,
+            "the role file's front matter"
+        );
+        let routed = t.agent_for(&config, stage, Some(route));
+        assert_eq!(
+            routed.model.as_deref(),
+            Some("opus"),
+            "the route's key wins"
+        );
+        assert_eq!(
+            routed.timeout.as_secs(),
+            1800,
+            "not set by the route: the stage's"
+        );
+        assert_eq!(
+            routed.stall_timeout.map(|d| d.as_secs()),
+            Some(100),
+            "agent:"
+        );
+        let env: Vec<(&str, &str)> = routed
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(env, [("A", "role"), ("B", "route"), ("C", "agent")]);
+
+        let ctx = PromptContext::sample("backend");
+        assert_eq!(t.render_for("backend", None, &ctx).unwrap(), "plain 1\n");
+        assert_eq!(
+            t.render_for("backend", Some(route), &ctx).unwrap(),
+            "hard 1\n"
+        );
     }
 
     #[test]

@@ -16,8 +16,7 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
         Ok(cfg) => {
             // Role templates are part of the pipeline: an unknown variable or a bad
             // front matter is reported here, before anything runs.
-            let roles = cfg.stages.iter().map(|s| s.role.as_str());
-            let templates = match RoleTemplates::load(&cfg.roles_dir, roles) {
+            let templates = match RoleTemplates::for_config(&cfg) {
                 Ok(templates) => templates,
                 Err(err) => {
                     writeln!(
@@ -129,6 +128,30 @@ fn cap_waits_now(cfg: &Config) -> Vec<crate::pipeline::report::CapWait> {
 pub fn role_error(cfg: &Config, err: &PromptError) -> String {
     match err {
         PromptError::Read { path, cause } => {
+            let route = cfg.stages.iter().enumerate().find_map(|(i, s)| {
+                s.routes
+                    .iter()
+                    .position(|r| r.role_file.as_deref() == Some(path.as_path()))
+                    .map(|j| (i, j))
+            });
+            if let Some((i, j)) = route {
+                let stage = &cfg.stages[i];
+                let message = format!(
+                    "cannot read the role file of route {} of role `{}`, {} ({cause}); create it, \
+                     or fix `role_file` (relative to the config file's directory)",
+                    stage.routes[j].label(j),
+                    stage.role,
+                    path.display()
+                );
+                let at = [
+                    FieldStep::Key("pipeline_stages"),
+                    FieldStep::Index(i),
+                    FieldStep::Key("routes"),
+                    FieldStep::Index(j),
+                    FieldStep::Key("role_file"),
+                ];
+                return cfg.diagnostic_at(&at, message).to_string();
+            }
             let role = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -222,6 +245,9 @@ pub fn describe(cfg: &Config) -> String {
             let _ = write!(line, ", only tickets with {}", parts.join("; "));
         }
         let _ = writeln!(out, "{line}, max {} in flight", s.max_in_flight);
+        for (i, route) in s.routes.iter().enumerate() {
+            let _ = writeln!(out, "  {}", describe_route(i, route));
+        }
     }
     out.push('\n');
     match &cfg.tracker {
@@ -351,6 +377,48 @@ pub fn describe(cfg: &Config) -> String {
     );
     let _ = writeln!(out, "claim lease: {}s", cfg.claim_ttl.as_secs());
     out
+}
+
+/// `route hard: when labels hard -> model opus, role file /x/roles/backend-hard.md`.
+fn describe_route(index: usize, route: &crate::config::Route) -> String {
+    let w = &route.when;
+    let mut when = Vec::new();
+    if !w.labels.is_empty() {
+        when.push(format!("labels {}", w.labels.join(", ")));
+    }
+    if !w.exclude_labels.is_empty() {
+        when.push(format!("not {}", w.exclude_labels.join(", ")));
+    }
+    if let Some(a) = &w.assignee {
+        when.push(format!("assignee {a}"));
+    }
+    let a = &route.agent;
+    let mut what = Vec::new();
+    if let Some(p) = a.preset {
+        what.push(format!("preset {}", p.as_str()));
+    }
+    if let Some(c) = &a.command {
+        what.push(format!("command {}", c.join(" ")));
+    }
+    if let Some(m) = &a.model {
+        what.push(format!("model {m}"));
+    }
+    if let Some(t) = a.timeout {
+        what.push(format!("timeout {}s", t.as_secs()));
+    }
+    if let Some(f) = &route.role_file {
+        what.push(format!("role file {}", f.display()));
+    }
+    let what = if what.is_empty() {
+        "the stage's agent settings".to_string()
+    } else {
+        what.join(", ")
+    };
+    format!(
+        "route {}: when {} -> {what}",
+        route.label(index),
+        when.join("; ")
+    )
 }
 
 /// `claim -[role]-> success ...` following success links from the first stage; stages not

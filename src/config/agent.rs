@@ -94,7 +94,7 @@ pub(super) fn normalize_agent(
 }
 
 /// `agent.preset`: one of the known names; `command` when absent; `None` (reported) otherwise.
-fn agent_preset(
+pub(super) fn agent_preset(
     problems: &mut Problems,
     path: &FieldPath,
     value: Option<&Value>,
@@ -147,7 +147,7 @@ const PRESET_OPTIONS: &[(&str, &[AgentPreset])] = &[
 const CODEX_SANDBOXES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
 
 /// Each preset option set must belong to the chosen preset and have the shape its flag takes.
-fn check_preset_options(
+pub(super) fn check_preset_options(
     agent: &RawAgent,
     preset: AgentPreset,
     path: &FieldPath,

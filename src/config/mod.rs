@@ -15,6 +15,7 @@ mod locate;
 mod model;
 mod normalize;
 mod raw;
+mod routes;
 mod stages;
 mod tracker;
 mod values;
@@ -26,6 +27,7 @@ use serde_yaml::Value;
 
 pub use diagnostic::{Diagnostic, MAX_DIAGNOSTICS};
 pub use model::*;
+pub use routes::{AgentOverrides, Route};
 pub(crate) use values::expand_home;
 
 use diagnostic::Problems;

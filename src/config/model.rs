@@ -98,7 +98,8 @@ impl TicketFilter {
 /// `tracker.blockers:`: tracker-native "blocked by" links hold tickets back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BlockersConfig {
-    /// Whether blockers are read. Default: true where the tracker supports them.
+    /// Whether blockers are read. Default: true on the local board, GitHub, Redmine and
+    /// Linear; false on GitLab (opt in); Jira and Gitea cannot read them (true is refused).
     pub enabled: Option<bool>,
     /// Blocker reads per tick on trackers that need one request per ticket. Default 20.
     pub max_reads_per_tick: u32,
@@ -274,6 +275,20 @@ pub enum LinearTokenType {
 }
 
 impl TrackerConfig {
+    /// Whether the adapter can read tracker-native blockers at all.
+    pub fn can_read_blockers(&self) -> bool {
+        !matches!(
+            self,
+            TrackerConfig::Jira { .. } | TrackerConfig::Gitea { .. }
+        )
+    }
+
+    /// Whether blockers are read when `tracker.blockers.enabled` is not set: where the
+    /// tracker has them, except GitLab, whose blocking links need a paid tier.
+    pub fn blockers_by_default(&self) -> bool {
+        self.can_read_blockers() && !matches!(self, TrackerConfig::Gitlab { .. })
+    }
+
     /// The tracker identity used in ledger keys and idempotency keys; adapters'
     /// `Tracker::name` returns the same string.
     pub fn name(&self) -> String {
@@ -493,6 +508,9 @@ pub struct Stage {
     /// The bound on sending work back when `failure_status` is an earlier stage's
     /// claim status. Default none (refused for such a back edge).
     pub rework: Option<Rework>,
+    /// `routes:`: the first route whose `when` holds for a ticket picks the agent
+    /// settings and prompt of its run. Default none (every run uses the stage's).
+    pub routes: Vec<super::routes::Route>,
 }
 
 /// `rework: {max, then}`: how often a stage may send a ticket back to an earlier stage.

@@ -37,7 +37,7 @@ pub(crate) fn normalize(
         matches!(tracker, Some(TrackerConfig::Linear { .. })),
         problems,
     );
-    let blockers = normalize_blockers(raw.tracker_blockers.take(), problems);
+    let blockers = normalize_blockers(raw.tracker_blockers.take(), tracker.as_ref(), problems);
     let state_root = path_value(
         problems,
         &root.key("state_root"),
@@ -166,7 +166,18 @@ pub(crate) fn normalize(
         1,
     );
 
-    let stages = build_stages(&mut raw, &terminal_states, per_role, &filter, problems);
+    let routing = super::stages::Routing {
+        preset: super::routes::written_preset(raw.agent.as_ref()),
+        base,
+    };
+    let stages = build_stages(
+        &mut raw,
+        &terminal_states,
+        per_role,
+        &filter,
+        routing,
+        problems,
+    );
     for (i, s) in stages.iter().enumerate() {
         let p = root.key("pipeline_stages").index(i).key("max_in_flight");
         at_least(problems, &p, Some(s.max_in_flight), 1, 1);

@@ -232,6 +232,7 @@ pub(crate) struct RawStage {
     pub(crate) max_in_flight: Option<u32>,
     pub(crate) filter: Option<RawFilter>,
     pub(crate) rework: Option<RawRework>,
+    pub(crate) routes: Option<Vec<super::routes::RawRoute>>,
 }
 
 /// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.

@@ -9,7 +9,16 @@ use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::{Rework, Stage, TicketFilter};
 use super::raw::{RawConfig, RawStage, SINGLE_ROLE_KEYS};
+use super::routes::build_routes;
 use super::tracker::{narrow_filter, normalize_filter};
+
+/// What a stage's `routes:` are read against: the preset of `agent:` and the config
+/// file's directory.
+#[derive(Clone, Copy)]
+pub(crate) struct Routing<'a> {
+    pub(crate) preset: crate::config::AgentPreset,
+    pub(crate) base: &'a std::path::Path,
+}
 
 /// Role used by the single-role form when `role` is not given.
 pub(crate) const DEFAULT_ROLE: &str = "agent";
@@ -73,6 +82,7 @@ pub(crate) fn build_stages(
     terminal: &[String],
     default_cap: u32,
     tracker_filter: &TicketFilter,
+    routing: Routing<'_>,
     problems: &mut Problems,
 ) -> Vec<Stage> {
     let root = FieldPath::root();
@@ -102,7 +112,7 @@ pub(crate) fn build_stages(
                 .into_iter()
                 .enumerate()
                 .filter_map(|(i, s)| {
-                    s.map(|s| from_raw_stage(s, i, default_cap, tracker_filter, problems))
+                    s.map(|s| from_raw_stage(s, i, default_cap, tracker_filter, routing, problems))
                 })
                 .collect();
             check_pipeline(&stages, terminal, problems);
@@ -136,9 +146,17 @@ fn from_raw_stage(
     index: usize,
     default_cap: u32,
     tracker_filter: &TicketFilter,
+    routing: Routing<'_>,
     problems: &mut Problems,
 ) -> SourcedStage {
     let base = FieldPath::root().key("pipeline_stages").index(index);
+    let routes = build_routes(
+        raw.routes,
+        &base.key("routes"),
+        routing.preset,
+        routing.base,
+        problems,
+    );
     let own = normalize_filter(raw.filter, &base.key("filter"), false, problems);
     let filter = narrow_filter(tracker_filter, own, &base.key("filter"), problems);
     SourcedStage {
@@ -155,6 +173,7 @@ fn from_raw_stage(
                 max: r.max,
                 then: r.then,
             }),
+            routes,
         },
         role: base.key("role"),
         claim: base.key("claim_status"),
@@ -271,6 +290,7 @@ fn single_role(
             max_in_flight: default_cap,
             filter: tracker_filter.clone(),
             rework: None,
+            routes: Vec::new(),
         },
         role: root.key("role"),
         claim: active_path.index(claim_index),

@@ -476,10 +476,24 @@ pub(super) fn narrow_filter(
 /// The `tracker.blockers` section.
 pub(super) fn normalize_blockers(
     raw: Option<RawBlockers>,
+    tracker: Option<&TrackerConfig>,
     problems: &mut Problems,
 ) -> BlockersConfig {
     let raw = raw.unwrap_or_default();
     let path = FieldPath::root().key("tracker").key("blockers");
+    if let Some(tracker) = tracker.filter(|t| raw.enabled == Some(true) && !t.can_read_blockers()) {
+        let kind = match tracker {
+            TrackerConfig::Jira { .. } => "Jira (issue links)",
+            _ => "Gitea (issue dependencies)",
+        };
+        problems.at_value(
+            &path.key("enabled"),
+            format!(
+                "sortie cannot read blockers from {kind} yet; remove `enabled: true` \
+                 (tickets there are never held by blockers)"
+            ),
+        );
+    }
     let max = raw
         .max_reads_per_tick
         .unwrap_or(DEFAULT_BLOCKER_READS_PER_TICK);

@@ -64,7 +64,11 @@ pub(crate) fn expand_home(value: &str, home: Option<&Path>) -> Option<String> {
 
 /// [`expand_home`] with the process's `$HOME`, recording a problem when it is needed
 /// and not set (the value is then kept as written).
-fn expand_home_or_report(problems: &mut Problems, path: &FieldPath, value: &str) -> String {
+pub(crate) fn expand_home_or_report(
+    problems: &mut Problems,
+    path: &FieldPath,
+    value: &str,
+) -> String {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     expand_home(value, home.as_deref()).unwrap_or_else(|| {
         problems.at_value(

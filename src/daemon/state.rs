@@ -378,6 +378,7 @@ mod tests {
             note: None,
             log_path: None,
             duration_seconds: None,
+            route: None,
         }
     }
 

@@ -210,10 +210,7 @@ impl PipelineBuilder {
     /// Load and check the role templates, ask the tracker who sortie is, and bind.
     pub async fn build(self) -> Result<Pipeline, PipelineError> {
         let config = self.config;
-        let templates = RoleTemplates::load(
-            &config.roles_dir,
-            config.stages.iter().map(|s| s.role.as_str()),
-        )?;
+        let templates = RoleTemplates::for_config(&config)?;
         if self.require_agents {
             if let Some((role, program)) = templates.missing_programs(&config).into_iter().next() {
                 return Err(PipelineError::AgentNotFound { role, program });
@@ -450,6 +447,9 @@ impl Pipeline {
                     note: d.retry.then(|| "retry due".to_string()),
                     log_path: None,
                     duration_seconds: None,
+                    route: d
+                        .route
+                        .map(|i| ctx.config.stages[d.stage].routes[i].label(i)),
                 })
                 .collect();
             report.cap_waits = report::cap_waits(&ctx.config, &report.skips);

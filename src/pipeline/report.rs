@@ -149,6 +149,9 @@ pub struct RunLine {
     pub log_path: Option<String>,
     /// How long the run took, seconds, once it ended.
     pub duration_seconds: Option<f64>,
+    /// The stage route the run takes (`routes:`: its name, or its index when unnamed);
+    /// none when it runs the stage's defaults.
+    pub route: Option<String>,
 }
 
 /// A ticket that was not dispatched.
@@ -266,9 +269,14 @@ impl RunLine {
     /// One line for a person: `run ticket 1 role architect attempt 1: success
     /// ready-for-design -> design-approved (0.5 s)`.
     pub fn to_text(&self) -> String {
+        let route = self
+            .route
+            .as_ref()
+            .map(|r| format!(" route {r}"))
+            .unwrap_or_default();
         if self.outcome == "would_run" {
             return format!(
-                "would run ticket {} role {} (status {}){}",
+                "would run ticket {} role {}{route} (status {}){}",
                 self.ticket,
                 self.role,
                 self.from_status,
@@ -276,7 +284,7 @@ impl RunLine {
             );
         }
         let mut line = format!(
-            "run ticket {} role {} attempt {}: {}",
+            "run ticket {} role {}{route} attempt {}: {}",
             self.ticket, self.role, self.attempt, self.outcome
         );
         if let Some(code) = &self.reason_code {

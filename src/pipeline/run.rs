@@ -84,14 +84,19 @@ async fn run_stage(
         note: None,
         log_path: None,
         duration_seconds: None,
+        route: None,
     };
     ctx.faults.hit("after_claim");
+    // The route is chosen from the ticket this run starts with (a retry chooses again).
+    let route = super::decide::route::choose(&stage, &ticket, &ctx.identity);
+    line.route = route.map(|(i, r)| r.label(i));
     let run = Finish {
         ctx,
         ticket: &ticket,
         stage: &stage,
         claim: &claim,
         history: &history,
+        route: line.route.clone(),
         // The run's start, for its duration in run history: from here, whatever ends it.
         begun_at: ctx.clock.now(),
     };
@@ -162,8 +167,9 @@ async fn run_stage(
     }
 
     let run_dir = crate::agent::run_dir(&ctx.config.state_root, &claim.run_id);
-    let prompt = match ctx.templates.render(
+    let prompt = match ctx.templates.render_for(
         &stage.role,
+        route.map(|(_, r)| r),
         &prompt_context(&ticket, &stage, claim.stage_attempt, &history),
     ) {
         Ok(prompt) => prompt,
@@ -177,13 +183,17 @@ async fn run_stage(
             return run.finish(outcome, None, run.begun_at, line).await;
         }
     };
-    // The role file's front matter overrides the config's agent settings.
-    let agent = ctx.templates.settings(&stage.role).apply(&ctx.config.agent);
+    // The role file's front matter overrides the config's agent settings, and a route's
+    // role file and `agent:` override those.
+    let agent = ctx
+        .templates
+        .agent_for(&ctx.config, &stage, route.map(|(_, r)| r));
     let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
     plan.env_remove = ctx.config.secret_env_names();
     // Resume the agent's last session of this ticket and role (issue #19).
+    // A session of another route ran another agent setup: it is not resumed.
     if let Ok(Some(prev)) = ctx.ledger.last_session(&claim.key) {
-        if let Some(session) = &prev.session_id {
+        if let Some(session) = prev.session_id.as_ref().filter(|_| prev.route == run.route) {
             let prev_dir = crate::agent::run_dir(&ctx.config.state_root, &prev.run_id);
             let earlier =
                 crate::agent::read_session_record(&prev_dir).and_then(|r| r.reported_usage);
@@ -196,6 +206,7 @@ async fn run_stage(
     record_run(
         ctx,
         &claim,
+        run.route.as_deref(),
         RunPhase::Running,
         None,
         None,
@@ -279,6 +290,7 @@ async fn run_stage(
             record_run(
                 ctx,
                 &claim,
+                run.route.as_deref(),
                 RunPhase::Cancelled,
                 Some("cancelled"),
                 None,
@@ -529,6 +541,8 @@ struct Finish<'a> {
     stage: &'a Stage,
     claim: &'a Claim,
     history: &'a TicketHistory,
+    /// The route the run takes, as recorded (name or index).
+    route: Option<String>,
     begun_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -568,6 +582,7 @@ impl Finish<'_> {
             attempt: claim.stage_attempt,
             run_id: &claim.run_id,
             duration_seconds: duration,
+            route: self.route.as_deref(),
             failures_before: self
                 .history
                 .failures_this_round(&stage.role, stage.rework_target()),
@@ -632,6 +647,7 @@ impl Finish<'_> {
         record_run(
             ctx,
             claim,
+            self.route.as_deref(),
             RunPhase::Finished,
             Some(&entry.outcome),
             line.reason_code.as_deref(),
@@ -730,6 +746,7 @@ fn release(ctx: &Context, claim: &Claim) {
 fn record_run(
     ctx: &Context,
     claim: &Claim,
+    route: Option<&str>,
     phase: RunPhase,
     outcome: Option<&str>,
     reason_code: Option<&str>,
@@ -750,7 +767,7 @@ fn record_run(
         started_at,
         finished_at,
         session_id: None,
-        route: None,
+        route: route.map(str::to_string),
     };
     if let Err(err) = ctx.ledger.record_run(&record) {
         tracing::warn!(%err, "could not record run history");

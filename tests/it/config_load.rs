@@ -55,6 +55,7 @@ fn three_stage_fixture_loads_with_every_field() {
         max_in_flight: cap,
         filter: Default::default(),
         rework: None,
+        routes: Vec::new(),
     };
     let expected = Config {
         source: Some(path.clone()),
@@ -149,6 +150,7 @@ fn single_role_form_becomes_a_one_stage_pipeline() {
             max_in_flight: 1,
             filter: Default::default(),
             rework: None,
+            routes: Vec::new(),
         }]
     );
     assert_eq!(

@@ -640,3 +640,27 @@ fn a_jira_webhook_needs_a_valid_x_hub_signature_and_only_triggers_a_tick() {
         sb.ticket(&id).status == "design-approved"
     });
 }
+
+/// Issue #18: the ticket endpoint says which route a ticket would take, and which one
+/// its run took (run history and outcome block).
+#[test]
+fn a_ticket_endpoint_shows_the_route() {
+    let sb = crate::flow_routes::sandbox(None);
+    let mut text = std::fs::read_to_string(sb.config_path()).unwrap();
+    text.push_str("poll_interval_seconds: 3600\n");
+    std::fs::write(sb.config_path(), text).unwrap();
+    let d = Daemon::start(&sb, &[]);
+    d.wait_state(10, "the first tick", |s| s["last_tick"]["ok"] == true);
+    let id = sb.add("rewrite the scheduler", "todo", &["--label", "hard"]);
+    let view: serde_json::Value = d.get(&format!("/api/v1/tickets/{id}")).json().unwrap();
+    assert_eq!(view["would_run"][0]["route"], "hard", "{view:#}");
+    assert_eq!(d.post("/api/v1/refresh").send().unwrap().status(), 202);
+    wait_until(10, "the run to hand the ticket off", || {
+        sb.ticket(&id).status == "review"
+    });
+    let view: serde_json::Value = d.get(&format!("/api/v1/tickets/{id}")).json().unwrap();
+    assert_eq!(view["runs"][0]["route"], "hard", "{view:#}");
+    assert_eq!(view["blocks"][0]["route"], "hard", "{view:#}");
+    d.signal(Signal::SIGTERM);
+    assert!(d.wait_exit(10));
+}

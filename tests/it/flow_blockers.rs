@@ -111,3 +111,98 @@ fn blockers_enabled_false_ignores_them() {
     let report = sb.tick_json(&[]);
     assert_eq!(report["runs"][0]["ticket"], blocked.as_str(), "{report:#}");
 }
+
+/// The tracker section of a config of each kind, with the blockers default it should get.
+const KINDS: &[(&str, &str, bool)] = &[
+    ("local", "{kind: local, path: board}", true),
+    (
+        "github",
+        "{kind: github, repo: acme/app, token_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
+        true,
+    ),
+    (
+        "redmine",
+        "{kind: redmine, url: 'http://127.0.0.1:9', project: app, api_key_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
+        true,
+    ),
+    (
+        "linear",
+        "{kind: linear, team: ENG, token_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
+        true,
+    ),
+    (
+        "gitlab",
+        "{kind: gitlab, project: acme/app, token_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
+        false,
+    ),
+    (
+        "gitea",
+        "{kind: gitea, url: 'http://127.0.0.1:9', repo: acme/app, token_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
+        false,
+    ),
+    (
+        "jira",
+        "{kind: jira, url: 'http://127.0.0.1:9', project: APP, email_env: SORTIE_TEST_BLOCKER_DEFAULTS, token_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
+        false,
+    ),
+];
+
+fn kind_config(tracker: &str) -> String {
+    format!(
+        "tracker: {tracker}\nroles_dir: {}\nagent: {{command: [sh]}}\npipeline_stages:\n  - {{role: agent, claim_status: todo, success_status: review}}\n",
+        common::repo().join("roles").display()
+    )
+}
+
+#[test]
+fn blockers_are_read_by_default_where_the_tracker_has_them_and_the_adapter_agrees() {
+    // A variable no other test reads: the adapters want a token to open.
+    std::env::set_var("SORTIE_TEST_BLOCKER_DEFAULTS", "token");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("board")).unwrap();
+    let file = dir.path().join("pipeline.yaml");
+    for (kind, tracker, expected) in KINDS {
+        std::fs::write(&file, kind_config(tracker)).unwrap();
+        let cfg = sortie::config::Config::load(&file).expect("valid config");
+        assert_eq!(
+            cfg.tracker.blockers_by_default(),
+            *expected,
+            "{kind}: the documented default"
+        );
+        let t = sortie::tracker::open(&cfg).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(
+            t.capabilities().blockers,
+            *expected,
+            "{kind}: the adapter's default agrees with the config's"
+        );
+    }
+}
+
+#[test]
+fn enabling_blockers_where_the_adapter_cannot_read_them_is_a_config_error() {
+    for (kind, tracker, _) in KINDS
+        .iter()
+        .filter(|(k, _, _)| ["jira", "gitea"].contains(k))
+    {
+        let with = tracker.replacen('{', "{blockers: {enabled: true}, ", 1);
+        let sb = Sandbox::with_config(&kind_config(&with));
+        let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+        assert_eq!(out.status.code(), Some(2), "{kind}: refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("pipeline.yaml:1:") && err.contains("tracker.blockers.enabled"),
+            "{kind}: file, line and field:\n{err}"
+        );
+        assert!(err.contains("cannot read blockers"), "{kind}: {err}");
+        // Off is fine, and so is the default.
+        let off = tracker.replacen('{', "{blockers: {enabled: false}, ", 1);
+        let sb = Sandbox::with_config(&kind_config(&off));
+        let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -378,7 +378,7 @@ async fn an_idle_tick_is_only_conditional_requests_answered_304() {
 }
 
 #[tokio::test]
-async fn a_busy_tick_costs_seven_to_ten_requests_per_run() {
+async fn a_busy_tick_costs_eight_to_eleven_requests_per_run() {
     let h = Harness::new(&["true"]).await;
     h.model.add_issue("parked", &["status:triage"]);
     measure(&h).await; // warm the cache, as every cron tick after the first has it
@@ -389,22 +389,23 @@ async fn a_busy_tick_costs_seven_to_ten_requests_per_run() {
     }
     let (r, log, units) = measure(&h).await;
     assert_eq!(r.runs().len(), 3, "{}", r.text);
-    // 1 user (304) + 4 listings (1 changed) + per run: comments, in-progress
-    // transition (re-read, add, remove), write-back (re-read, comments (304),
-    // comment, transition re-read, add, remove).
-    assert_eq!(log.len(), 5 + 3 * 10, "{log:#?}");
-    assert_eq!(units, 1 + 3 * 9, "{log:#?}");
+    // 1 user (304) + 4 listings (1 changed) + per run: blockers (issue dependencies,
+    // read by default), comments, in-progress transition (re-read, add, remove),
+    // write-back (re-read, comments (304), comment, transition re-read, add, remove).
+    assert_eq!(log.len(), 5 + 3 * 11, "{log:#?}");
+    assert_eq!(units, 1 + 3 * 10, "{log:#?}");
     println!(
         "busy tick (3 architect runs): {} requests, {units} rate-limit units",
         log.len()
     );
 
     // The next tick: backend (no in-progress status) takes the three tickets: per run
-    // comments, write-back re-read, comments (304), comment, transition re-read, add, remove.
+    // blockers, comments, write-back re-read, comments (304), comment, transition re-read,
+    // add, remove.
     let (r, log, units) = measure(&h).await;
     assert_eq!(r.runs().len(), 3, "{}", r.text);
-    assert_eq!(log.len(), 5 + 3 * 7, "{log:#?}");
-    assert_eq!(units, 2 + 3 * 6, "{log:#?}");
+    assert_eq!(log.len(), 5 + 3 * 8, "{log:#?}");
+    assert_eq!(units, 2 + 3 * 7, "{log:#?}");
     println!(
         "busy tick (3 backend runs): {} requests, {units} rate-limit units",
         log.len()

@@ -38,6 +38,7 @@ mod flow_blockers;
 mod flow_filters;
 mod flow_github;
 mod flow_rework;
+mod flow_routes;
 mod forge_adapter;
 mod forge_pipeline;
 mod forge_rules;

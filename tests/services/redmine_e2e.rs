@@ -653,7 +653,7 @@ fn opening_the_tracker_without_its_key_variable_names_the_variable() {
 }
 
 /// Issue #18: Redmine relations (`blocks` / `blocked`) hold a ticket until its blocker
-/// closes, when blockers are enabled.
+/// closes; blockers are read on Redmine by default (no `tracker.blockers` in the config).
 #[tokio::test]
 async fn a_ticket_blocked_through_a_relation_waits_until_its_blocker_closes() {
     let project = Project::new().await;
@@ -678,8 +678,8 @@ async fn a_ticket_blocked_through_a_relation_waits_until_its_blocker_closes() {
     assert_eq!(found[0].id, blocker);
     assert_eq!(found[0].status.as_deref(), Some("Design approved"));
 
-    let mut cfg = project.config(dir.path(), &["sh", "-c", "echo done"], &[]);
-    cfg.blockers.enabled = Some(true);
+    let cfg = project.config(dir.path(), &["sh", "-c", "echo done"], &[]);
+    assert_eq!(cfg.blockers.enabled, None, "the default applies");
     let tracker = sortie::tracker::open(&cfg).expect("tracker");
     let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).expect("ledger"));
     let p = Pipeline::new(cfg, tracker, ledger).await.expect("pipeline");

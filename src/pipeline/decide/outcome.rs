@@ -28,6 +28,9 @@ pub struct RunFacts<'a> {
     pub run_id: &'a str,
     /// Wall time of the agent, seconds, when an agent ran.
     pub duration_seconds: Option<f64>,
+    /// The stage route the run took (name, or index when unnamed), written into the
+    /// block as `route`; none for the stage's defaults.
+    pub route: Option<&'a str>,
     /// Failures of this role on the ticket since its last success (from the ticket's
     /// blocks): the retry budget counts failures, so runs an operator cancelled, which
     /// post no block, never use it up.
@@ -61,8 +64,29 @@ pub const CONTINUATION_SECONDS: u64 = 1;
 /// stay under `retry.max_attempts`; the last one escalates. A final failure moves the
 /// ticket to the stage's `failure_status`, or holds it where it is when there is none.
 /// A success moves it to `success_status`, or runs the stage again soon when there is
-/// none (continuation).
+/// none (continuation). A run that took a stage route says which in the block's
+/// `route` field.
 pub fn decide(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome) -> Decision {
+    let mut decision = decide_block(retry, facts, outcome);
+    if let Some(route) = facts.route {
+        // An unnamed route is its index (names start with a letter, so never a number).
+        let value = match route.parse::<u64>() {
+            Ok(index) => serde_yaml::Value::Number(index.into()),
+            Err(_) => serde_yaml::Value::String(route.to_string()),
+        };
+        let extra = match &mut decision.block {
+            OutcomeBlock::Success(b) => &mut b.extra,
+            OutcomeBlock::Failure(b) => &mut b.extra,
+        };
+        extra.insert(ROUTE_FIELD.to_string(), value);
+    }
+    decision
+}
+
+/// The block field naming the stage route a run took.
+pub const ROUTE_FIELD: &str = "route";
+
+fn decide_block(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome) -> Decision {
     let stage = facts.stage;
     let attempt = facts.attempt;
     let key = idempotency_key(
@@ -266,6 +290,7 @@ mod tests {
             max_in_flight: 1,
             filter: Default::default(),
             rework: None,
+            routes: Vec::new(),
         }
     }
 
@@ -285,6 +310,7 @@ mod tests {
             attempt,
             run_id: "r1",
             duration_seconds: Some(1.5),
+            route: None,
             failures_before,
             rework_rounds: Vec::new(),
         }
@@ -297,6 +323,33 @@ mod tests {
             NextAction::Retry,
             "slow",
         )
+    }
+
+    #[test]
+    fn a_routed_run_names_its_route_in_the_block_by_name_or_index() {
+        let s = stage(Some("review"), Some("blocked"));
+        let success = AgentOutcome::Success {
+            summary: "done".into(),
+            artifacts: BTreeMap::new(),
+        };
+        let named = RunFacts {
+            route: Some("hard"),
+            ..facts(&s, 1, 0)
+        };
+        let text = crate::block::render_comment("", &decide(&retry(), &named, &success).block);
+        assert!(text.contains("\nroute: hard\n"), "{text}");
+        let unnamed = RunFacts {
+            route: Some("0"),
+            ..facts(&s, 1, 0)
+        };
+        let text =
+            crate::block::render_comment("", &decide(&retry(), &unnamed, &transient()).block);
+        assert!(
+            text.contains("\nroute: 0\n"),
+            "an unnamed route is its index: {text}"
+        );
+        let plain = decide(&retry(), &facts(&s, 1, 0), &success).block;
+        assert!(!crate::block::render_comment("", &plain).contains("route:"));
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct Dispatch<'a> {
     pub attempt_floor: u32,
     /// The ceilings the ledger checks with the claim.
     pub limits: ClaimLimits,
+    /// The stage route the run takes (its index in the stage's `routes`), when one
+    /// matches; the run chooses again from the ticket it starts with.
+    pub route: Option<usize>,
 }
 
 /// A ticket on a stage's status that is not dispatched, and why.
@@ -186,6 +189,7 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
             retry: candidate.retry,
             attempt_floor: history.max_attempt(&stage.role) + 1,
             limits: Caps::limits(config, stage),
+            route: super::route::choose(stage, ticket, input.identity).map(|(i, _)| i),
         });
     }
     out

@@ -299,7 +299,8 @@ impl Tracker for GithubTracker {
         Capabilities {
             native_statuses: false,
             idempotency_header: false,
-            blockers: false,
+            // Issue dependencies, one request per candidate, bounded per tick.
+            blockers: true,
         }
     }
 

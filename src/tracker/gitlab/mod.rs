@@ -292,8 +292,9 @@ impl Tracker for GitlabTracker {
         Capabilities {
             native_statuses: false,
             idempotency_header: false,
-            // Issue links cost a request per candidate: read only with
-            // `tracker.blockers.enabled: true`, as on GitHub and Redmine.
+            // Blocking links need GitLab Premium: on a Free instance every read is
+            // refused, which would hold every ticket; read only with
+            // `tracker.blockers.enabled: true`.
             blockers: false,
         }
     }

@@ -297,7 +297,8 @@ impl Tracker for RedmineTracker {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
-            blockers: false,
+            // Relations, one request per candidate (and one per blocker), bounded per tick.
+            blockers: true,
         }
     }
 
