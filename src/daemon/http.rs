@@ -17,6 +17,7 @@ use sha2::Sha256;
 
 use super::state::{render_metrics, FinishedRun, Gauges, TickSummary};
 use super::Shared;
+use crate::agent::{AgentEvent, EVENT_TEXT_CHARS};
 use crate::config::Config;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 use crate::pipeline::LiveRun;
@@ -222,28 +223,20 @@ pub(super) struct LiveRunView {
     #[serde(flatten)]
     pub(super) run: LiveRun,
     pub(super) elapsed_seconds: i64,
-    /// The agent's last event. Until the presets stream events, the last line the agent
-    /// wrote to its log (`kind: "output"`).
-    pub(super) last_event: Option<LastEvent>,
-    /// Agent turns so far: `null` until the preset streams them.
+    /// The agent's last event on its stream (Claude Code, Codex); for the `command`
+    /// preset, or before the stream had one, the last line of its log (`kind: "output"`).
+    pub(super) last_event: Option<AgentEvent>,
+    /// Model turns so far: `null` until the stream reports one.
     pub(super) turns: Option<u32>,
-    /// Tokens so far: `null` until the preset streams usage.
+    /// Tokens so far (input, output, cache reads and writes): `null` until the stream
+    /// reports usage.
     pub(super) tokens: Option<u64>,
-    /// Cost so far in US dollars: `null` until the preset streams usage.
+    /// Cost so far in US dollars: `null` while the CLI has not reported one.
     pub(super) cost_usd: Option<f64>,
+    /// Tokens so far by kind.
+    pub(super) usage: Option<crate::agent::Usage>,
     /// Where the log tail is served.
     pub(super) log_url: String,
-}
-
-/// The last thing an agent did, as far as the daemon can see.
-#[derive(Serialize)]
-pub(super) struct LastEvent {
-    /// `output` (a log line).
-    pub(super) kind: &'static str,
-    /// A short text (at most 160 characters).
-    pub(super) text: String,
-    /// When.
-    pub(super) at: chrono::DateTime<Utc>,
 }
 
 /// Runs in flight of every pipeline (retired ones included), oldest first.
@@ -251,20 +244,25 @@ pub(super) async fn live_runs(shared: &Shared) -> Vec<LiveRunView> {
     let now = shared.now();
     let mut views = Vec::new();
     for run in shared.all_pipelines().iter().flat_map(|p| p.live_runs()) {
-        let last_event = super::logs::last_line(std::path::Path::new(&run.log_path), 160)
-            .await
-            .map(|(text, at)| LastEvent {
-                kind: "output",
-                text,
-                at,
-            });
+        let progress = run.progress.snapshot();
+        let last_event = match progress.last_event {
+            Some(event) => Some(event),
+            None => super::logs::last_line(std::path::Path::new(&run.log_path), EVENT_TEXT_CHARS)
+                .await
+                .map(|(text, at)| AgentEvent {
+                    kind: "output".to_string(),
+                    text,
+                    at,
+                }),
+        };
         views.push(LiveRunView {
             elapsed_seconds: (now - run.started_at).num_seconds(),
             log_url: format!("/runs/{}/log", run.run_id),
             last_event,
-            turns: None,
-            tokens: None,
-            cost_usd: None,
+            turns: progress.turns,
+            tokens: progress.usage.map(|u| u.total_tokens()),
+            cost_usd: progress.usage.and_then(|u| u.cost_usd),
+            usage: progress.usage,
             run,
         });
     }

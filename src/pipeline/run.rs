@@ -51,6 +51,7 @@ pub(super) async fn run_claimed(
             .join("agent.log")
             .display()
             .to_string(),
+        progress: Default::default(),
     });
     let run_id = claim.run_id.clone();
     let line = run_stage(&ctx, &supervisor, ticket, stage, claim, history)
@@ -177,6 +178,8 @@ async fn run_stage(
     let agent = ctx.templates.settings(&stage.role).apply(&ctx.config.agent);
     let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
     plan.env_remove = ctx.config.secret_env_names();
+    // The daemon shows the agent's last event, turns and usage while it runs.
+    plan.stream.progress = supervisor.progress(&claim.run_id);
     // Resume the agent's last session of this ticket and role (issue #19).
     if let Ok(Some(prev)) = ctx.ledger.last_session(&claim.key) {
         if let Some(session) = &prev.session_id {
