@@ -39,6 +39,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/tickets/{id}", get(ticket))
         .route("/tickets/{id}", get(ticket_page))
         .route("/runs/{run_id}/log", get(super::logs::run_log))
+        .route("/login", get(super::login::form).post(super::login::login))
+        .route("/logout", post(super::login::logout))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such page") })
         .with_state(shared)
 }
@@ -76,8 +78,17 @@ struct PageQuery {
 }
 
 /// `GET /`: the dashboard, or with `?part=body` the part its script swaps in.
-async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>) -> Response {
-    let view = super::pages::dashboard(&shared).await;
+async fn dashboard(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let mut view = super::pages::dashboard(&shared).await;
+    if super::login::token_required(&shared) {
+        let allowed = super::login::may_view(&shared, &headers);
+        view.login_needed = !allowed;
+        view.logged_in = allowed;
+    }
     let html = if q.part.as_deref() == Some("body") {
         super::pages::render("board.html", &view)
     } else {
@@ -90,7 +101,14 @@ async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>
 }
 
 /// `GET /tickets/{id}`: one ticket's page.
-async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+async fn ticket_page(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !super::login::may_view(&shared, &headers) {
+        return super::login::refused(&headers, &format!("/tickets/{id}"));
+    }
     let view = match super::ticket::ticket_view(&shared, &id).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
@@ -389,27 +407,8 @@ fn or_note<T>(
     })
 }
 
-/// Whether a POST may go on: no token configured, or the right bearer token.
-pub(super) fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    let Some(var) = shared.config().http.token_env.clone() else {
-        return true;
-    };
-    let Ok(token) = std::env::var(&var) else {
-        return false;
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()))
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 async fn refresh(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if !authorized(&shared, &headers) {
+    if !super::login::may_act(&shared, &headers) {
         return unauthorized();
     }
     let coalesced = shared.request_tick();
@@ -620,7 +619,14 @@ async fn jira(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
 
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
-async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+async fn ticket(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !super::login::may_view(&shared, &headers) {
+        return unauthorized();
+    }
     match super::ticket::ticket_view(&shared, &id).await {
         Ok(view) => Json(view).into_response(),
         Err(e) => e.into_response(),

@@ -510,10 +510,13 @@ async fn api_errors_are_json_envelopes_with_the_right_status() {
         d.get("/readyz").await.0 == 200
     })
     .await;
-    let (code, body) = d.get("/api/v1/tickets/404").await;
-    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
-    let (code, body) = d.get("/tickets/404").await;
-    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    for path in ["/api/v1/tickets/404", "/tickets/404"] {
+        let r = d.http.get(format!("{}{path}", d.url)).bearer_auth("s3cret");
+        let r = r.send().await.unwrap();
+        let code = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    }
     let (code, body) = d.get("/no/such/page").await;
     assert_eq!((code, error_code(&body).as_str()), (404, "not_found"));
     let r = d
@@ -751,5 +754,124 @@ async fn banners_say_when_the_daemon_is_not_ready_and_when_the_last_tick_failed(
     assert!(page.contains("connection refused (test)"), "{page}");
     assert_eq!(fractional_timestamp(&page), None, "{page}");
     board.down.store(false, Ordering::SeqCst);
+    d.stop().await;
+}
+
+/// A config whose architect runs the fake Claude Code CLI, printing its recorded stream
+/// one event at a time as the test creates `steps/<n>`.
+fn stepped_claude_config(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: 1
+shutdown_grace_seconds: 0
+agent:
+  preset: claude-code
+  command: ["{fake}"]
+  timeout_seconds: 120
+  env: {{FAKE_SCENARIO: stepped, FAKE_STEP_DIR: "{steps}"}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+  - {{role: backend, claim_status: design-approved, success_status: done, requires_prior_role: architect}}
+{extra}"#,
+        state = dir.join("state").display(),
+        roles = crate::common::repo().join("roles").display(),
+        fake = crate::common::repo()
+            .join("tests/fixtures/agents/fake-claude")
+            .display(),
+        steps = dir.join("steps").display(),
+    )
+}
+
+/// Issue #22 / #14: while a Claude Code run streams, `/api/v1/state` and the dashboard
+/// show its last event, its turns and tokens growing, and its cost once reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_run_shows_its_last_event_turns_and_tokens_growing_as_it_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("steps")).unwrap();
+    let step = |n: u32| std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, stepped_claude_config(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let live = || async { d.state().await["live_runs"][0].clone() };
+    assert!(
+        live().await["turns"].is_null(),
+        "no turn before the stream says so"
+    );
+
+    step(1);
+    d.until(Duration::from_secs(10), "the init event", || async {
+        live().await["last_event"]["kind"] == "init"
+    })
+    .await;
+    step(2);
+    d.until(Duration::from_secs(10), "the first turn", || async {
+        live().await["turns"] == 1
+    })
+    .await;
+    let first = live().await;
+    assert_eq!(first["last_event"]["kind"], "message", "{first}");
+    assert_eq!(first["last_event"]["text"], "I'll write the file.");
+    let first_tokens = first["tokens"].as_u64().expect("tokens so far");
+    assert!(first_tokens > 0, "{first}");
+    assert!(
+        first["cost_usd"].is_null(),
+        "Claude Code reports cost at the end"
+    );
+    let page = decoded(
+        d.page_with(
+            "/?part=body",
+            "I'll write the file.",
+            Duration::from_secs(10),
+        )
+        .await,
+    );
+    let row = &page[page.find(r#"<tr data-ticket="1">"#).expect("live row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("message"), "{row}");
+    assert!(
+        row.contains(&format!("<td>1</td><td>{first_tokens}</td>")),
+        "turns and tokens on the row: {row}"
+    );
+
+    step(3);
+    step(4);
+    step(5);
+    d.until(Duration::from_secs(10), "the second turn", || async {
+        live().await["turns"] == 2
+    })
+    .await;
+    let second = live().await;
+    assert!(
+        second["tokens"].as_u64().unwrap() > first_tokens,
+        "tokens grow: {second}"
+    );
+    assert!(second["last_event"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("MOCK-CLAUDE-DONE"));
+
+    // The result ends the run; it is handed off and listed with where it went.
+    step(6);
+    d.until(Duration::from_secs(15), "the run to end", || async {
+        d.state().await["live_runs"].as_array().map_or(1, Vec::len) == 0
+    })
+    .await;
+    let page = decoded(
+        d.page_with("/?part=body", "design-approved", Duration::from_secs(10))
+            .await,
+    );
+    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
+    assert!(
+        recent.contains("ready-for-design → design-approved"),
+        "{recent}"
+    );
     d.stop().await;
 }
