@@ -875,3 +875,201 @@ async fn a_live_run_shows_its_last_event_turns_and_tokens_growing_as_it_streams(
     );
     d.stop().await;
 }
+
+/// Issue #22: recent handoffs and failures come from the ledger's run history, so a
+/// restarted daemon still lists them (where each went, its reason), with relative times
+/// and the exact time on hover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_handoffs_and_failures_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("steps")).unwrap();
+    for n in 1..=6 {
+        std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
+    }
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, stepped_claude_config(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    ticket(&board, "2", "Design the billing page", "design-approved");
+    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
+    d.until(
+        Duration::from_secs(20),
+        "ticket 1 handed to backend",
+        || async { board.get("1").await.is_ok_and(|t| t.status == "done") },
+    )
+    .await;
+    // A failure of another process (a cron tick), five minutes ago.
+    let finished = chrono::Utc::now() - chrono::Duration::minutes(5);
+    d.ledger
+        .record_run(&RunRecord {
+            run_id: "r-old-failure".into(),
+            key: ClaimKey::new(board.name(), "2", "backend"),
+            stage: "design-approved".into(),
+            stage_attempt: 1,
+            claimer_id: "cron".into(),
+            phase: RunPhase::Finished,
+            outcome: Some("failure".into()),
+            reason_code: Some("tests.failed".into()),
+            log_path: None,
+            started_at: finished - chrono::Duration::minutes(2),
+            finished_at: Some(finished),
+            session_id: None,
+            route: None,
+        })
+        .unwrap();
+    d.stop().await;
+
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let state = d.state().await;
+    assert_eq!(
+        state["recent_runs"].as_array().map(Vec::len),
+        Some(0),
+        "the restarted daemon saw no run end itself: {state}"
+    );
+    let page = decoded(
+        d.page_with("/?part=body", "tests.failed", Duration::from_secs(10))
+            .await,
+    );
+    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
+    let recent = &recent[..recent.find("</table>").unwrap()];
+    assert!(
+        recent.contains("ready-for-design → design-approved"),
+        "architect's handoff: {recent}"
+    );
+    assert!(
+        recent.contains("design-approved → done"),
+        "backend's: {recent}"
+    );
+    let failure = &recent[recent.find("tests.failed").unwrap().saturating_sub(400)..];
+    let exact = format!(r#"title="{}""#, finished.format("%Y-%m-%d %H:%M:%S UTC"));
+    assert!(failure.contains(&exact), "exact time on hover: {failure}");
+    assert!(failure.contains(">5 min ago<"), "relative time: {failure}");
+    assert!(
+        failure.contains("Design the billing page"),
+        "title: {failure}"
+    );
+    assert_eq!(fractional_timestamp(recent), None);
+    d.stop().await;
+}
+
+/// Issue #22: with `http.token_env` set, ticket pages and run logs are refused without
+/// the token (401), open with the bearer token, and open for a browser that logged in
+/// once: `POST /login` sets an HttpOnly, SameSite=Strict cookie that is not the token.
+/// The cookie does not authorize `POST /api/v1/refresh`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_ticket_pages_and_logs_open_after_a_login_and_stay_refused_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(
+        &path,
+        config_text(dir.path(), "http: {token_env: SORTIE_TEST_LOGIN_TOKEN}\n"),
+    )
+    .unwrap();
+    std::env::set_var("SORTIE_TEST_LOGIN_TOKEN", "t0ken-value");
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(15), "a live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let log_url = d.state().await["live_runs"][0]["log_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: &str, cookie: Option<&str>, html: bool| {
+        let mut r = http.get(format!("{}{path}", d.url));
+        if let Some(c) = cookie {
+            r = r.header("cookie", c);
+        }
+        if html {
+            r = r.header("accept", "text/html,application/xhtml+xml");
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    for path in ["/tickets/1", log_url.as_str(), "/api/v1/tickets/1"] {
+        let (code, body) = get(path, None, false).await;
+        assert_eq!(
+            (code, error_code(&body).as_str()),
+            (401, "unauthorized"),
+            "{path}"
+        );
+    }
+    let (code, body) = get("/tickets/1", None, true).await;
+    assert_eq!(code, 401, "a browser is refused too");
+    assert!(
+        body.contains(r#"action="/login""#),
+        "with the login form: {body}"
+    );
+    assert!(!body.contains("Design the login page"), "{body}");
+    let (_, page) = get("/", None, true).await;
+    assert!(
+        page.contains(r#"href="/login?next=/""#),
+        "the dashboard offers a login"
+    );
+
+    let login = |token: &str, next: &str| {
+        http.post(format!("{}/login", d.url))
+            .form(&[("token", token), ("next", next)])
+            .send()
+    };
+    let wrong = login("nope", "/").await.unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    assert!(wrong.headers().get("set-cookie").is_none());
+    let r = login("t0ken-value", "//evil.example/").await.unwrap();
+    assert_eq!(r.headers()["location"], "/", "never sent off this site");
+    let r = login("t0ken-value", "/tickets/1").await.unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"], "/tickets/1");
+    let set_cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
+    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+    assert!(
+        !set_cookie.contains("t0ken-value"),
+        "the cookie is not the token"
+    );
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+
+    let (code, body) = get("/tickets/1", Some(&cookie), true).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("Design the login page"));
+    d.until(
+        Duration::from_secs(10),
+        "the log through the cookie",
+        || async {
+            let (code, body) = get(&log_url, Some(&cookie), false).await;
+            code == 200 && body.contains("working on Design the login page")
+        },
+    )
+    .await;
+    let (_, page) = get("/", Some(&cookie), true).await;
+    assert!(page.contains(r#"action="/logout""#), "logged in: {page}");
+    let (code, _) = get("/tickets/1", Some("sortie_session=forged"), false).await;
+    assert_eq!(code, 401, "a forged cookie is refused");
+    let r = http
+        .post(format!("{}/api/v1/refresh", d.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        401,
+        "the cookie reads, it does not act"
+    );
+    let r = http
+        .get(format!("{}/tickets/1", d.url))
+        .bearer_auth("t0ken-value")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "the bearer token still works");
+    d.stop().await;
+}
