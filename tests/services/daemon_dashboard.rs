@@ -36,6 +36,7 @@ claim_lock_ttl_seconds: 30
 poll_interval_seconds: 1
 shutdown_grace_seconds: 0
 concurrency: {max_in_flight: 8, per_role_max_in_flight: 1}
+http: {token_env: SORTIE_DASHBOARD_TOKEN}
 agent:
   command: ["sh", "-c", "echo \"working on $$SORTIE_TICKET_TITLE\"; sleep 60"]
   timeout_seconds: 120
@@ -44,6 +45,9 @@ pipeline_stages:
   - {role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}
   - {role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}
 "#;
+
+/// The daemon's bearer token: logs and ticket pages open after the page's login.
+const TOKEN: &str = "browser-test-token-4f1d";
 
 #[test]
 fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
@@ -69,6 +73,7 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
             "127.0.0.1:0",
         ])
         .current_dir(sb.path())
+        .env("SORTIE_DASHBOARD_TOKEN", TOKEN)
         .stdout(Stdio::piped())
         // The daemon's log (the invalid config edit is an ERROR on purpose) goes to a
         // file in the sandbox, not the test output (#13).
@@ -121,6 +126,7 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
             format!("{config}poll_interval_secnds: 3\n"),
         )
         .env("SORTIE_SHOTS", &shots_dir)
+        .env("SORTIE_TOKEN", TOKEN)
         .output()
         .expect("run node (Debian's nodejs)");
     let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
@@ -193,6 +199,22 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
             .unwrap()
             .contains("Design the login page"),
         "live run with its title: {seen:#}"
+    );
+    assert_eq!(
+        seen["log_refused"]["login_form"], true,
+        "without the token the log link leads to the login form: {seen:#}"
+    );
+    assert!(
+        !seen["log_refused"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("working on"),
+        "and not to the log: {seen:#}"
+    );
+    assert_eq!(
+        seen["token_in_urls"],
+        serde_json::json!([]),
+        "the token is never in a URL: {seen:#}"
     );
     assert!(
         seen["log"]
