@@ -1073,3 +1073,96 @@ async fn with_a_token_ticket_pages_and_logs_open_after_a_login_and_stay_refused_
     assert_eq!(r.status().as_u16(), 200, "the bearer token still works");
     d.stop().await;
 }
+
+/// Issue #22: totals by role for today and the last 7 days (runs, tokens, cost) and the
+/// 24 h chart come from run history: a run of 10 days ago counts nowhere, one of 3 days
+/// ago only in the week, one of a minute ago everywhere; a run without a cost marks
+/// the cost as a lower bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totals_by_role_and_the_chart_come_from_run_history() {
+    use sortie::ledger::RunUsage;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let now = chrono::Utc::now();
+    // "Today" is since 00:00 UTC: right after midnight, a minute ago is yesterday.
+    let recent = (now - chrono::Duration::minutes(1))
+        .max(now.date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc());
+    let seed = |id: &str, role: &str, at: chrono::DateTime<chrono::Utc>, tokens: u64, cost| {
+        d.ledger
+            .record_run(&RunRecord {
+                run_id: id.into(),
+                key: ClaimKey::new(board.name(), id, role),
+                stage: "ready-for-design".into(),
+                stage_attempt: 1,
+                claimer_id: "cron".into(),
+                phase: RunPhase::Finished,
+                outcome: Some("success".into()),
+                reason_code: None,
+                log_path: None,
+                started_at: at,
+                finished_at: Some(at),
+                session_id: None,
+                route: None,
+            })
+            .unwrap();
+        d.ledger
+            .record_usage(&RunUsage {
+                run_id: id.into(),
+                key: ClaimKey::new(board.name(), id, role),
+                tokens_in: tokens,
+                tokens_out: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+                reasoning_tokens: 0,
+                cost_usd: cost,
+                recorded_at: at,
+            })
+            .unwrap();
+    };
+    seed("10", "architect", recent, 1_500, Some(0.25));
+    seed(
+        "11",
+        "architect",
+        now - chrono::Duration::days(3),
+        20_000,
+        Some(1.0),
+    );
+    seed(
+        "12",
+        "architect",
+        now - chrono::Duration::days(10),
+        999_999,
+        Some(9.0),
+    );
+    seed("13", "qa", now - chrono::Duration::days(2), 700, None);
+    let page = decoded(
+        d.page_with("/?part=body", "<td>architect</td>", Duration::from_secs(10))
+            .await,
+    );
+    let totals = &page[page.find(r#"id="totals""#).unwrap()..];
+    let totals = &totals[..totals.find("</table>").unwrap()];
+    assert!(
+        totals.contains(
+            "<tr><td>architect</td><td>1</td><td>1500</td><td>$0.25</td>\
+             <td>2</td><td>21.5k</td><td>$1.25</td></tr>"
+        ),
+        "{totals}"
+    );
+    assert!(
+        totals.contains("<tr><td>qa</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>700</td><td>$0.00+</td></tr>"),
+        "a run without cost makes the cost a lower bound: {totals}"
+    );
+    assert!(
+        page.contains("1 runs, by the hour they started"),
+        "only the run of a minute ago is in the last 24 hours: {page}"
+    );
+    let state = d.state().await;
+    let week = state["usage_7_days"]["roles"].as_array().unwrap();
+    let architect = week.iter().find(|r| r["role"] == "architect").unwrap();
+    assert_eq!(architect["runs"], 2, "{state}");
+    assert_eq!(architect["tokens_in"], 21_500);
+    d.stop().await;
+}
