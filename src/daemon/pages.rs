@@ -389,7 +389,7 @@ fn recent_rows(
         .filter(|r| r.phase != RunPhase::Running)
         .filter_map(|r| r.finished_at.map(|at| (at, r)))
         .collect();
-    runs.sort_by(|a, b| b.0.cmp(&a.0));
+    runs.sort_by_key(|r| std::cmp::Reverse(r.0));
     runs.truncate(RECENT_ROWS);
     let notes: BTreeMap<(String, String, u32), String> = shared
         .status()
