@@ -12,6 +12,7 @@ mod outcome;
 mod presets;
 mod process;
 mod program;
+mod progress;
 mod prompt;
 mod workspace;
 
@@ -33,6 +34,7 @@ pub use process::{
     read_session_record, run_agent, AgentSpec, CancelReason, RunEnd, RunReport, SessionRecord,
 };
 pub use program::find_program;
+pub use progress::{AgentEvent, Progress, ProgressHandle, EVENT_TEXT_CHARS};
 pub use prompt::{
     CommentVars, FailureVars, PriorVars, PromptContext, PromptError, ReworkVars, RoleSettings,
     RoleTemplates, StageVars, TicketVars,
@@ -114,6 +116,7 @@ impl RunPlan {
             stream: StreamOptions {
                 allow_permission_denials: agent.allow_permission_denials,
                 usage_baseline: None,
+                progress: None,
             },
         }
     }

@@ -17,6 +17,7 @@ use sha2::Sha256;
 
 use super::state::{render_metrics, FinishedRun, Gauges, TickSummary};
 use super::Shared;
+use crate::agent::{AgentEvent, EVENT_TEXT_CHARS};
 use crate::config::Config;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 use crate::pipeline::LiveRun;
@@ -38,6 +39,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/tickets/{id}", get(ticket))
         .route("/tickets/{id}", get(ticket_page))
         .route("/runs/{run_id}/log", get(super::logs::run_log))
+        .route("/login", get(super::login::form).post(super::login::login))
+        .route("/logout", post(super::login::logout))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such page") })
         .with_state(shared)
 }
@@ -75,8 +78,17 @@ struct PageQuery {
 }
 
 /// `GET /`: the dashboard, or with `?part=body` the part its script swaps in.
-async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>) -> Response {
-    let view = super::pages::dashboard(&shared).await;
+async fn dashboard(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let mut view = super::pages::dashboard(&shared).await;
+    if super::login::token_required(&shared) {
+        let allowed = super::login::may_view(&shared, &headers);
+        view.login_needed = !allowed;
+        view.logged_in = allowed;
+    }
     let html = if q.part.as_deref() == Some("body") {
         super::pages::render("board.html", &view)
     } else {
@@ -89,7 +101,14 @@ async fn dashboard(State(shared): State<Arc<Shared>>, Query(q): Query<PageQuery>
 }
 
 /// `GET /tickets/{id}`: one ticket's page.
-async fn ticket_page(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+async fn ticket_page(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !super::login::may_view(&shared, &headers) {
+        return super::login::refused(&headers, &format!("/tickets/{id}"));
+    }
     let view = match super::ticket::ticket_view(&shared, &id).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
@@ -222,28 +241,20 @@ pub(super) struct LiveRunView {
     #[serde(flatten)]
     pub(super) run: LiveRun,
     pub(super) elapsed_seconds: i64,
-    /// The agent's last event. Until the presets stream events, the last line the agent
-    /// wrote to its log (`kind: "output"`).
-    pub(super) last_event: Option<LastEvent>,
-    /// Agent turns so far: `null` until the preset streams them.
+    /// The agent's last event on its stream (Claude Code, Codex); for the `command`
+    /// preset, or before the stream had one, the last line of its log (`kind: "output"`).
+    pub(super) last_event: Option<AgentEvent>,
+    /// Model turns so far: `null` until the stream reports one.
     pub(super) turns: Option<u32>,
-    /// Tokens so far: `null` until the preset streams usage.
+    /// Tokens so far (input, output, cache reads and writes): `null` until the stream
+    /// reports usage.
     pub(super) tokens: Option<u64>,
-    /// Cost so far in US dollars: `null` until the preset streams usage.
+    /// Cost so far in US dollars: `null` while the CLI has not reported one.
     pub(super) cost_usd: Option<f64>,
+    /// Tokens so far by kind.
+    pub(super) usage: Option<crate::agent::Usage>,
     /// Where the log tail is served.
     pub(super) log_url: String,
-}
-
-/// The last thing an agent did, as far as the daemon can see.
-#[derive(Serialize)]
-pub(super) struct LastEvent {
-    /// `output` (a log line).
-    pub(super) kind: &'static str,
-    /// A short text (at most 160 characters).
-    pub(super) text: String,
-    /// When.
-    pub(super) at: chrono::DateTime<Utc>,
 }
 
 /// Runs in flight of every pipeline (retired ones included), oldest first.
@@ -251,20 +262,25 @@ pub(super) async fn live_runs(shared: &Shared) -> Vec<LiveRunView> {
     let now = shared.now();
     let mut views = Vec::new();
     for run in shared.all_pipelines().iter().flat_map(|p| p.live_runs()) {
-        let last_event = super::logs::last_line(std::path::Path::new(&run.log_path), 160)
-            .await
-            .map(|(text, at)| LastEvent {
-                kind: "output",
-                text,
-                at,
-            });
+        let progress = run.progress.snapshot();
+        let last_event = match progress.last_event {
+            Some(event) => Some(event),
+            None => super::logs::last_line(std::path::Path::new(&run.log_path), EVENT_TEXT_CHARS)
+                .await
+                .map(|(text, at)| AgentEvent {
+                    kind: "output".to_string(),
+                    text,
+                    at,
+                }),
+        };
         views.push(LiveRunView {
             elapsed_seconds: (now - run.started_at).num_seconds(),
             log_url: format!("/runs/{}/log", run.run_id),
             last_event,
-            turns: None,
-            tokens: None,
-            cost_usd: None,
+            turns: progress.turns,
+            tokens: progress.usage.map(|u| u.total_tokens()),
+            cost_usd: progress.usage.and_then(|u| u.cost_usd),
+            usage: progress.usage,
             run,
         });
     }
@@ -391,27 +407,8 @@ fn or_note<T>(
     })
 }
 
-/// Whether a POST may go on: no token configured, or the right bearer token.
-pub(super) fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    let Some(var) = shared.config().http.token_env.clone() else {
-        return true;
-    };
-    let Ok(token) = std::env::var(&var) else {
-        return false;
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()))
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 async fn refresh(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if !authorized(&shared, &headers) {
+    if !super::login::may_act(&shared, &headers) {
         return unauthorized();
     }
     let coalesced = shared.request_tick();
@@ -622,7 +619,14 @@ async fn jira(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
 
 /// Why a ticket is or is not eligible now: a dry-run tick (nothing claimed, run or
 /// written), filtered to the ticket, with its claims and outcome blocks.
-async fn ticket(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+async fn ticket(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !super::login::may_view(&shared, &headers) {
+        return unauthorized();
+    }
     match super::ticket::ticket_view(&shared, &id).await {
         Ok(view) => Json(view).into_response(),
         Err(e) => e.into_response(),

@@ -157,8 +157,8 @@ pub(super) async fn run_log(
     Query(q): Query<LogQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !super::http::authorized(&shared, &headers) {
-        return super::http::unauthorized();
+    if !super::login::may_view(&shared, &headers) {
+        return super::login::refused(&headers, &format!("/runs/{run_id}/log"));
     }
     let Some(pipeline) = shared.pipeline() else {
         return super::http::no_pipeline(&shared);

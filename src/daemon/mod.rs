@@ -9,6 +9,7 @@
 
 pub mod board;
 mod http;
+mod login;
 mod logs;
 mod pages;
 pub mod state;

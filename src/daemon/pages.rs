@@ -24,6 +24,7 @@ fn templates() -> &'static Environment<'static> {
             ("dashboard.html", include_str!("dashboard.html")),
             ("board.html", include_str!("board.html")),
             ("ticket.html", include_str!("ticket.html")),
+            ("login.html", include_str!("login.html")),
         ] {
             // The templates are part of the binary: a syntax error is caught by the tests.
             if let Err(e) = env.add_template(name, text) {
@@ -119,6 +120,10 @@ struct TotalRow {
 /// Everything `GET /` shows.
 #[derive(Serialize)]
 pub(super) struct DashboardView {
+    /// A token is configured and this browser has not logged in: links need a login.
+    pub(super) login_needed: bool,
+    /// A token is configured and this browser logged in.
+    pub(super) logged_in: bool,
     tracker: String,
     poll_seconds: u64,
     refresh_ms: u64,
@@ -224,26 +229,8 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         })
         .collect();
 
-    let (recent, last_tick, not_ready, config_error, shutting_down) = {
+    let (last_tick, not_ready, config_error, shutting_down) = {
         let status = shared.status();
-        let recent: Vec<RecentRow> = status
-            .recent
-            .iter()
-            .take(20)
-            .map(|r| RecentRow {
-                finished: When::of(r.finished_at, now),
-                ticket: r.line.ticket.clone(),
-                title: titles
-                    .get(r.line.ticket.as_str())
-                    .map(|(t, _)| t.to_string()),
-                role: r.line.role.clone(),
-                outcome: r.line.outcome.clone(),
-                reason: r.line.reason_code.clone().unwrap_or_default(),
-                from: r.line.from_status.clone(),
-                to: r.line.to_status.clone().unwrap_or_default(),
-                note: r.line.note.clone().unwrap_or_default(),
-            })
-            .collect();
         let last_tick = status.last_tick.as_ref().map(|t| {
             if t.ok {
                 format!(
@@ -267,7 +254,6 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
             });
         }
         (
-            recent,
             last_tick,
             status.not_ready.clone(),
             status.config_error.clone(),
@@ -308,6 +294,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
     let mut rate_limit = "not reported by this tracker".to_string();
     let mut chart_hours = svg_hours(&[], now);
     let mut runs_24h = 0;
+    let mut recent = Vec::new();
     if let Some(pipeline) = shared.pipeline() {
         // Ledger rows are keyed by the tracker's own name.
         tracker = pipeline.tracker().name().to_string();
@@ -315,6 +302,13 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
             rate_limit = format!("{left} requests left");
         }
         let ledger = pipeline.ledger();
+        match recent_rows(shared, ledger.as_ref(), &tracker, &titles, now) {
+            Ok(rows) => recent = rows,
+            Err(e) => banners.push(Banner {
+                kind: "error",
+                text: format!("run history could not be read: {e}"),
+            }),
+        }
         match usage(ledger.as_ref(), &tracker, now) {
             Ok((today, week)) => {
                 let mut rows: BTreeMap<String, TotalRow> = BTreeMap::new();
@@ -354,6 +348,8 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
     }
     let refresh = board::reuse_for(config.poll_interval).min(std::time::Duration::from_secs(5));
     DashboardView {
+        login_needed: false,
+        logged_in: false,
         tracker,
         poll_seconds: config.poll_interval.as_secs(),
         refresh_ms: refresh.as_millis() as u64,
@@ -369,6 +365,88 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         legend: super::svg::legend(),
         runs_24h,
     }
+}
+
+/// How many finished runs the dashboard lists.
+const RECENT_ROWS: usize = 20;
+
+/// The last finished runs of `tracker`, newest first, from the ledger's run history (so
+/// a restarted daemon, and runs of cron ticks or other hosts, show too): where each went
+/// from the outbox entry of its outcome, the note from this daemon's memory when it saw
+/// the run end.
+fn recent_rows(
+    shared: &Shared,
+    ledger: &dyn crate::ledger::Ledger,
+    tracker: &str,
+    titles: &BTreeMap<&str, (&str, Option<&str>)>,
+    now: DateTime<Utc>,
+) -> Result<Vec<RecentRow>, crate::ledger::LedgerError> {
+    use crate::ledger::{OutboxState, RunPhase, Scope};
+    // Newest by start; a few more than shown, as runs still going are left out.
+    let mut runs: Vec<_> = ledger
+        .recent_runs(Scope::Tracker(tracker), RECENT_ROWS * 3)?
+        .into_iter()
+        .filter(|r| r.phase != RunPhase::Running)
+        .filter_map(|r| r.finished_at.map(|at| (at, r)))
+        .collect();
+    runs.sort_by_key(|r| std::cmp::Reverse(r.0));
+    runs.truncate(RECENT_ROWS);
+    let notes: BTreeMap<(String, String, u32), String> = shared
+        .status()
+        .recent
+        .iter()
+        .filter_map(|f| {
+            let l = &f.line;
+            let note = l.note.clone().or_else(|| l.writeback.clone())?;
+            Some(((l.ticket.clone(), l.role.clone(), l.attempt), note))
+        })
+        .collect();
+    let mut rows = Vec::with_capacity(runs.len());
+    for (finished_at, r) in runs {
+        let key = crate::block::idempotency_key(
+            tracker,
+            &r.key.ticket_id,
+            &r.key.role,
+            &r.stage,
+            r.stage_attempt,
+        );
+        let entry = match r.phase {
+            RunPhase::Finished => ledger.outbox_get(&key)?,
+            _ => None,
+        };
+        let (to, state_note) = match &entry {
+            Some(e) if e.state == OutboxState::Done => (e.to_status.clone(), None),
+            Some(e) if e.state == OutboxState::Dropped => (
+                String::new(),
+                Some(format!(
+                    "not written back: {}",
+                    e.last_error.clone().unwrap_or_default()
+                )),
+            ),
+            Some(e) => (
+                String::new(),
+                Some(format!("write-back to {} pending", e.to_status)),
+            ),
+            None => (String::new(), None),
+        };
+        let remembered = notes
+            .get(&(r.key.ticket_id.clone(), r.key.role.clone(), r.stage_attempt))
+            .cloned();
+        rows.push(RecentRow {
+            finished: When::of(finished_at, now),
+            title: titles
+                .get(r.key.ticket_id.as_str())
+                .map(|(t, _)| t.to_string()),
+            ticket: r.key.ticket_id,
+            role: r.key.role,
+            outcome: r.outcome.unwrap_or_else(|| "cancelled".to_string()),
+            reason: r.reason_code.unwrap_or_default(),
+            from: r.stage,
+            to,
+            note: remembered.or(state_note).unwrap_or_default(),
+        });
+    }
+    Ok(rows)
 }
 
 fn svg_hours(

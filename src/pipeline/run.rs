@@ -53,6 +53,7 @@ pub(super) async fn run_claimed(
             .join("agent.log")
             .display()
             .to_string(),
+        progress: Default::default(),
     });
     let run_id = claim.run_id.clone();
     tracing::info!(parent: &span, status = %ticket.status, "run started");
@@ -190,6 +191,8 @@ async fn run_stage(
         .agent_for(&ctx.config, &stage, route.map(|(_, r)| r));
     let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
     plan.env_remove = ctx.config.secret_env_names();
+    // The daemon shows the agent's last event, turns and usage while it runs.
+    plan.stream.progress = supervisor.progress(&claim.run_id);
     // Resume the agent's last session of this ticket and role (issue #19).
     // A session of another route ran another agent setup: it is not resumed.
     if let Ok(Some(prev)) = ctx.ledger.last_session(&claim.key) {

@@ -30,6 +30,10 @@ pub struct LiveRun {
     pub started_at: DateTime<Utc>,
     /// The agent's log.
     pub log_path: String,
+    /// What the agent's stream told so far (last event, turns, usage); the runner
+    /// publishes it as it reads the stream.
+    #[serde(skip)]
+    pub progress: crate::agent::ProgressHandle,
 }
 
 /// Tasks of runs in flight and the means to stop them.
@@ -89,6 +93,11 @@ impl Supervisor {
     /// Record a run as live.
     pub fn started(&self, run: LiveRun) {
         self.live_runs_mut().insert(run.run_id.clone(), run);
+    }
+
+    /// Where the live run `run_id` publishes its progress.
+    pub fn progress(&self, run_id: &str) -> Option<crate::agent::ProgressHandle> {
+        self.live_runs_mut().get(run_id).map(|r| r.progress.clone())
     }
 
     /// Forget a live run and tell whoever waits that a slot is free.

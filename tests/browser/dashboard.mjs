@@ -3,7 +3,8 @@
 //
 // Environment: SORTIE_URL (the daemon), SORTIE_CHROMIUM (the browser binary),
 // SORTIE_CONFIG_PATH and SORTIE_BAD_CONFIG (the invalid text to write over the config
-// once the first checks are done), SORTIE_SHOTS (a directory for screenshots, optional).
+// once the first checks are done), SORTIE_SHOTS (a directory for screenshots, optional),
+// SORTIE_TOKEN (the daemon's bearer token: the log link first shows the login form).
 import { chromium } from "playwright-core";
 import { writeFileSync } from "node:fs";
 
@@ -18,6 +19,9 @@ const browser = await chromium.launch({
 });
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const token = process.env.SORTIE_TOKEN;
+  out.token_in_urls = [];
+  page.on("request", (r) => { if (token && r.url().includes(token)) out.token_in_urls.push(r.url()); });
   await page.goto(base + "/");
   // The board is read by the server; wait until the live run shows on it.
   await page.locator(".ticket.state-running").first().waitFor({ timeout: 15000 });
@@ -41,11 +45,20 @@ try {
   out.reloaded = !(await page.evaluate(() => window.__noReload === true));
   await page.setViewportSize({ width: 1280, height: 900 });
 
-  // A live run's log link shows the agent's output.
+  // A live run's log link shows the agent's output; behind a token, after the login
+  // form it leads to (the form posts the token; the cookie it sets opens the rest).
   await page.locator("#live a.log").first().click();
   await page.waitForLoadState();
+  if (token) {
+    out.log_refused = {
+      login_form: (await page.locator("form#login").count()) === 1,
+      text: await page.locator("body").innerText(),
+    };
+    await page.fill("#token", token);
+    await Promise.all([page.waitForNavigation(), page.click("#login button")]);
+  }
   out.log = await page.locator("body").innerText();
-  await page.goBack();
+  await page.goto(base + "/");
 
   // A waiting ticket opens its page with the eligibility reason.
   await page.locator(".ticket.state-waiting .title").first().click();
@@ -57,6 +70,7 @@ try {
   out.fractional_on_ticket = (await page.locator("body").innerText()).match(fractional) || [];
   if (shots) await page.screenshot({ path: shots + "/dashboard-ticket.png", fullPage: true });
   await page.goBack();
+  await page.locator("#live").waitFor();
 
   // An invalid config edit shows the banner within one refresh (after the daemon's
   // next reload check), without a reload.

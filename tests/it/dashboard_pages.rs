@@ -510,10 +510,13 @@ async fn api_errors_are_json_envelopes_with_the_right_status() {
         d.get("/readyz").await.0 == 200
     })
     .await;
-    let (code, body) = d.get("/api/v1/tickets/404").await;
-    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
-    let (code, body) = d.get("/tickets/404").await;
-    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    for path in ["/api/v1/tickets/404", "/tickets/404"] {
+        let r = d.http.get(format!("{}{path}", d.url)).bearer_auth("s3cret");
+        let r = r.send().await.unwrap();
+        let code = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    }
     let (code, body) = d.get("/no/such/page").await;
     assert_eq!((code, error_code(&body).as_str()), (404, "not_found"));
     let r = d
@@ -751,5 +754,415 @@ async fn banners_say_when_the_daemon_is_not_ready_and_when_the_last_tick_failed(
     assert!(page.contains("connection refused (test)"), "{page}");
     assert_eq!(fractional_timestamp(&page), None, "{page}");
     board.down.store(false, Ordering::SeqCst);
+    d.stop().await;
+}
+
+/// A config whose architect runs the fake Claude Code CLI, printing its recorded stream
+/// one event at a time as the test creates `steps/<n>`.
+fn stepped_claude_config(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: 1
+shutdown_grace_seconds: 0
+agent:
+  preset: claude-code
+  command: ["{fake}"]
+  timeout_seconds: 120
+  env: {{FAKE_SCENARIO: stepped, FAKE_STEP_DIR: "{steps}"}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+  - {{role: backend, claim_status: design-approved, success_status: done, requires_prior_role: architect}}
+{extra}"#,
+        state = dir.join("state").display(),
+        roles = crate::common::repo().join("roles").display(),
+        fake = crate::common::repo()
+            .join("tests/fixtures/agents/fake-claude")
+            .display(),
+        steps = dir.join("steps").display(),
+    )
+}
+
+/// Issue #22 / #14: while a Claude Code run streams, `/api/v1/state` and the dashboard
+/// show its last event, its turns and tokens growing, and its cost once reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_run_shows_its_last_event_turns_and_tokens_growing_as_it_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("steps")).unwrap();
+    let step = |n: u32| std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, stepped_claude_config(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let live = || async { d.state().await["live_runs"][0].clone() };
+    assert!(
+        live().await["turns"].is_null(),
+        "no turn before the stream says so"
+    );
+
+    step(1);
+    d.until(Duration::from_secs(10), "the init event", || async {
+        live().await["last_event"]["kind"] == "init"
+    })
+    .await;
+    step(2);
+    d.until(Duration::from_secs(10), "the first turn", || async {
+        live().await["turns"] == 1
+    })
+    .await;
+    let first = live().await;
+    assert_eq!(first["last_event"]["kind"], "message", "{first}");
+    assert_eq!(first["last_event"]["text"], "I'll write the file.");
+    let first_tokens = first["tokens"].as_u64().expect("tokens so far");
+    assert!(first_tokens > 0, "{first}");
+    assert!(
+        first["cost_usd"].is_null(),
+        "Claude Code reports cost at the end"
+    );
+    let page = decoded(
+        d.page_with(
+            "/?part=body",
+            "I'll write the file.",
+            Duration::from_secs(10),
+        )
+        .await,
+    );
+    let row = &page[page.find(r#"<tr data-ticket="1">"#).expect("live row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("message"), "{row}");
+    assert!(
+        row.contains(&format!("<td>1</td><td>{first_tokens}</td>")),
+        "turns and tokens on the row: {row}"
+    );
+
+    step(3);
+    step(4);
+    step(5);
+    d.until(Duration::from_secs(10), "the second turn", || async {
+        live().await["turns"] == 2
+    })
+    .await;
+    let second = live().await;
+    assert!(
+        second["tokens"].as_u64().unwrap() > first_tokens,
+        "tokens grow: {second}"
+    );
+    assert!(second["last_event"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("MOCK-CLAUDE-DONE"));
+
+    // The result ends the run; it is handed off and listed with where it went.
+    step(6);
+    d.until(Duration::from_secs(15), "the run to end", || async {
+        d.state().await["live_runs"].as_array().map_or(1, Vec::len) == 0
+    })
+    .await;
+    let page = decoded(
+        d.page_with("/?part=body", "design-approved", Duration::from_secs(10))
+            .await,
+    );
+    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
+    assert!(
+        recent.contains("ready-for-design → design-approved"),
+        "{recent}"
+    );
+    d.stop().await;
+}
+
+/// Issue #22: recent handoffs and failures come from the ledger's run history, so a
+/// restarted daemon still lists them (where each went, its reason), with relative times
+/// and the exact time on hover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_handoffs_and_failures_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("steps")).unwrap();
+    for n in 1..=6 {
+        std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
+    }
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, stepped_claude_config(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    ticket(&board, "2", "Design the billing page", "design-approved");
+    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
+    d.until(
+        Duration::from_secs(20),
+        "ticket 1 handed to backend",
+        || async { board.get("1").await.is_ok_and(|t| t.status == "done") },
+    )
+    .await;
+    // A failure of another process (a cron tick), five minutes ago.
+    let finished = chrono::Utc::now() - chrono::Duration::minutes(5);
+    d.ledger
+        .record_run(&RunRecord {
+            run_id: "r-old-failure".into(),
+            key: ClaimKey::new(board.name(), "2", "backend"),
+            stage: "design-approved".into(),
+            stage_attempt: 1,
+            claimer_id: "cron".into(),
+            phase: RunPhase::Finished,
+            outcome: Some("failure".into()),
+            reason_code: Some("tests.failed".into()),
+            log_path: None,
+            started_at: finished - chrono::Duration::minutes(2),
+            finished_at: Some(finished),
+            session_id: None,
+            route: None,
+        })
+        .unwrap();
+    d.stop().await;
+
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let state = d.state().await;
+    assert_eq!(
+        state["recent_runs"].as_array().map(Vec::len),
+        Some(0),
+        "the restarted daemon saw no run end itself: {state}"
+    );
+    let page = decoded(
+        d.page_with("/?part=body", "tests.failed", Duration::from_secs(10))
+            .await,
+    );
+    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
+    let recent = &recent[..recent.find("</table>").unwrap()];
+    assert!(
+        recent.contains("ready-for-design → design-approved"),
+        "architect's handoff: {recent}"
+    );
+    assert!(
+        recent.contains("design-approved → done"),
+        "backend's: {recent}"
+    );
+    let failure = &recent[recent.find("tests.failed").unwrap().saturating_sub(400)..];
+    let exact = format!(r#"title="{}""#, finished.format("%Y-%m-%d %H:%M:%S UTC"));
+    assert!(failure.contains(&exact), "exact time on hover: {failure}");
+    assert!(failure.contains(">5 min ago<"), "relative time: {failure}");
+    assert!(
+        failure.contains("Design the billing page"),
+        "title: {failure}"
+    );
+    assert_eq!(fractional_timestamp(recent), None);
+    d.stop().await;
+}
+
+/// Issue #22: with `http.token_env` set, ticket pages and run logs are refused without
+/// the token (401), open with the bearer token, and open for a browser that logged in
+/// once: `POST /login` sets an HttpOnly, SameSite=Strict cookie that is not the token.
+/// The cookie does not authorize `POST /api/v1/refresh`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_ticket_pages_and_logs_open_after_a_login_and_stay_refused_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(
+        &path,
+        config_text(dir.path(), "http: {token_env: SORTIE_TEST_LOGIN_TOKEN}\n"),
+    )
+    .unwrap();
+    std::env::set_var("SORTIE_TEST_LOGIN_TOKEN", "t0ken-value");
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(15), "a live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let log_url = d.state().await["live_runs"][0]["log_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: &str, cookie: Option<&str>, html: bool| {
+        let mut r = http.get(format!("{}{path}", d.url));
+        if let Some(c) = cookie {
+            r = r.header("cookie", c);
+        }
+        if html {
+            r = r.header("accept", "text/html,application/xhtml+xml");
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    for path in ["/tickets/1", log_url.as_str(), "/api/v1/tickets/1"] {
+        let (code, body) = get(path, None, false).await;
+        assert_eq!(
+            (code, error_code(&body).as_str()),
+            (401, "unauthorized"),
+            "{path}"
+        );
+    }
+    let (code, body) = get("/tickets/1", None, true).await;
+    assert_eq!(code, 401, "a browser is refused too");
+    assert!(
+        body.contains(r#"action="/login""#),
+        "with the login form: {body}"
+    );
+    assert!(!body.contains("Design the login page"), "{body}");
+    let (_, page) = get("/", None, true).await;
+    assert!(
+        page.contains(r#"href="/login?next=/""#),
+        "the dashboard offers a login"
+    );
+
+    let login = |token: &str, next: &str| {
+        http.post(format!("{}/login", d.url))
+            .form(&[("token", token), ("next", next)])
+            .send()
+    };
+    let wrong = login("nope", "/").await.unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    assert!(wrong.headers().get("set-cookie").is_none());
+    let r = login("t0ken-value", "//evil.example/").await.unwrap();
+    assert_eq!(r.headers()["location"], "/", "never sent off this site");
+    let r = login("t0ken-value", "/tickets/1").await.unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"], "/tickets/1");
+    let set_cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
+    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+    assert!(
+        !set_cookie.contains("t0ken-value"),
+        "the cookie is not the token"
+    );
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+
+    let (code, body) = get("/tickets/1", Some(&cookie), true).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("Design the login page"));
+    d.until(
+        Duration::from_secs(10),
+        "the log through the cookie",
+        || async {
+            let (code, body) = get(&log_url, Some(&cookie), false).await;
+            code == 200 && body.contains("working on Design the login page")
+        },
+    )
+    .await;
+    let (_, page) = get("/", Some(&cookie), true).await;
+    assert!(page.contains(r#"action="/logout""#), "logged in: {page}");
+    let (code, _) = get("/tickets/1", Some("sortie_session=forged"), false).await;
+    assert_eq!(code, 401, "a forged cookie is refused");
+    let r = http
+        .post(format!("{}/api/v1/refresh", d.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        401,
+        "the cookie reads, it does not act"
+    );
+    let r = http
+        .get(format!("{}/tickets/1", d.url))
+        .bearer_auth("t0ken-value")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "the bearer token still works");
+    d.stop().await;
+}
+
+/// Issue #22: totals by role for today and the last 7 days (runs, tokens, cost) and the
+/// 24 h chart come from run history: a run of 10 days ago counts nowhere, one of 3 days
+/// ago only in the week, one of a minute ago everywhere; a run without a cost marks
+/// the cost as a lower bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totals_by_role_and_the_chart_come_from_run_history() {
+    use sortie::ledger::RunUsage;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let now = chrono::Utc::now();
+    // "Today" is since 00:00 UTC: right after midnight, a minute ago is yesterday.
+    let recent = (now - chrono::Duration::minutes(1))
+        .max(now.date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc());
+    let seed = |id: &str, role: &str, at: chrono::DateTime<chrono::Utc>, tokens: u64, cost| {
+        d.ledger
+            .record_run(&RunRecord {
+                run_id: id.into(),
+                key: ClaimKey::new(board.name(), id, role),
+                stage: "ready-for-design".into(),
+                stage_attempt: 1,
+                claimer_id: "cron".into(),
+                phase: RunPhase::Finished,
+                outcome: Some("success".into()),
+                reason_code: None,
+                log_path: None,
+                started_at: at,
+                finished_at: Some(at),
+                session_id: None,
+                route: None,
+            })
+            .unwrap();
+        d.ledger
+            .record_usage(&RunUsage {
+                run_id: id.into(),
+                key: ClaimKey::new(board.name(), id, role),
+                tokens_in: tokens,
+                tokens_out: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+                reasoning_tokens: 0,
+                cost_usd: cost,
+                recorded_at: at,
+            })
+            .unwrap();
+    };
+    seed("10", "architect", recent, 1_500, Some(0.25));
+    seed(
+        "11",
+        "architect",
+        now - chrono::Duration::days(3),
+        20_000,
+        Some(1.0),
+    );
+    seed(
+        "12",
+        "architect",
+        now - chrono::Duration::days(10),
+        999_999,
+        Some(9.0),
+    );
+    seed("13", "qa", now - chrono::Duration::days(2), 700, None);
+    let page = decoded(
+        d.page_with("/?part=body", "<td>architect</td>", Duration::from_secs(10))
+            .await,
+    );
+    let totals = &page[page.find(r#"id="totals""#).unwrap()..];
+    let totals = &totals[..totals.find("</table>").unwrap()];
+    assert!(
+        totals.contains(
+            "<tr><td>architect</td><td>1</td><td>1500</td><td>$0.25</td>\
+             <td>2</td><td>21.5k</td><td>$1.25</td></tr>"
+        ),
+        "{totals}"
+    );
+    assert!(
+        totals.contains("<tr><td>qa</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>700</td><td>$0.00+</td></tr>"),
+        "a run without cost makes the cost a lower bound: {totals}"
+    );
+    assert!(
+        page.contains("1 runs, by the hour they started"),
+        "only the run of a minute ago is in the last 24 hours: {page}"
+    );
+    let state = d.state().await;
+    let week = state["usage_7_days"]["roles"].as_array().unwrap();
+    let architect = week.iter().find(|r| r["role"] == "architect").unwrap();
+    assert_eq!(architect["runs"], 2, "{state}");
+    assert_eq!(architect["tokens_in"], 21_500);
     d.stop().await;
 }

@@ -1,5 +1,6 @@
 //! The dashboard (`GET /`) in a real headless Chromium driven by playwright-core
-//! (issue #22): a seeded three-stage board with slow agents; every waiting ticket's
+//! (issue #22): a seeded three-stage board with a slow agent (the fake Claude Code
+//! streaming a recorded stream, its live row showing turns and tokens); every waiting ticket's
 //! title shows with its reason; a live run's log link shows the agent's output; a
 //! ticket opens its page with the eligibility reason; an invalid config edit shows the
 //! banner within one refresh, without a reload; no timestamp with fractional seconds.
@@ -36,20 +37,36 @@ claim_lock_ttl_seconds: 30
 poll_interval_seconds: 1
 shutdown_grace_seconds: 0
 concurrency: {max_in_flight: 8, per_role_max_in_flight: 1}
+http: {token_env: SORTIE_DASHBOARD_TOKEN}
 agent:
-  command: ["sh", "-c", "echo \"working on $$SORTIE_TICKET_TITLE\"; sleep 60"]
+  preset: claude-code
+  command: ["@FAKE@"]
   timeout_seconds: 120
+  env: {FAKE_SCENARIO: stepped, FAKE_STEP_DIR: "@STEPS@"}
 pipeline_stages:
   - {role: architect, claim_status: ready-for-design, success_status: design-approved}
   - {role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}
   - {role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}
 "#;
 
+/// The daemon's bearer token: logs and ticket pages open after the page's login.
+const TOKEN: &str = "browser-test-token-4f1d";
+
 #[test]
 fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
     let chromium = service_var("SORTIE_TEST_CHROMIUM");
     let driver = service_var("SORTIE_TEST_PLAYWRIGHT");
-    let config = CONFIG.replace("ROLES", &common::repo().join("roles").display().to_string());
+    let steps = tempfile::tempdir().unwrap();
+    // The fake Claude Code prints its recorded stream up to the final result (line 6),
+    // so the run stays live with two turns and their tokens.
+    for n in 1..=5 {
+        std::fs::write(steps.path().join(n.to_string()), "").unwrap();
+    }
+    let fake = common::repo().join("tests/fixtures/agents/fake-claude");
+    let config = CONFIG
+        .replace("ROLES", &common::repo().join("roles").display().to_string())
+        .replace("@FAKE@", &fake.display().to_string())
+        .replace("@STEPS@", &steps.path().display().to_string());
     let sb = Sandbox::with_config(&config);
     let login = sb.add("Design the login page", "ready-for-design", &[]);
     let waiting = [
@@ -69,6 +86,7 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
             "127.0.0.1:0",
         ])
         .current_dir(sb.path())
+        .env("SORTIE_DASHBOARD_TOKEN", TOKEN)
         .stdout(Stdio::piped())
         // The daemon's log (the invalid config edit is an ERROR on purpose) goes to a
         // file in the sandbox, not the test output (#13).
@@ -121,6 +139,7 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
             format!("{config}poll_interval_secnds: 3\n"),
         )
         .env("SORTIE_SHOTS", &shots_dir)
+        .env("SORTIE_TOKEN", TOKEN)
         .output()
         .expect("run node (Debian's nodejs)");
     let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
@@ -187,18 +206,39 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
         serde_json::json!([]),
         "{seen:#}"
     );
+    let live = seen["live"][0].as_str().unwrap();
     assert!(
-        seen["live"][0]
-            .as_str()
-            .unwrap()
-            .contains("Design the login page"),
+        live.contains("Design the login page"),
         "live run with its title: {seen:#}"
     );
     assert!(
-        seen["log"]
+        live.contains("message MOCK-CLAUDE-DONE"),
+        "its last event: {seen:#}"
+    );
+    assert!(
+        regex::Regex::new(r"\t2\t[0-9.]+[kM]?\t–\t")
+            .unwrap()
+            .is_match(live),
+        "two turns, their tokens, no cost yet: {live:?}"
+    );
+    assert_eq!(
+        seen["log_refused"]["login_form"], true,
+        "without the token the log link leads to the login form: {seen:#}"
+    );
+    assert!(
+        !seen["log_refused"]["text"]
             .as_str()
             .unwrap()
-            .contains("working on Design the login page"),
+            .contains("MOCK-CLAUDE-DONE"),
+        "and not to the log: {seen:#}"
+    );
+    assert_eq!(
+        seen["token_in_urls"],
+        serde_json::json!([]),
+        "the token is never in a URL: {seen:#}"
+    );
+    assert!(
+        seen["log"].as_str().unwrap().contains("MOCK-CLAUDE-DONE"),
         "the log link shows the agent's output: {seen:#}"
     );
     assert!(

@@ -29,6 +29,10 @@ pub(super) struct ClaudeStream {
     messages: BTreeMap<String, Usage>,
     /// Whether denied tool calls are accepted (`allow_permission_denials`).
     pub(super) allow_permission_denials: bool,
+    /// The last event worth showing a person: kind and text.
+    event: Option<(&'static str, String)>,
+    /// How many such events were seen (tells a reader that `event` changed).
+    events_seen: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,11 +157,27 @@ impl ClaudeStream {
         }
         match envelope.kind.as_str() {
             "result" => match serde_json::from_str::<ResultEvent>(line) {
-                Ok(result) => self.result = Some(result),
+                Ok(result) => {
+                    let subtype = result.subtype.clone().unwrap_or_default();
+                    let said = result.result.clone().unwrap_or_default();
+                    self.saw("result", format!("{subtype}: {said}"));
+                    self.result = Some(result);
+                }
                 Err(_) => return Taken::Noise,
             },
+            "user" => {
+                if let Some(seen) = serde_json::from_str::<Value>(line)
+                    .ok()
+                    .and_then(|v| tool_result(&v))
+                {
+                    self.saw(seen.0, seen.1);
+                }
+            }
             "assistant" => {
                 if let Ok(event) = serde_json::from_str::<AssistantEvent>(line) {
+                    if let Some((kind, text)) = last_block(&event.message.content) {
+                        self.saw(kind, text);
+                    }
                     if let Some(text) = message_text(&event.message.content) {
                         self.last_text = Some(clip(&text));
                     }
@@ -171,8 +191,19 @@ impl ClaudeStream {
             }
             "system" => {
                 if let Ok(event) = serde_json::from_str::<RetryEvent>(line) {
-                    if event.subtype.as_deref() == Some("api_retry") {
-                        self.last_retry = Some((event.error_status, event.error));
+                    match event.subtype.as_deref() {
+                        Some("api_retry") => {
+                            let status = event.error_status.map(|s| format!("status {s} "));
+                            let text = format!(
+                                "API request retried ({}{})",
+                                status.unwrap_or_default(),
+                                event.error.as_deref().unwrap_or("no error given")
+                            );
+                            self.saw("retry", text);
+                            self.last_retry = Some((event.error_status, event.error));
+                        }
+                        Some("init") => self.saw("init", "session started".to_string()),
+                        _ => {}
                     }
                 }
             }
@@ -221,6 +252,25 @@ impl ClaudeStream {
             .unwrap_or_default();
         usage.cost_usd = result.total_cost_usd;
         Some(usage)
+    }
+
+    /// The last event worth showing, and how many were seen so far.
+    pub(super) fn last_event(&self) -> (u64, Option<(&'static str, &str)>) {
+        let event = self.event.as_ref().map(|(k, t)| (*k, t.as_str()));
+        (self.events_seen, event)
+    }
+
+    /// Model turns so far: the `result`'s `num_turns`, else the assistant messages seen.
+    pub(super) fn turns(&self) -> Option<u32> {
+        if let Some(n) = self.result.as_ref().and_then(|r| r.num_turns) {
+            return Some(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        (!self.messages.is_empty()).then(|| u32::try_from(self.messages.len()).unwrap_or(u32::MAX))
+    }
+
+    fn saw(&mut self, kind: &'static str, text: String) {
+        self.event = Some((kind, crate::agent::progress::short_text(&text)));
+        self.events_seen += 1;
     }
 
     /// The session this stream belongs to, for `claude --resume`.
@@ -382,6 +432,61 @@ fn denials_detail(result: &ResultEvent) -> String {
         detail.push_str(&format!("\n- {tool} {input}"));
     }
     detail
+}
+
+/// The last content block of an assistant message, as an event: `message` (text),
+/// `tool_use` (the tool and its main argument) or `thinking`.
+fn last_block(content: &Value) -> Option<(&'static str, String)> {
+    let block = match content {
+        Value::String(s) => return Some(("message", s.clone())),
+        Value::Array(blocks) => blocks.last()?,
+        _ => return None,
+    };
+    let text = |key: &str| block.get(key).and_then(Value::as_str).map(str::to_string);
+    match block.get("type").and_then(Value::as_str)? {
+        "text" => Some(("message", text("text")?)),
+        "thinking" => Some(("thinking", text("thinking").unwrap_or_default())),
+        "tool_use" => {
+            let name = text("name").unwrap_or_else(|| "a tool".to_string());
+            let input = block.get("input");
+            let arg = [
+                "command",
+                "file_path",
+                "path",
+                "pattern",
+                "url",
+                "description",
+            ]
+            .iter()
+            .find_map(|k| input.and_then(|i| i.get(*k)).and_then(Value::as_str));
+            Some(("tool_use", format!("{name} {}", arg.unwrap_or_default())))
+        }
+        _ => None,
+    }
+}
+
+/// A `user` event carrying a tool's result, as an event: `tool_result` or `tool_error`.
+fn tool_result(event: &Value) -> Option<(&'static str, String)> {
+    let blocks = event.get("message")?.get("content")?.as_array()?;
+    let block = blocks
+        .iter()
+        .rev()
+        .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))?;
+    let kind = if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+        "tool_error"
+    } else {
+        "tool_result"
+    };
+    let text = match block.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    Some((kind, text))
 }
 
 /// The text blocks of a message's content, joined.

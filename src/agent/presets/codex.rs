@@ -27,6 +27,12 @@ pub(super) struct CodexStream {
     pub(super) baseline: Option<Usage>,
     /// Non-fatal `item.completed` items of type `error` (warnings), the last few, clipped.
     warnings: Vec<String>,
+    /// Turns started so far.
+    turns: u32,
+    /// The last event worth showing a person: kind and text.
+    event: Option<(&'static str, String)>,
+    /// How many such events were seen (tells a reader that `event` changed).
+    events_seen: u64,
 }
 
 /// Warnings kept for a failure's detail.
@@ -102,6 +108,44 @@ struct Item {
     text: Option<String>,
     #[serde(default)]
     message: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i64>,
+    #[serde(default)]
+    changes: Option<Vec<FileChange>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FileChange {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+impl Item {
+    /// The item as an event a person reads, when it is one.
+    fn event(&self, started: bool) -> Option<(&'static str, String)> {
+        let text = || self.text.clone().unwrap_or_default();
+        match self.kind.as_deref()? {
+            "agent_message" | "assistant_message" if !started => Some(("message", text())),
+            "reasoning" if !started => Some(("reasoning", text())),
+            "command_execution" => {
+                let command = self.command.clone().unwrap_or_default();
+                Some(match (started, self.exit_code) {
+                    (false, Some(code)) => ("command", format!("{command} (exit {code})")),
+                    _ => ("command", command),
+                })
+            }
+            "file_change" if !started => {
+                let paths: Vec<&str> = (self.changes.iter().flatten())
+                    .filter_map(|c| c.path.as_deref())
+                    .collect();
+                Some(("file_change", paths.join(", ")))
+            }
+            "error" if !started => Some(("warning", self.message.clone().unwrap_or_default())),
+            _ => None,
+        }
+    }
 }
 
 impl CodexStream {
@@ -110,9 +154,16 @@ impl CodexStream {
         let Ok(event) = serde_json::from_str::<Event>(line) else {
             return Taken::Noise;
         };
+        if let Some(seen) = self.event_of(&event) {
+            self.event = Some((seen.0, crate::agent::progress::short_text(&seen.1)));
+            self.events_seen += 1;
+        }
         match event.kind.as_str() {
             "thread.started" => self.thread_id = event.thread_id,
-            "turn.started" => self.turn_end = None,
+            "turn.started" => {
+                self.turn_end = None;
+                self.turns += 1;
+            }
             "turn.completed" | "turn.failed" => {
                 if let Some(u) = event.usage {
                     self.usage
@@ -150,6 +201,38 @@ impl CodexStream {
             _ => {}
         }
         Taken::Event
+    }
+
+    /// An event as a person reads it, when it is one worth showing.
+    fn event_of(&self, event: &Event) -> Option<(&'static str, String)> {
+        match event.kind.as_str() {
+            "thread.started" => Some(("thread", "started".to_string())),
+            "turn.started" => Some(("turn", format!("turn {} started", self.turns + 1))),
+            "turn.completed" => Some(("turn", format!("turn {} completed", self.turns.max(1)))),
+            "turn.failed" => {
+                let message = event.error.as_ref().and_then(|e| e.message.clone());
+                Some(("turn_failed", message.unwrap_or_default()))
+            }
+            "item.started" => event.item.as_ref()?.event(true),
+            "item.completed" => event.item.as_ref()?.event(false),
+            "error" => {
+                let message = (event.message.clone())
+                    .or_else(|| event.error.as_ref().and_then(|e| e.message.clone()));
+                Some(("error", message.unwrap_or_default()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The last event worth showing, and how many were seen so far.
+    pub(super) fn last_event(&self) -> (u64, Option<(&'static str, &str)>) {
+        let event = self.event.as_ref().map(|(k, t)| (*k, t.as_str()));
+        (self.events_seen, event)
+    }
+
+    /// Turns started so far (`None` before the first).
+    pub(super) fn turns(&self) -> Option<u32> {
+        (self.turns > 0).then_some(self.turns)
     }
 
     /// Usage summed over the turns, less the resumed thread's earlier usage; Codex reports

@@ -12,6 +12,7 @@ use crate::block::{Category, NextAction};
 use crate::config::{AgentConfig, AgentPreset};
 
 use super::outcome::{AgentOutcome, Usage};
+use super::progress::{AgentEvent, Progress, ProgressHandle};
 use lines::{LineSplitter, Piece};
 
 pub use lines::MAX_EVENT_LINE_BYTES;
@@ -113,7 +114,7 @@ enum Parser {
     Codex(codex::CodexStream),
 }
 
-/// How a run's stream is judged, beyond the preset.
+/// How a run's stream is judged, beyond the preset, and where its progress goes.
 #[derive(Debug, Clone, Default)]
 pub struct StreamOptions {
     /// Accept a Claude Code success whose tool calls were denied (`allow_permission_denials`).
@@ -121,6 +122,9 @@ pub struct StreamOptions {
     /// Usage the resumed session had already reported, subtracted from what Codex reports
     /// (its usage after `exec resume` is the whole thread's).
     pub usage_baseline: Option<Usage>,
+    /// Where the run's last event, turns and usage so far are published as the stream is
+    /// read (the daemon's live runs); `None` publishes nothing.
+    pub progress: Option<ProgressHandle>,
 }
 
 /// Reads an agent's stdout as its preset's event stream, one line at a time, in bounded memory.
@@ -129,6 +133,8 @@ pub struct EventStream {
     lines: LineSplitter,
     parser: Parser,
     counts: LineCounts,
+    /// Where progress goes, and the count of events last published there.
+    progress: Option<(ProgressHandle, u64)>,
 }
 
 impl EventStream {
@@ -156,6 +162,7 @@ impl EventStream {
             lines: LineSplitter::new(MAX_EVENT_LINE_BYTES),
             parser,
             counts: LineCounts::default(),
+            progress: options.progress.clone().map(|p| (p, 0)),
         })
     }
 
@@ -172,6 +179,7 @@ impl EventStream {
         let (parser, counts) = (&mut self.parser, &mut self.counts);
         self.lines
             .push(chunk, &mut |piece| take_piece(parser, counts, piece));
+        self.publish();
     }
 
     /// stdout closed: parse a last line that had no newline.
@@ -179,6 +187,55 @@ impl EventStream {
         let (parser, counts) = (&mut self.parser, &mut self.counts);
         self.lines
             .finish(&mut |piece| take_piece(parser, counts, piece));
+        self.publish();
+    }
+
+    /// Model turns so far, once the stream reported one.
+    pub fn turns(&self) -> Option<u32> {
+        match &self.parser {
+            Parser::Claude(p) => p.turns(),
+            Parser::Codex(p) => p.turns(),
+        }
+    }
+
+    /// The last event worth showing a person (kind, short text), once there was one.
+    pub fn last_event(&self) -> Option<(&'static str, &str)> {
+        match &self.parser {
+            Parser::Claude(p) => p.last_event().1,
+            Parser::Codex(p) => p.last_event().1,
+        }
+    }
+
+    /// Publish the progress, when something was read since the last time. Called once
+    /// per chunk, not per line: a burst of events costs one update.
+    fn publish(&mut self) {
+        let seen = match &self.parser {
+            Parser::Claude(p) => p.last_event().0,
+            Parser::Codex(p) => p.last_event().0,
+        };
+        let Some((handle, published)) = self.progress.as_ref() else {
+            return;
+        };
+        if seen == *published {
+            return;
+        }
+        let previous = handle.snapshot();
+        let last_event = match self.last_event() {
+            Some((kind, text)) => Some(AgentEvent {
+                kind: kind.to_string(),
+                text: text.to_string(),
+                at: chrono::Utc::now(),
+            }),
+            None => previous.last_event,
+        };
+        handle.set(Progress {
+            last_event,
+            turns: self.turns(),
+            usage: self.usage(),
+        });
+        if let Some((_, published)) = self.progress.as_mut() {
+            *published = seen;
+        }
     }
 
     /// Tokens and cost reported so far (`None` when the stream reported none).

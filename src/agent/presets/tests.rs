@@ -617,3 +617,99 @@ fn long_texts_are_clipped_at_a_char_boundary() {
     assert!(clipped.ends_with("the run log has the whole stream]"));
     assert_eq!(clip("short"), "short");
 }
+
+/// Feed `stream` one line at a time to a stream publishing its progress; the progress
+/// after each line.
+fn progress_per_line(preset: AgentPreset, stream: &[u8]) -> Vec<crate::agent::Progress> {
+    let handle = crate::agent::ProgressHandle::default();
+    let options = StreamOptions {
+        progress: Some(handle.clone()),
+        ..Default::default()
+    };
+    let mut s = EventStream::with_options(preset, &options).unwrap();
+    let mut seen = Vec::new();
+    for line in stream.split_inclusive(|b| *b == b'\n') {
+        s.feed(line);
+        seen.push(handle.snapshot());
+    }
+    s.end();
+    seen
+}
+
+/// Issue #22/#14: a live Claude Code run shows its last event, turns and tokens as the
+/// stream arrives, and its cost once the `result` reports it.
+#[test]
+fn claude_progress_grows_while_the_stream_is_read() {
+    let seen = progress_per_line(AgentPreset::ClaudeCode, CLAUDE_SUCCESS);
+    let event = |i: usize| {
+        let e = seen[i].last_event.as_ref().expect("an event");
+        (e.kind.as_str(), e.text.as_str())
+    };
+    assert_eq!(event(0), ("init", "session started"));
+    assert_eq!(seen[0].turns, None);
+    assert_eq!(event(1), ("message", "I'll write the file."));
+    assert_eq!(seen[1].turns, Some(1));
+    let first_tokens = seen[1]
+        .usage
+        .expect("tokens after the first message")
+        .total_tokens();
+    assert!(first_tokens > 0);
+    assert_eq!(
+        seen[1].usage.unwrap().cost_usd,
+        None,
+        "no cost before the result"
+    );
+    assert_eq!(event(2), ("tool_use", "Write /workspace/claude_hello.txt"));
+    assert_eq!(event(3).0, "tool_result");
+    assert!(
+        event(3).1.starts_with("File created successfully"),
+        "{:?}",
+        event(3)
+    );
+    assert_eq!(seen[4].turns, Some(2));
+    assert!(
+        seen[4].usage.unwrap().total_tokens() > first_tokens,
+        "tokens grow"
+    );
+    let last = seen.last().unwrap();
+    assert_eq!(last.last_event.as_ref().unwrap().kind, "result");
+    assert!(last.usage.unwrap().cost_usd.is_some_and(|c| c > 0.0));
+}
+
+/// Codex: turns count `turn.started`, commands show as they start, tokens arrive with
+/// `turn.completed`, and there is no cost.
+#[test]
+fn codex_progress_grows_while_the_stream_is_read() {
+    let seen = progress_per_line(AgentPreset::Codex, CODEX_SUCCESS);
+    let kinds: Vec<&str> = seen
+        .iter()
+        .map(|p| p.last_event.as_ref().map_or("", |e| e.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["thread", "warning", "turn", "message", "command", "command", "message", "turn"]
+    );
+    assert_eq!(seen[1].turns, None);
+    assert_eq!(seen[2].turns, Some(1));
+    let cmd = seen[5].last_event.as_ref().unwrap();
+    assert!(
+        cmd.text.ends_with("codex_hello.txt' (exit 0)"),
+        "{}",
+        cmd.text
+    );
+    assert_eq!(
+        seen[6].usage, None,
+        "Codex reports usage at the end of a turn"
+    );
+    let usage = seen[7].usage.expect("usage after turn.completed");
+    assert_eq!(usage.total_tokens(), 3120);
+    assert_eq!(usage.cost_usd, None);
+}
+
+/// Without a progress handle nothing is published, and the parse is unchanged.
+#[test]
+fn a_stream_without_a_progress_handle_still_reports_its_last_event() {
+    let s = EventStream::parse(AgentPreset::ClaudeCode, CLAUDE_SUCCESS).unwrap();
+    assert_eq!(s.last_event().map(|e| e.0), Some("result"));
+    assert_eq!(s.turns(), Some(2));
+}
