@@ -23,7 +23,8 @@ const COUNTER_FILE: &str = "prune-tick-count";
 
 impl Pipeline {
     /// Remove the workspaces of tickets that are terminal, closed or gone, running the
-    /// `before_remove` hook first. A ticket the tracker cannot be asked about keeps its
+    /// `before_remove` hook first (a git worktree goes with its mirror's record; its
+    /// branch stays), then prune stale worktrees from every mirror. A ticket the tracker cannot be asked about keeps its
     /// workspace. With `dry_run`, only say what would be removed.
     pub async fn prune_workspaces(&self, dry_run: bool) -> Result<Vec<PruneLine>, PipelineError> {
         let ctx = &self.ctx;
@@ -92,6 +93,11 @@ impl Pipeline {
                 }
             }
             lines.push(line);
+        }
+        if !dry_run {
+            // Worktrees whose directory is gone (removed above, or by a person): the
+            // mirrors forget them, so their branches can be checked out again.
+            crate::agent::git::prune_stale_worktrees(state_root);
         }
         Ok(lines)
     }

@@ -134,6 +134,35 @@ pub fn decide(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome)
                         .to_string();
                 }
                 let rounds = facts.rework_rounds.len() as u32;
+                // Issue #21: a run that changed nothing on a stage expecting changes is
+                // held where it is for a person, whatever the stage's failure status.
+                if reason_code == crate::agent::git::NO_CHANGES {
+                    let prose = format!(
+                        "sortie: **{}** finished attempt {attempt} without changing anything; the ticket is held for a person.",
+                        stage.role
+                    );
+                    return Decision {
+                        prose,
+                        block: OutcomeBlock::Failure(FailureBlock {
+                            role: stage.role.clone(),
+                            stage_attempt: attempt,
+                            idempotency_key: key,
+                            from_status: stage.claim_status.clone(),
+                            to_status: stage.claim_status.clone(),
+                            reason_code: reason_code.clone(),
+                            category: *category,
+                            transient: *category == Category::Transient,
+                            next_action: next,
+                            detail,
+                            run_id: Some(facts.run_id.to_string()),
+                            duration_seconds: facts.duration_seconds,
+                            extra: BTreeMap::new(),
+                        }),
+                        follow_up: FollowUp::Hold {
+                            reason_code: reason_code.clone(),
+                        },
+                    };
+                }
                 if let (Some(rework), Some(_)) = (&stage.rework, stage.rework_target()) {
                     if rounds >= rework.max {
                         return exhausted(facts, key, rework, reason_code, &detail);
@@ -266,6 +295,7 @@ mod tests {
             max_in_flight: 1,
             filter: Default::default(),
             rework: None,
+            expects_changes: false,
         }
     }
 
