@@ -84,7 +84,9 @@ impl GitError {
     /// fetch are transient (retried); a workspace that is not a worktree needs a person.
     pub fn outcome(&self) -> AgentOutcome {
         let (code, category, next) = match self {
-            GitError::PushRejected { .. } => (PUSH_REJECTED, Category::Transient, NextAction::Retry),
+            GitError::PushRejected { .. } => {
+                (PUSH_REJECTED, Category::Transient, NextAction::Retry)
+            }
             GitError::NotAWorktree(_) | GitError::NoBase(_) => {
                 (GIT_FAILED, Category::Policy, NextAction::Manual)
             }
@@ -105,6 +107,8 @@ pub struct Worktree {
     pub base: String,
     /// The commit the branch was at before the run.
     pub start: String,
+    /// A digest of the uncommitted changes before the run (what earlier roles left).
+    pub start_changes: String,
     /// Whether the worktree was (re)created now.
     pub created: bool,
 }
@@ -122,13 +126,47 @@ pub struct RunChanges {
     pub uncommitted: Vec<String>,
     /// How many uncommitted entries there are in all.
     pub uncommitted_count: usize,
+    /// The run changed the uncommitted state of the worktree (changes an earlier role
+    /// left and this run did not touch do not count).
+    pub worktree_changed: bool,
 }
 
 impl RunChanges {
     /// Whether the run left neither a new commit nor a change in the worktree.
     pub fn is_empty(&self) -> bool {
-        self.commit_count == 0 && self.uncommitted_count == 0
+        self.commit_count == 0 && !self.worktree_changed
     }
+}
+
+/// Untracked files hashed by content at most; beyond, only their names count.
+const MAX_HASHED_UNTRACKED: usize = 500;
+
+/// A digest of the worktree's uncommitted state: the diff of tracked files against
+/// `HEAD` and the untracked files with their contents.
+async fn uncommitted_digest(dir: &Path, timeout: Duration) -> Result<String, GitError> {
+    let mut hasher = Sha256::new();
+    let diff = git(
+        dir,
+        &["diff", "HEAD", "--binary", "--no-ext-diff", "--"],
+        timeout,
+    )
+    .await?;
+    hasher.update(diff.as_bytes());
+    let untracked = git(
+        dir,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        timeout,
+    )
+    .await?;
+    let names: Vec<&str> = untracked.split('\0').filter(|n| !n.is_empty()).collect();
+    hasher.update(untracked.as_bytes());
+    if !names.is_empty() && names.len() <= MAX_HASHED_UNTRACKED {
+        let mut args = vec!["hash-object", "--no-filters", "--"];
+        args.extend(names.iter().copied());
+        let hashes = git(dir, &args, timeout).await?;
+        hasher.update(hashes.as_bytes());
+    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// The bare mirror of `url` under `state_root/git/`: the last path segment of the URL
@@ -209,7 +247,13 @@ async fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, Git
 async fn has_ref(mirror: &Path, reference: &str, timeout: Duration) -> Result<bool, GitError> {
     match git(
         mirror,
-        &["rev-parse", "--verify", "--quiet", "--end-of-options", reference],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            reference,
+        ],
         timeout,
     )
     .await
@@ -225,7 +269,14 @@ fn bounded(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
-    let tail: String = text.chars().rev().take(max).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = text
+        .chars()
+        .rev()
+        .take(max)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     format!("…{tail}")
 }
 
@@ -357,11 +408,13 @@ pub async fn prepare_worktree(
         .await?
         .trim()
         .to_string();
+    let start_changes = uncommitted_digest(dir, timeout).await?;
     Ok(Worktree {
         dir: dir.to_path_buf(),
         branch: branch.to_string(),
         base: git_cfg.base.clone(),
         start,
+        start_changes,
         created,
     })
 }
@@ -398,7 +451,9 @@ pub async fn run_changes(worktree: &Worktree, timeout: Duration) -> Result<RunCh
     )
     .await?;
     let all: Vec<&str> = status.lines().filter(|l| !l.trim().is_empty()).collect();
+    let worktree_changed = uncommitted_digest(dir, timeout).await? != worktree.start_changes;
     Ok(RunChanges {
+        worktree_changed,
         head,
         commit_count: count,
         commits,
@@ -475,7 +530,9 @@ fn prune_mirror(mirror: &Path) {
             stderr = %String::from_utf8_lossy(&out.stderr).trim(),
             "git worktree prune failed"
         ),
-        Err(err) => tracing::warn!(mirror = %mirror.display(), %err, "cannot run git worktree prune"),
+        Err(err) => {
+            tracing::warn!(mirror = %mirror.display(), %err, "cannot run git worktree prune")
+        }
     }
 }
 
@@ -508,7 +565,12 @@ mod tests {
         let b = mirror_dir(root, "https://host/org/repo.git");
         assert_ne!(a, b);
         assert_eq!(a.parent(), Some(Path::new("/state/git")));
-        assert!(a.file_name().unwrap().to_str().unwrap().starts_with("repo-"));
+        assert!(a
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("repo-"));
         let hostile = mirror_dir(root, "../../..");
         assert_eq!(hostile.parent(), Some(Path::new("/state/git")));
     }

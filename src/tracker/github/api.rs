@@ -230,7 +230,8 @@ impl GithubApi {
         draft: bool,
     ) -> Result<Value, TrackerError> {
         let url = self.repo_url(&["pulls"]);
-        let payload = json!({ "head": head, "base": base, "title": title, "body": body, "draft": draft });
+        let payload =
+            json!({ "head": head, "base": base, "title": title, "body": body, "draft": draft });
         let reply = self
             .send(Method::POST, &url, Some(payload), Retry::ConnectOnly)
             .await?;

@@ -1,0 +1,398 @@
+//! Issue #21: git workspaces. Real `git`, a local bare repository as the remote, the
+//! real binary ticking a local board (and the GitHub model for pull requests): a
+//! worktree and a branch per ticket, the commits recorded on the ticket, pushed without
+//! force, a pull request opened once, and no handoff for a run that changed nothing.
+
+use crate::common;
+use crate::github_model;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Sandbox;
+use sortie::block::{parse_blocks, OutcomeBlock, SuccessBlock};
+
+/// Run git in `dir`, assert it worked, return its stdout trimmed.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Seed", "-c", "user.email=seed@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("git is installed (apt-get install git)");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A bare repository at `root/remote.git` whose `main` has one commit, "initial".
+/// Every update of its refs is logged, so a test can count pushes.
+fn bare_remote(root: &Path) -> PathBuf {
+    let remote = root.join("remote.git");
+    git(
+        root,
+        &[
+            "init",
+            "--quiet",
+            "--bare",
+            "--initial-branch=main",
+            "remote.git",
+        ],
+    );
+    git(&remote, &["config", "core.logAllRefUpdates", "always"]);
+    let seed = root.join("seed");
+    git(root, &["clone", "--quiet", "remote.git", "seed"]);
+    std::fs::write(seed.join("README"), "widgets\n").unwrap();
+    git(&seed, &["add", "README"]);
+    git(&seed, &["commit", "--quiet", "-m", "initial"]);
+    git(
+        &seed,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+    );
+    remote
+}
+
+/// What the agent does for the backend role.
+#[derive(Clone, Copy)]
+enum Backend {
+    /// Commits like every other role.
+    Commits,
+    /// Changes nothing.
+    Idles,
+    /// Changes nothing and says nothing needed changing.
+    DeclaresNoChange,
+}
+
+/// The agent: every role appends its name to `work.txt` and commits it (once per role,
+/// so a re-run after a crash commits nothing new), the architect also leaves an
+/// uncommitted `notes.txt`.
+fn agent_script(dir: &Path, backend: Backend) -> PathBuf {
+    let backend_case = match backend {
+        Backend::Commits => "",
+        Backend::Idles => {
+            "if [ \"$SORTIE_ROLE\" = backend ]; then printf 'outcome: success\\nsummary: looked around\\n' > \"$SORTIE_RESULT_FILE\"; exit 0; fi\n"
+        }
+        Backend::DeclaresNoChange => {
+            "if [ \"$SORTIE_ROLE\" = backend ]; then printf 'outcome: success\\nno_change_needed: true\\nsummary: already done upstream\\n' > \"$SORTIE_RESULT_FILE\"; exit 0; fi\n"
+        }
+    };
+    let script = format!(
+        "#!/bin/sh\ncat > /dev/null\necho \"$SORTIE_TICKET_ID $SORTIE_ROLE\" >> {runs}\n{backend_case}\
+if ! git log --format=%s | grep -q \"^$SORTIE_ROLE: \"; then\n\
+  echo \"$SORTIE_ROLE\" >> work.txt\n\
+  git add work.txt\n\
+  git -c user.name=Agent -c user.email=agent@example.com commit -q -m \"$SORTIE_ROLE: work on $SORTIE_TICKET_ID\"\n\
+fi\n\
+if [ \"$SORTIE_ROLE\" = architect ]; then echo draft > notes.txt; fi\n\
+printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
+        runs = dir.join("runs.log").display()
+    );
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, script).unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    path
+}
+
+/// A local board with architect -> backend -> qa in git worktrees of a bare remote.
+fn sandbox(backend: Backend) -> (Sandbox, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = bare_remote(dir.path());
+    let agent = agent_script(dir.path(), backend);
+    let config = format!(
+        r#"
+tracker: {{kind: local, path: board}}
+state_root: state
+roles_dir: {roles}
+terminal_states: [done, cancelled]
+concurrency: {{max_in_flight: 6, per_role_max_in_flight: 3}}
+agent: {{command: ["{agent}"], timeout_seconds: 60}}
+workspace:
+  prune_every_ticks: 0
+  git: {{url: "file://{remote}", base: main}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved, failure_status: design-blocked}}
+  - {{role: backend, claim_status: design-approved, success_status: code-review, failure_status: blocked, requires_prior_role: architect, expects_changes: true}}
+  - {{role: qa, claim_status: code-review, success_status: done, failure_status: qa-failed, requires_prior_role: backend}}
+"#,
+        roles = common::repo().join("roles").display(),
+        agent = agent.display(),
+        remote = remote.display(),
+    );
+    std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
+    let sb = Sandbox { dir };
+    sb.ok(&["board", "init", "board"]);
+    (sb, remote)
+}
+
+fn successes(blocks: &[OutcomeBlock]) -> Vec<&SuccessBlock> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            OutcomeBlock::Success(s) => Some(s),
+            OutcomeBlock::Failure(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_ticket_gets_its_own_branch_with_every_role_s_commits_pushed_and_recorded() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let ids: Vec<String> = (0..3)
+        .map(|i| sb.add(&format!("widget {i}"), "ready-for-design", &[]))
+        .collect();
+    sb.drain(10);
+    for id in &ids {
+        assert_eq!(sb.ticket(id).status, "done", "ticket {id}");
+        let branch = format!("sortie/{id}");
+        let log = git(&remote, &["log", "--format=%s", &branch, "--"]);
+        assert_eq!(
+            log.lines().collect::<Vec<_>>(),
+            [
+                format!("qa: work on {id}"),
+                format!("backend: work on {id}"),
+                format!("architect: work on {id}"),
+                "initial".to_string()
+            ],
+            "the remote has ticket {id}'s branch with the three roles' commits in order"
+        );
+        let blocks = sb.blocks(id);
+        let done = successes(&blocks);
+        assert_eq!(
+            done.iter().map(|s| s.role.as_str()).collect::<Vec<_>>(),
+            ["architect", "backend", "qa"]
+        );
+        for (s, back) in done.iter().zip(["~2", "~1", ""]) {
+            assert_eq!(s.artifacts["branch"], branch);
+            assert_eq!(s.artifacts["base"], "main");
+            assert_eq!(
+                s.artifacts["commits"], "1",
+                "{}: one commit this run",
+                s.role
+            );
+            let expected = git(&remote, &["rev-parse", &format!("{branch}{back}")]);
+            assert_eq!(
+                s.artifacts["head"], expected,
+                "{}'s head is on the remote",
+                s.role
+            );
+            let subject = git(&remote, &["log", "-1", "--format=%h %s", &expected]);
+            assert_eq!(s.artifacts["commit_log"], subject);
+        }
+        // The architect's uncommitted notes are listed, and kept for the next roles.
+        assert_eq!(done[0].artifacts["uncommitted"], "?? notes.txt");
+        let ws = sb.path().join("state/workspaces").join(id);
+        assert_eq!(
+            std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+            "draft\n"
+        );
+    }
+    // Two tickets never share a branch.
+    let branches = git(&remote, &["branch", "--list", "sortie/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
+
+    // Terminal tickets: pruning removes the worktrees; the branches stay.
+    sb.ok(&["workspaces", "prune", "--config", "pipeline.yaml"]);
+    for id in &ids {
+        assert!(!sb.path().join("state/workspaces").join(id).exists());
+        git(&remote, &["rev-parse", "--verify", &format!("sortie/{id}")]);
+    }
+    let mirror = std::fs::read_dir(sb.path().join("state/git"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "git"))
+        .expect("one mirror under state/git");
+    let worktrees = git(&mirror, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        1,
+        "only the bare mirror is left: {worktrees}"
+    );
+}
+
+#[test]
+fn a_run_that_changes_nothing_on_a_stage_expecting_changes_is_held() {
+    let (sb, _remote) = sandbox(Backend::Idles);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // architect
+    sb.tick(); // backend: nothing changed
+    let blocks = sb.blocks(&id);
+    let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(f.reason_code, "agent.no_changes");
+    assert_eq!(f.category.as_str(), "policy");
+    assert_eq!(f.next_action.as_str(), "manual");
+    assert_eq!(
+        f.to_status, "design-approved",
+        "held: no transition, not blocked"
+    );
+    assert!(f.detail.contains("sortie/"), "{}", f.detail);
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+    // Held: the next tick does not run it again.
+    let report = sb.tick_json(&[]);
+    assert_eq!(
+        report["runs"].as_array().map(Vec::len),
+        Some(0),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_role_may_declare_that_nothing_needed_changing() {
+    let (sb, _remote) = sandbox(Backend::DeclaresNoChange);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick();
+    sb.tick();
+    assert_eq!(sb.ticket(&id).status, "code-review");
+    let blocks = sb.blocks(&id);
+    let backend = successes(&blocks)
+        .into_iter()
+        .find(|s| s.role == "backend")
+        .expect("a backend success");
+    assert_eq!(backend.summary, "already done upstream");
+    assert_eq!(backend.artifacts["no_change_needed"], "true");
+    assert_eq!(backend.artifacts["commits"], "0");
+}
+
+#[test]
+fn a_worktree_deleted_by_hand_is_recreated_from_the_branch() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // architect commits and pushes
+    let ws = sb.path().join("state/workspaces").join(&id);
+    std::fs::remove_dir_all(&ws).unwrap();
+    sb.drain(5);
+    assert_eq!(sb.ticket(&id).status, "done");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("work.txt")).unwrap(),
+        "architect\nbackend\nqa\n",
+        "the architect's committed work came back with the branch"
+    );
+    let log = git(
+        &remote,
+        &["log", "--format=%s", &format!("sortie/{id}"), "--"],
+    );
+    assert_eq!(log.lines().count(), 4, "{log}");
+}
+
+mod pull_requests {
+    use super::*;
+
+    use github_model::{GithubModel, TOKEN};
+
+    fn write_config(dir: &Path, api_url: &str, remote: &Path, agent: &Path) {
+        let text = format!(
+            r#"
+tracker:
+  kind: github
+  repo: acme/widgets
+  api_url: "{api_url}"
+  token_env: SORTIE_TEST_GH_TOKEN
+state_root: state
+roles_dir: {roles}
+terminal_states: [done]
+agent: {{command: ["{agent}"], timeout_seconds: 60}}
+workspace:
+  prune_every_ticks: 0
+  git: {{url: "{remote}", branch: "sortie/{{{{ ticket.id }}}}"}}
+pull_request: {{after: backend, title: "{{{{ ticket.id }}}}: {{{{ ticket.title }}}}", draft: true}}
+pipeline_stages:
+  - {{role: backend, claim_status: todo, success_status: review}}
+"#,
+            roles = common::repo().join("roles").display(),
+            agent = agent.display(),
+            remote = remote.display(),
+        );
+        std::fs::write(dir.join("pipeline.yaml"), text).unwrap();
+    }
+
+    async fn tick(dir: &Path, fault: Option<&str>) -> std::process::Output {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"));
+        cmd.args(["pipeline", "tick", "--config", "pipeline.yaml"])
+            .current_dir(dir)
+            .env("SORTIE_TEST_GH_TOKEN", TOKEN)
+            .env_remove("SORTIE_FAULT");
+        match fault {
+            Some(fault) => cmd.env("SORTIE_FAULT", fault),
+            // Later than every lease the killed tick held (claim and outbox write lease).
+            None => cmd.env("SORTIE_CLOCK_OFFSET_SECONDS", "3600"),
+        };
+        cmd.output().await.expect("run sortie")
+    }
+
+    /// A crash after the push and the pull request (before and after the outcome is
+    /// stored), then the next tick: one push on the remote, one pull request on the
+    /// model, its URL on the ticket.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_after_the_push_then_a_replay_opens_one_pull_request_and_pushes_once() {
+        for fault in ["after_pull_request", "after_outbox"] {
+            let model = GithubModel::start().await;
+            let number = model.add_issue("Fix the widget", &["status:todo"]);
+            let dir = tempfile::tempdir().unwrap();
+            let remote = bare_remote(dir.path());
+            let agent = agent_script(dir.path(), Backend::Commits);
+            // A file path, not a URL: local paths work too.
+            write_config(dir.path(), &model.api_url(), &remote, &agent);
+
+            let crashed = tick(dir.path(), Some(fault)).await;
+            assert!(
+                !crashed.status.success(),
+                "{fault}: the tick was killed: {}",
+                String::from_utf8_lossy(&crashed.stderr)
+            );
+            assert_eq!(model.pulls().len(), 1, "{fault}: opened before the crash");
+            let after = tick(dir.path(), None).await;
+            assert!(
+                after.status.success(),
+                "{fault}: {}",
+                String::from_utf8_lossy(&after.stderr)
+            );
+
+            let pulls = model.pulls();
+            assert_eq!(pulls.len(), 1, "{fault}: one pull request: {pulls:?}");
+            let pull = &pulls[0];
+            let branch = format!("sortie/{number}");
+            assert_eq!(
+                (pull.head.as_str(), pull.base.as_str(), pull.draft),
+                (branch.as_str(), "main", true)
+            );
+            assert_eq!(pull.title, format!("{number}: Fix the widget"));
+            let pushes = git(
+                &remote,
+                &[
+                    "reflog",
+                    "show",
+                    "--format=%H",
+                    &format!("refs/heads/{branch}"),
+                ],
+            );
+            assert_eq!(pushes.lines().count(), 1, "{fault}: pushed once: {pushes}");
+
+            let issue = model.issue(number);
+            assert!(
+                issue.labels.iter().any(|l| l == "status:review"),
+                "{fault}: {:?}",
+                issue.labels
+            );
+            let blocks: Vec<OutcomeBlock> = issue
+                .comments
+                .iter()
+                .flat_map(|c| parse_blocks(&c.body))
+                .filter_map(Result::ok)
+                .map(|p| p.block)
+                .collect();
+            let done = successes(&blocks);
+            assert_eq!(done.len(), 1, "{fault}: one success block: {blocks:?}");
+            assert_eq!(
+                done[0].artifacts["pull_request"],
+                format!("https://github.com/acme/widgets/pull/{}", pull.number)
+            );
+        }
+    }
+}
