@@ -82,7 +82,8 @@ fn agent_script(dir: &Path, backend: Backend) -> PathBuf {
         }
     };
     let script = format!(
-        "#!/bin/sh\ncat > /dev/null\necho \"$SORTIE_TICKET_ID $SORTIE_ROLE\" >> {runs}\n{backend_case}\
+        "#!/bin/sh\ncat > /dev/null\necho \"$SORTIE_TICKET_ID $SORTIE_ROLE\" >> {runs}\n\
+cp \"$SORTIE_PROMPT_FILE\" {dir}/prompt-$SORTIE_ROLE-$SORTIE_TICKET_ID.md\n{backend_case}\
 if ! git log --format=%s | grep -q \"^$SORTIE_ROLE: \"; then\n\
   echo \"$SORTIE_ROLE\" >> work.txt\n\
   git add work.txt\n\
@@ -90,7 +91,8 @@ if ! git log --format=%s | grep -q \"^$SORTIE_ROLE: \"; then\n\
 fi\n\
 if [ \"$SORTIE_ROLE\" = architect ]; then echo draft > notes.txt; fi\n\
 printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
-        runs = dir.join("runs.log").display()
+        runs = dir.join("runs.log").display(),
+        dir = dir.display(),
     );
     let path = dir.join("agent.sh");
     std::fs::write(&path, script).unwrap();
@@ -183,6 +185,13 @@ fn each_ticket_gets_its_own_branch_with_every_role_s_commits_pushed_and_recorded
             let subject = git(&remote, &["log", "-1", "--format=%h %s", &expected]);
             assert_eq!(s.artifacts["commit_log"], subject);
         }
+        // Later roles see earlier roles' artifacts (`prior.<role>.artifacts`).
+        let prompt =
+            std::fs::read_to_string(sb.path().join(format!("prompt-backend-{id}.md"))).unwrap();
+        assert!(
+            prompt.contains(&format!("- head: {}", done[0].artifacts["head"])),
+            "{prompt}"
+        );
         // The architect's uncommitted notes are listed, and kept for the next roles.
         assert_eq!(done[0].artifacts["uncommitted"], "?? notes.txt");
         let ws = sb.path().join("state/workspaces").join(id);
@@ -393,6 +402,168 @@ pipeline_stages:
                 done[0].artifacts["pull_request"],
                 format!("https://github.com/acme/widgets/pull/{}", pull.number)
             );
+        }
+    }
+}
+
+#[test]
+fn a_push_the_remote_rejects_is_a_transient_failure_with_git_s_words() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // the architect's commit is pushed
+               // Someone else replaces the ticket's branch on the remote with other work.
+    let other = sb.path().join("other");
+    git(sb.path(), &["clone", "--quiet", "remote.git", "other"]);
+    std::fs::write(other.join("theirs.txt"), "theirs\n").unwrap();
+    git(&other, &["add", "theirs.txt"]);
+    git(&other, &["commit", "--quiet", "-m", "someone else's work"]);
+    let refspec = format!("+HEAD:refs/heads/sortie/{id}");
+    git(&other, &["push", "--quiet", "origin", &refspec]);
+    let theirs = git(&remote, &["rev-parse", &format!("sortie/{id}")]);
+
+    sb.tick(); // backend commits on top of the architect's work; the push is refused
+    let blocks = sb.blocks(&id);
+    let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(f.reason_code, "git.push_rejected", "{f:?}");
+    assert_eq!(f.category.as_str(), "transient");
+    assert!(f.detail.contains("rejected"), "git's words: {}", f.detail);
+    assert_eq!(
+        git(&remote, &["rev-parse", &format!("sortie/{id}")]),
+        theirs,
+        "never force-pushed"
+    );
+}
+
+#[test]
+fn ticket_text_in_the_branch_template_becomes_a_valid_ref_and_never_an_option() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let config = std::fs::read_to_string(sb.config_path()).unwrap().replace(
+        "base: main}",
+        "base: main, branch: \"{{ ticket.title }}/{{ ticket.id }}\"}",
+    );
+    std::fs::write(sb.config_path(), config).unwrap();
+    let id = sb
+        .ok(&[
+            "board",
+            "add",
+            "--board",
+            "board",
+            "--title=--upload-pack=touch pwned",
+            "--status",
+            "ready-for-design",
+        ])
+        .trim()
+        .to_string();
+    sb.tick();
+    let blocks = sb.blocks(&id);
+    let done = successes(&blocks);
+    assert_eq!(done.len(), 1, "{blocks:?}");
+    let branch = &done[0].artifacts["branch"];
+    assert!(
+        branch.starts_with("_--upload-pack-touch-pwned/"),
+        "sanitized, with a hash: {branch}"
+    );
+    assert_eq!(sortie::config::branch_name_problem(branch), None);
+    git(
+        &remote,
+        &["rev-parse", "--verify", "--end-of-options", branch],
+    );
+    assert!(!sb.path().join("pwned").exists());
+    assert!(!sb.path().join("state/pwned").exists());
+}
+
+mod config {
+    use sortie::config::Config;
+
+    fn load(extra: &str, tracker: &str) -> Result<Config, String> {
+        let text = format!(
+            "tracker: {tracker}\nagent: {{command: [\"true\"]}}\n\
+             pipeline_stages:\n  - {{role: backend, claim_status: todo, success_status: review}}\n{extra}"
+        );
+        Config::parse_str(&text, Some(std::path::Path::new("/cfg/pipeline.yaml")))
+            .map_err(|e| e.to_string())
+    }
+
+    const LOCAL: &str = "{kind: local, path: board}";
+    const GITHUB: &str = "{kind: github, repo: acme/widgets}";
+
+    #[test]
+    fn defaults_and_local_paths() {
+        let cfg = load("workspace: {git: {url: ../repo}}\n", LOCAL).unwrap();
+        let git = cfg.workspace.git.unwrap();
+        assert_eq!(git.url, "/repo");
+        assert_eq!(git.base, "main");
+        assert_eq!(git.branch, "sortie/{{ ticket.id }}");
+        assert!(git.push);
+        let cfg = load(
+            "workspace: {git: {url: \"git@host:org/repo.git\"}}\n",
+            LOCAL,
+        )
+        .unwrap();
+        assert_eq!(cfg.workspace.git.unwrap().url, "git@host:org/repo.git");
+    }
+
+    #[test]
+    fn bad_git_settings_are_refused_with_the_field_named() {
+        for (extra, says) in [
+            ("workspace: {git: {base: main}}\n", "`url` is required"),
+            (
+                "workspace: {git: {url: \"--upload-pack=x\"}}\n",
+                "workspace.git.url",
+            ),
+            (
+                "workspace: {git: {url: r, base: \"a..b\"}}\n",
+                "workspace.git.base",
+            ),
+            (
+                "workspace: {git: {url: r, branch: \"sortie/fixed\"}}\n",
+                "two tickets would share a branch",
+            ),
+            (
+                "workspace: {git: {url: r, branch: \"{{ ticket.nope }}\"}}\n",
+                "does not render",
+            ),
+            ("workspace: {git: {url: r, pushh: true}}\n", "pushh"),
+        ] {
+            let err = load(extra, LOCAL).unwrap_err();
+            assert!(err.contains(says), "{extra}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_pull_request_needs_a_pushed_branch_a_known_role_and_a_forge() {
+        let git = "workspace: {git: {url: r}}\n";
+        let ok = load(&format!("{git}pull_request: {{after: backend}}\n"), GITHUB).unwrap();
+        let pr = ok.pull_request.unwrap();
+        assert_eq!(pr.title, "{{ ticket.id }}: {{ ticket.title }}");
+        assert!(pr.draft);
+        for (extra, tracker, says) in [
+            (
+                "pull_request: {after: backend}\n".to_string(),
+                GITHUB,
+                "configure `workspace.git`",
+            ),
+            (
+                format!("{git}pull_request: {{after: qa}}\n"),
+                GITHUB,
+                "no stage's role",
+            ),
+            (
+                "workspace: {git: {url: r, push: false}}\npull_request: {after: backend}\n"
+                    .to_string(),
+                GITHUB,
+                "push` must be true",
+            ),
+            (
+                format!("{git}pull_request: {{after: backend}}\n"),
+                LOCAL,
+                "kind: github",
+            ),
+        ] {
+            let err = load(&extra, tracker).unwrap_err();
+            assert!(err.contains(says), "{extra}: {err}");
         }
     }
 }
