@@ -320,6 +320,34 @@ mod tests {
         }
     }
 
+    // Issue #21: a run that changed nothing is held in the claim status, even on a
+    // stage with a failure status.
+    #[test]
+    fn no_changes_holds_the_ticket_where_it_is() {
+        let st = stage(Some("review"), Some("blocked"));
+        let outcome = AgentOutcome::failure(
+            crate::agent::git::NO_CHANGES,
+            Category::Policy,
+            NextAction::Manual,
+            "nothing",
+        );
+        let d = decide(&retry(), &facts(&st, 1, 0), &outcome);
+        assert_eq!(d.block.to_status(), "todo");
+        assert_eq!(
+            d.follow_up,
+            FollowUp::Hold {
+                reason_code: "agent.no_changes".into()
+            }
+        );
+        let OutcomeBlock::Failure(f) = &d.block else {
+            panic!("{d:?}")
+        };
+        assert_eq!(
+            (f.category, f.next_action),
+            (Category::Policy, NextAction::Manual)
+        );
+    }
+
     fn transient() -> AgentOutcome {
         AgentOutcome::failure(
             "agent.timeout",
