@@ -214,8 +214,8 @@ pub(crate) fn normalize_pull_request(
     if on_forge == Some(false) {
         problems.at_key(
             &path,
-            "pull requests are opened on the tracker's forge, and only `kind: github` \
-             trackers open them today; remove `pull_request` or use a GitHub tracker",
+            "pull requests are opened on the tracker's forge: only forge trackers \
+             (`kind: github`, `gitlab`, `gitea`) open them; remove `pull_request` or use one",
         );
     }
     let after = raw.after.unwrap_or_default();

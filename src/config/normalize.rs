@@ -211,9 +211,14 @@ pub(crate) fn normalize(
         raw.pull_request.take(),
         &stages,
         workspace.git.as_ref(),
-        tracker
-            .as_ref()
-            .map(|t| matches!(t, TrackerConfig::Github { .. })),
+        tracker.as_ref().map(|t| {
+            matches!(
+                t,
+                TrackerConfig::Github { .. }
+                    | TrackerConfig::Gitlab { .. }
+                    | TrackerConfig::Gitea { .. }
+            )
+        }),
         problems,
     );
     let b = std::mem::take(&mut raw.budgets);

@@ -567,3 +567,82 @@ mod config {
         }
     }
 }
+
+/// GitLab merge requests and Gitea pull requests are opened once too, through the same
+/// adapter method, against their models.
+mod forge_merge_requests {
+    use sortie::tracker::gitea::{GiteaOptions, GiteaSettings, GiteaTracker};
+    use sortie::tracker::gitlab::{GitlabOptions, GitlabSettings, GitlabTracker};
+    use sortie::tracker::labels::LabelScheme;
+    use sortie::tracker::{PullRequestSpec, Tracker};
+
+    use crate::{gitea_model, gitlab_model};
+
+    fn spec() -> PullRequestSpec {
+        PullRequestSpec {
+            ticket_id: "7".into(),
+            head: "sortie/7".into(),
+            base: "main".into(),
+            title: "7: Fix the widget".into(),
+            body: "Work on ticket 7, opened by sortie.\n".into(),
+            draft: true,
+        }
+    }
+
+    fn labels(prefix: &str) -> LabelScheme {
+        LabelScheme {
+            status_prefix: format!("status{prefix}"),
+            priority_prefix: format!("priority{prefix}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn gitlab_opens_one_merge_request_per_branch() {
+        let model = gitlab_model::start().await;
+        let settings = GitlabSettings {
+            url: model.url(),
+            project: gitlab_model::PROJECT.into(),
+            bearer: false,
+            labels: labels("::"),
+            close_on: Vec::new(),
+        };
+        let t = GitlabTracker::new(
+            settings,
+            gitlab_model::TOKEN.into(),
+            GitlabOptions::default(),
+        )
+        .unwrap();
+        let first = t.open_pull_request(&spec()).await.unwrap();
+        let again = t.open_pull_request(&spec()).await.unwrap();
+        assert!(!first.reused && again.reused);
+        assert_eq!(first.url, again.url);
+        let pulls = model.pulls();
+        assert_eq!(pulls.len(), 1, "{pulls:?}");
+        assert_eq!(pulls[0].title, "Draft: 7: Fix the widget");
+        assert_eq!(
+            (pulls[0].head.as_str(), pulls[0].base.as_str()),
+            ("sortie/7", "main")
+        );
+        assert!(first.url.ends_with("/-/merge_requests/1"), "{}", first.url);
+    }
+
+    #[tokio::test]
+    async fn gitea_opens_one_pull_request_per_branch() {
+        let model = gitea_model::start().await;
+        let settings = GiteaSettings {
+            url: model.url(),
+            repo: gitea_model::REPO.into(),
+            labels: labels("/"),
+            close_on: Vec::new(),
+        };
+        let t = GiteaTracker::new(settings, gitea_model::TOKEN.into(), GiteaOptions::default())
+            .unwrap();
+        let first = t.open_pull_request(&spec()).await.unwrap();
+        let again = t.open_pull_request(&spec()).await.unwrap();
+        assert!(!first.reused && again.reused);
+        assert_eq!(first.url, again.url);
+        let pulls = model.pulls();
+        assert_eq!(pulls.len(), 1, "{pulls:?}");
+        assert_eq!(pulls[0].title, "WIP: 7: Fix the widget");
+    }
+}
