@@ -575,6 +575,32 @@ mod tests {
         assert_eq!(hostile.parent(), Some(Path::new("/state/git")));
     }
 
+    // Issue #21: git never sees the caller's environment (tokens, `GIT_*` settings),
+    // and never prompts.
+    #[tokio::test]
+    async fn git_runs_with_a_minimal_environment_that_never_prompts() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = git(
+            dir.path(),
+            &["-c", "alias.envdump=!env", "envdump"],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let names: Vec<&str> = env
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, _)| k)
+            .collect();
+        assert!(env.lines().any(|l| l == "GIT_TERMINAL_PROMPT=0"), "{env}");
+        assert!(env.contains("BatchMode=yes"), "{env}");
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        assert!(
+            !names.iter().any(|n| n.starts_with("CARGO")),
+            "the test process's variables are not passed on: {names:?}"
+        );
+    }
+
     #[test]
     fn a_plain_directory_is_not_a_worktree() {
         let dir = tempfile::tempdir().unwrap();
