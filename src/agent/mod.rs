@@ -7,6 +7,7 @@
 //! for the outcome, summary and usage (`presets`).
 
 mod confine;
+pub mod git;
 mod orphans;
 mod outcome;
 mod presets;
@@ -25,7 +26,9 @@ use crate::config::{AgentConfig, AgentPreset};
 pub use confine::{check_workspace, UnsafeWorkspace, UNSAFE_WORKSPACE};
 pub use orphans::reap_run;
 pub use orphans::{kill_tree, tree_cpu_ticks};
-pub use outcome::{classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage};
+pub use outcome::{
+    classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage, NO_CHANGE_NEEDED,
+};
 pub use presets::{
     preset_argv, resume_argv, EventStream, StreamOptions, MAX_EVENT_LINE_BYTES,
     MAX_STREAM_TEXT_BYTES, SESSION_NOT_FOUND,

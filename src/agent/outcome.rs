@@ -141,7 +141,13 @@ struct ResultFile {
     detail: Option<String>,
     #[serde(default)]
     artifacts: BTreeMap<String, serde_yaml::Value>,
+    #[serde(default)]
+    no_change_needed: bool,
 }
+
+/// The artifact a success carries when its role declared that nothing needed changing
+/// (`no_change_needed: true` in the result file); its value is `"true"`.
+pub const NO_CHANGE_NEEDED: &str = "no_change_needed";
 
 /// Parse the YAML an agent wrote to `SORTIE_RESULT_FILE`.
 ///
@@ -151,11 +157,20 @@ struct ResultFile {
 pub fn parse_result_file(text: &str) -> Result<AgentOutcome, ResultFileError> {
     let file: ResultFile =
         serde_yaml::from_str(text).map_err(|e| ResultFileError(e.to_string()))?;
-    let artifacts = file
+    let mut artifacts: BTreeMap<String, String> = file
         .artifacts
         .into_iter()
         .map(|(k, v)| (k, scalar_to_string(v)))
         .collect();
+    if file.no_change_needed {
+        if file.outcome != "success" {
+            return Err(ResultFileError(
+                "no_change_needed: true goes with outcome: success (and the reason as summary)"
+                    .to_string(),
+            ));
+        }
+        artifacts.insert(NO_CHANGE_NEEDED.to_string(), "true".to_string());
+    }
     match file.outcome.as_str() {
         "success" => Ok(AgentOutcome::Success {
             summary: file.summary.unwrap_or_default(),
@@ -267,6 +282,27 @@ mod tests {
         assert_eq!(summary, "did it");
         assert_eq!(artifacts["branch"], "feat/x");
         assert_eq!(artifacts["pr"], "12");
+    }
+
+    // Issue #21: a role that found nothing to change says so, and it is recorded.
+    #[test]
+    fn no_change_needed_is_recorded_on_a_success_only() {
+        let out = parse_result_file(
+            "outcome: success\nno_change_needed: true\nsummary: already fixed upstream\n",
+        )
+        .unwrap();
+        let AgentOutcome::Success { summary, artifacts } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(summary, "already fixed upstream");
+        assert_eq!(artifacts[NO_CHANGE_NEEDED], "true");
+        assert!(parse_result_file("outcome: failure\nno_change_needed: true\n").is_err());
+        let AgentOutcome::Success { artifacts, .. } =
+            parse_result_file("outcome: success\n").unwrap()
+        else {
+            panic!()
+        };
+        assert!(!artifacts.contains_key(NO_CHANGE_NEEDED));
     }
 
     #[test]

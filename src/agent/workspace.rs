@@ -200,9 +200,13 @@ pub fn list_workspaces(state_root: &Path) -> std::io::Result<Vec<(PathBuf, Optio
 }
 
 /// Remove a workspace and its owner record (no hook: a half-made workspace whose
-/// `after_create` failed). Finished tickets' workspaces go through [`remove_terminal`].
+/// `after_create` failed). A git worktree is removed through
+/// [`super::git::remove_worktree`] (the mirror forgets it; the branch stays).
+/// Finished tickets' workspaces go through [`remove_terminal`].
 pub fn remove_workspace(state_root: &Path, dir: &Path) -> std::io::Result<()> {
-    std::fs::remove_dir_all(dir)?;
+    if !super::git::remove_worktree(dir)? {
+        std::fs::remove_dir_all(dir)?;
+    }
     if let Some(name) = dir.file_name() {
         let _ = std::fs::remove_file(state_root.join("workspace-ids").join(name));
     }

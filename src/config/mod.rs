@@ -10,6 +10,7 @@ mod agent;
 mod defaults;
 mod diagnostic;
 mod expand;
+mod git;
 mod hooks;
 mod locate;
 mod model;
@@ -26,6 +27,10 @@ use std::path::{Path, PathBuf};
 use serde_yaml::Value;
 
 pub use diagnostic::{Diagnostic, MAX_DIAGNOSTICS};
+pub use git::{
+    branch_name_problem, render_ticket_template, sanitize_branch, ticket_branch, DEFAULT_BASE,
+    DEFAULT_BRANCH, DEFAULT_PR_TITLE,
+};
 pub use model::*;
 pub use routes::{AgentOverrides, Route};
 pub(crate) use values::expand_home;

@@ -56,6 +56,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The daemon's HTTP surface.
     pub http: HttpConfig,
+    /// `pull_request:`: open one pull request per ticket branch after a stage's
+    /// success (needs `workspace.git` with `push: true`). Default none.
+    pub pull_request: Option<PullRequestConfig>,
 }
 
 /// `ledger:`: where claims, leases, the outbox and history live.
@@ -152,6 +155,36 @@ pub struct WorkspaceConfig {
     pub hook_timeout: Duration,
     /// Prune workspaces of terminal tickets every this many ticks; 0 never. Default 10.
     pub prune_every_ticks: u32,
+    /// `workspace.git`: each ticket's workspace is a git worktree on its own branch.
+    /// Default none (a plain directory).
+    pub git: Option<GitWorkspace>,
+}
+
+/// `workspace.git:`: the repository, the base branch and the ticket branch names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GitWorkspace {
+    /// Where to clone from: a URL git understands, a `file://` URL or a local path
+    /// (absolute after loading). Required.
+    pub url: String,
+    /// The branch a ticket's branch starts from. Default `main`.
+    pub base: String,
+    /// Template of the ticket's branch name (`{{ ticket.id }}`), sanitized to a valid
+    /// ref. Default `sortie/{{ ticket.id }}`.
+    pub branch: String,
+    /// Push the ticket's branch after every successful run (never forced). Default true.
+    pub push: bool,
+}
+
+/// `pull_request:`: which stage's success opens the pull request, and how it looks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PullRequestConfig {
+    /// The role after whose success the pull request is opened. Required.
+    pub after: String,
+    /// Title template (`{{ ticket.id }}`, `{{ ticket.title }}`). Default
+    /// `{{ ticket.id }}: {{ ticket.title }}`.
+    pub title: String,
+    /// Open it as a draft. Default true.
+    pub draft: bool,
 }
 
 /// Workspace hooks: each an argv run in the workspace, none by default.
@@ -511,6 +544,9 @@ pub struct Stage {
     /// `routes:`: the first route whose `when` holds for a ticket picks the agent
     /// settings and prompt of its run. Default none (every run uses the stage's).
     pub routes: Vec<super::routes::Route>,
+    /// A successful run must leave a new commit or a change in the git worktree, or the
+    /// ticket is held with `agent.no_changes`. Default false.
+    pub expects_changes: bool,
 }
 
 /// `rework: {max, then}`: how often a stage may send a ticket back to an earlier stage.

@@ -218,6 +218,20 @@ pub(crate) fn normalize(
     let agent = normalize_agent(raw.agent.take(), base, problems);
     let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
     let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);
+    let pull_request = super::git::normalize_pull_request(
+        raw.pull_request.take(),
+        &stages,
+        workspace.git.as_ref(),
+        tracker.as_ref().map(|t| {
+            matches!(
+                t,
+                TrackerConfig::Github { .. }
+                    | TrackerConfig::Gitlab { .. }
+                    | TrackerConfig::Gitea { .. }
+            )
+        }),
+        problems,
+    );
     let b = std::mem::take(&mut raw.budgets);
     let budgets_path = root.key("budgets");
     if b.max_cost_usd_per_ticket
@@ -307,6 +321,7 @@ pub(crate) fn normalize(
         poll_interval: Duration::from_secs(poll_s),
         shutdown_grace: Duration::from_secs(grace_s),
         http,
+        pull_request,
     })
 }
 
@@ -317,6 +332,7 @@ fn normalize_workspace(
     problems: &mut Problems,
 ) -> WorkspaceConfig {
     let path = FieldPath::root().key("workspace");
+    let git = super::git::normalize_git(raw.git, base, problems);
     let hooks = raw.hooks.unwrap_or_default();
     let mut argv = |name: &str, value: Option<Value>| {
         value.map(|v| argv_value(problems, &path.key("hooks").key(name), v, base))
@@ -338,5 +354,6 @@ fn normalize_workspace(
         hooks,
         hook_timeout: Duration::from_secs(timeout),
         prune_every_ticks: raw.prune_every_ticks.unwrap_or(DEFAULT_PRUNE_EVERY_TICKS),
+        git,
     }
 }

@@ -173,6 +173,26 @@ pub(crate) struct RawWorkspace {
     pub(crate) hooks: Option<RawWorkspaceHooks>,
     pub(crate) hook_timeout_seconds: Option<u64>,
     pub(crate) prune_every_ticks: Option<u32>,
+    pub(crate) git: Option<RawGit>,
+}
+
+/// `workspace.git:`: the repository every ticket's worktree comes from.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGit {
+    pub(crate) url: Option<String>,
+    pub(crate) base: Option<String>,
+    pub(crate) branch: Option<String>,
+    pub(crate) push: Option<bool>,
+}
+
+/// `pull_request:`: one pull request per ticket branch, after a stage's success.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPullRequest {
+    pub(crate) after: Option<String>,
+    pub(crate) title: Option<String>,
+    pub(crate) draft: Option<bool>,
 }
 
 /// `workspace.hooks:`: each an argv.
@@ -233,6 +253,7 @@ pub(crate) struct RawStage {
     pub(crate) filter: Option<RawFilter>,
     pub(crate) rework: Option<RawRework>,
     pub(crate) routes: Option<Vec<super::routes::RawRoute>>,
+    pub(crate) expects_changes: Option<bool>,
 }
 
 /// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.
@@ -295,6 +316,7 @@ pub(crate) struct RawConfig {
     pub(crate) role: Option<String>,
     /// `None` when absent; one entry per hook, `None` for a hook that failed to parse.
     pub(crate) hooks: Option<Vec<Option<RawHook>>>,
+    pub(crate) pull_request: Option<RawPullRequest>,
 }
 
 /// The top-level keys, in the order the documentation lists them.
@@ -320,6 +342,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "handoff_state",
     "role",
     "hooks",
+    "pull_request",
 ];
 
 /// The single-role form's keys, which cannot be combined with `pipeline_stages`.
@@ -397,6 +420,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "retry" => raw.retry = section(value, &path, p).unwrap_or_default(),
             "pipeline_stages" => raw.pipeline_stages = Some(read_list(value, &path, "stages", p)),
             "hooks" => raw.hooks = Some(read_list(value, &path, "hooks", p)),
+            "pull_request" => raw.pull_request = section(value, &path, p),
             "active_states" => raw.active_states = section(value, &path, p),
             "in_progress_state" => raw.in_progress_state = section(value, &path, p),
             "handoff_state" => raw.handoff_state = section(value, &path, p),

@@ -1,8 +1,9 @@
 //! Fault points for the crash-anywhere suite: `SORTIE_FAULT=<point>` kills the
 //! process with SIGKILL when execution reaches that point.
 //!
-//! Points: `after_claim`, `after_in_progress`, `mid_agent`, `after_outbox`,
-//! `after_comment`, `after_transition`, `before_release`. `SORTIE_FAULT` may list
+//! Points: `after_claim`, `after_in_progress`, `mid_agent`, `after_push`,
+//! `after_pull_request` (git workspaces), `after_outbox`, `after_comment`,
+//! `after_transition`, `before_release`. `SORTIE_FAULT` may list
 //! several, comma-separated. Unset (the normal case) costs one string comparison.
 
 use nix::sys::signal::{kill, Signal};

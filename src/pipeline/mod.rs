@@ -12,6 +12,7 @@
 //! | plan | `decide::plan` (with `eligibility`, `caps`) | none; the tick reads the histories the plan asks for |
 //! | apply | `run` (decisions in `decide::outcome`), `writeback` | claims, agents, outbox, tracker writes |
 
+mod branch;
 mod claimer;
 mod context;
 pub mod decide;

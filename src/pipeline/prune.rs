@@ -78,8 +78,10 @@ impl Pipeline {
     /// closed or gone (the tracker says they do not exist), running the `before_remove`
     /// hook first. A ticket the tracker cannot be asked about, or on any other status,
     /// keeps its workspace. With `dry_run`, only say what would be removed.
+    /// Then stale worktrees are pruned from every git mirror (a worktree goes with its
+    /// mirror's record; its branch stays).
     pub async fn prune_workspaces(&self, dry_run: bool) -> Result<Vec<PruneLine>, PipelineError> {
-        sweep(
+        let lines = sweep(
             &self.ctx,
             SweepOptions {
                 dry_run,
@@ -87,7 +89,13 @@ impl Pipeline {
                 max_reads: None,
             },
         )
-        .await
+        .await?;
+        if !dry_run {
+            // Worktrees whose directory is gone (removed above, or by a person): the
+            // mirrors forget them, so their branches can be checked out again.
+            crate::agent::git::prune_stale_worktrees(&self.ctx.config.state_root);
+        }
+        Ok(lines)
     }
 
     /// What the daemon does when it starts: remove the workspaces of tickets that are

@@ -163,9 +163,10 @@ async fn run_stage(
             workspace.display().to_string(),
         ),
     ];
-    if let Err(outcome) = prepare_workspace(ctx, &ticket, &hook_env).await {
-        return run.finish(outcome, None, run.begun_at, line).await;
-    }
+    let worktree = match prepare_workspace(ctx, &ticket, &hook_env).await {
+        Ok(worktree) => worktree,
+        Err(outcome) => return run.finish(outcome, None, run.begun_at, line).await,
+    };
 
     let run_dir = crate::agent::run_dir(&ctx.config.state_root, &claim.run_id);
     let prompt = match ctx.templates.render_for(
@@ -313,8 +314,12 @@ async fn run_stage(
             }
             line
         }
-        RunEnd::Finished(report) => {
+        RunEnd::Finished(mut report) => {
             line.log_path = Some(report.log_path.display().to_string());
+            if let Some(worktree) = &worktree {
+                report.outcome =
+                    super::branch::conclude(ctx, &ticket, &stage, worktree, report.outcome).await;
+            }
             let reason_code = match &report.outcome {
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
                 AgentOutcome::Success { .. } => None,
@@ -452,16 +457,16 @@ async fn interrupted_note(
     }
 }
 
-/// Create the ticket's workspace if needed and run the `after_create` and
-/// `before_run` hooks. A failed `after_create` removes the half-made workspace so the
-/// next attempt starts clean. The workspace is checked before the hooks run in it and
-/// again before the agent does (`workspace.unsafe`); a hook failure is
-/// `workspace.hook_failed`.
+/// Create the ticket's workspace if needed (with `workspace.git`, its worktree on the
+/// ticket's branch) and run the `after_create` and `before_run` hooks. A failed
+/// `after_create` removes the half-made workspace so the next attempt starts clean. The
+/// workspace is checked before the hooks run in it and again before the agent does
+/// (`workspace.unsafe`); a hook failure is `workspace.hook_failed`.
 async fn prepare_workspace(
     ctx: &Context,
     ticket: &Ticket,
     env: &[(String, String)],
-) -> Result<(), AgentOutcome> {
+) -> Result<Option<crate::agent::git::Worktree>, AgentOutcome> {
     let hook_failed = |detail: String| {
         AgentOutcome::failure(
             "workspace.hook_failed",
@@ -477,6 +482,17 @@ async fn prepare_workspace(
     let created = crate::agent::ensure_workspace(state_root, &ticket.id)
         .map_err(|e| hook_failed(format!("cannot create workspace {}: {e}", dir.display())))?;
     crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
+    let worktree = match super::branch::prepare(ctx, ticket, &dir).await {
+        Ok(worktree) => worktree,
+        Err(outcome) => {
+            if created {
+                // Empty still: the next attempt creates it (and runs after_create) again.
+                let _ = crate::agent::remove_workspace(state_root, &dir);
+            }
+            return Err(outcome);
+        }
+    };
+    let created = created || worktree.as_ref().is_some_and(|w| w.created);
     if created {
         if let Some(hook) = &hooks.after_create {
             if let Err(err) = crate::agent::run_hook(hook, &dir, env, timeout).await {
@@ -491,7 +507,7 @@ async fn prepare_workspace(
             .map_err(|err| hook_failed(format!("before_run hook failed: {err}")))?;
     }
     crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
-    Ok(())
+    Ok(worktree)
 }
 
 /// Why the ticket may not run again under `budgets:`, if it may not.

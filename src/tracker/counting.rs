@@ -112,4 +112,12 @@ impl Tracker for CountingTracker {
         count("check", &r);
         r
     }
+    async fn open_pull_request(
+        &self,
+        spec: &super::PullRequestSpec,
+    ) -> Result<super::PullRequest, TrackerError> {
+        let r = self.inner.open_pull_request(spec).await;
+        count("open_pull_request", &r);
+        r
+    }
 }

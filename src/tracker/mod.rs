@@ -155,6 +155,34 @@ impl CheckReport {
     }
 }
 
+/// A pull request (merge request) to open for a ticket's branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequestSpec {
+    /// The ticket it is for.
+    pub ticket_id: String,
+    /// The branch with the work (already pushed).
+    pub head: String,
+    /// The branch it merges into.
+    pub base: String,
+    /// Its title.
+    pub title: String,
+    /// Its description.
+    pub body: String,
+    /// Open it as a draft.
+    pub draft: bool,
+}
+
+/// A pull request on the forge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PullRequest {
+    /// The link a person opens.
+    pub url: String,
+    /// The forge's number for it.
+    pub number: u64,
+    /// It was open already (found by its branch) and reused, not opened now.
+    pub reused: bool,
+}
+
 /// Errors every adapter maps its failures onto; the pipeline branches on these.
 #[derive(Debug, thiserror::Error)]
 pub enum TrackerError {
@@ -286,6 +314,17 @@ pub trait Tracker: Send + Sync {
     /// Move a ticket from `from` to `to`. A ticket already in `to` is a no-op;
     /// a ticket in neither is [`TrackerError::Conflict`] and nothing is written.
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError>;
+
+    /// Open a pull request for `spec.head` into `spec.base`, once: an open pull
+    /// request for the same branch is found and returned (`reused`) instead of opening
+    /// a second. The default: [`TrackerError::Unsupported`] (the tracker is not a forge).
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError> {
+        Err(TrackerError::Unsupported(format!(
+            "{} cannot open pull requests (for branch {})",
+            self.name(),
+            spec.head
+        )))
+    }
 
     /// Check that sortie can work with this tracker: credentials, access, and that every
     /// status in `statuses` exists (creating missing ones when `create_missing` and the

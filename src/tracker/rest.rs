@@ -369,6 +369,28 @@ pub fn encode(s: &str) -> String {
     out
 }
 
+/// A pull (merge) request from a forge's JSON: its number under `number_key` and its
+/// link under `url_key`.
+pub fn forge_pull(
+    value: &serde_json::Value,
+    number_key: &str,
+    url_key: &str,
+    reused: bool,
+) -> Result<super::PullRequest, TrackerError> {
+    let number = value.get(number_key).and_then(serde_json::Value::as_u64);
+    let url = value.get(url_key).and_then(serde_json::Value::as_str);
+    match (number, url) {
+        (Some(number), Some(url)) => Ok(super::PullRequest {
+            url: url.to_string(),
+            number,
+            reused,
+        }),
+        _ => Err(TrackerError::Invalid(format!(
+            "the pull request the forge returned has no {number_key} or {url_key}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,7 @@ fn three_stage_fixture_loads_with_every_field() {
         filter: Default::default(),
         rework: None,
         routes: Vec::new(),
+        expects_changes: false,
     };
     let expected = Config {
         source: Some(path.clone()),
@@ -123,12 +124,14 @@ fn three_stage_fixture_loads_with_every_field() {
             hooks: WorkspaceHooks::default(),
             hook_timeout: Duration::from_secs(60),
             prune_every_ticks: 10,
+            git: None,
         },
         hooks: vec![],
         budgets: Budgets::default(),
         poll_interval: Duration::from_secs(30),
         shutdown_grace: Duration::from_secs(30),
         http: sortie::config::HttpConfig::default(),
+        pull_request: None,
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));
@@ -151,6 +154,7 @@ fn single_role_form_becomes_a_one_stage_pipeline() {
             filter: Default::default(),
             rework: None,
             routes: Vec::new(),
+            expects_changes: false,
         }]
     );
     assert_eq!(

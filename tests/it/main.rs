@@ -42,6 +42,7 @@ mod flow_routes;
 mod forge_adapter;
 mod forge_pipeline;
 mod forge_rules;
+mod git_workspaces;
 mod github_adapter;
 mod github_cli;
 mod github_pipeline;

@@ -158,6 +158,35 @@ fn decide_block(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcom
                         .to_string();
                 }
                 let rounds = facts.rework_rounds.len() as u32;
+                // Issue #21: a run that changed nothing on a stage expecting changes is
+                // held where it is for a person, whatever the stage's failure status.
+                if reason_code == crate::agent::git::NO_CHANGES {
+                    let prose = format!(
+                        "sortie: **{}** finished attempt {attempt} without changing anything; the ticket is held for a person.",
+                        stage.role
+                    );
+                    return Decision {
+                        prose,
+                        block: OutcomeBlock::Failure(FailureBlock {
+                            role: stage.role.clone(),
+                            stage_attempt: attempt,
+                            idempotency_key: key,
+                            from_status: stage.claim_status.clone(),
+                            to_status: stage.claim_status.clone(),
+                            reason_code: reason_code.clone(),
+                            category: *category,
+                            transient: *category == Category::Transient,
+                            next_action: next,
+                            detail,
+                            run_id: Some(facts.run_id.to_string()),
+                            duration_seconds: facts.duration_seconds,
+                            extra: BTreeMap::new(),
+                        }),
+                        follow_up: FollowUp::Hold {
+                            reason_code: reason_code.clone(),
+                        },
+                    };
+                }
                 if let (Some(rework), Some(_)) = (&stage.rework, stage.rework_target()) {
                     if rounds >= rework.max {
                         return exhausted(facts, key, rework, reason_code, &detail);
@@ -291,6 +320,7 @@ mod tests {
             filter: Default::default(),
             rework: None,
             routes: Vec::new(),
+            expects_changes: false,
         }
     }
 
@@ -314,6 +344,34 @@ mod tests {
             failures_before,
             rework_rounds: Vec::new(),
         }
+    }
+
+    // Issue #21: a run that changed nothing is held in the claim status, even on a
+    // stage with a failure status.
+    #[test]
+    fn no_changes_holds_the_ticket_where_it_is() {
+        let st = stage(Some("review"), Some("blocked"));
+        let outcome = AgentOutcome::failure(
+            crate::agent::git::NO_CHANGES,
+            Category::Policy,
+            NextAction::Manual,
+            "nothing",
+        );
+        let d = decide(&retry(), &facts(&st, 1, 0), &outcome);
+        assert_eq!(d.block.to_status(), "todo");
+        assert_eq!(
+            d.follow_up,
+            FollowUp::Hold {
+                reason_code: "agent.no_changes".into()
+            }
+        );
+        let OutcomeBlock::Failure(f) = &d.block else {
+            panic!("{d:?}")
+        };
+        assert_eq!(
+            (f.category, f.next_action),
+            (Category::Policy, NextAction::Manual)
+        );
     }
 
     fn transient() -> AgentOutcome {

@@ -56,6 +56,7 @@ mod tests {
             max_in_flight: 1,
             filter: TicketFilter::default(),
             rework: None,
+            expects_changes: false,
             routes: vec![
                 route(Some("hard"), &["hard"], &["easy"]),
                 route(None, &["hard"], &[]),

@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 use self::wire::{more_pages, Classified, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
 use super::github::{Clock, ExchangeObserver};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
-use super::rest::{encode, RestClient, Vendor};
+use super::rest::{encode, forge_pull, RestClient, Vendor};
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
@@ -433,6 +433,54 @@ impl Tracker for GiteaTracker {
             self.close_issue(id).await?;
         }
         Ok(())
+    }
+
+    /// Pull requests: the open one from the branch into `base` (`GET /pulls/{base}/{head}`,
+    /// Gitea 1.21+) is reused; else one is created (a draft gets Gitea's `WIP: ` title
+    /// prefix). A create refused because one exists (409, a race) reads it back.
+    async fn open_pull_request(
+        &self,
+        spec: &super::PullRequestSpec,
+    ) -> Result<super::PullRequest, TrackerError> {
+        let find = format!(
+            "{}/pulls/{}/{}",
+            self.repo_path,
+            encode(&spec.base),
+            encode(&spec.head)
+        );
+        let lookup = || async {
+            match self.client.get_json::<Value>(&find).await {
+                Ok(v) if v.get("state").and_then(Value::as_str) == Some("open") => {
+                    forge_pull(&v, "number", "html_url", true).map(Some)
+                }
+                Ok(_) | Err(TrackerError::NotFound(_)) => Ok(None),
+                Err(err) => Err(err),
+            }
+        };
+        if let Some(found) = lookup().await? {
+            return Ok(found);
+        }
+        let title = if spec.draft {
+            format!("WIP: {}", spec.title)
+        } else {
+            spec.title.clone()
+        };
+        let body =
+            json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
+        let path = format!("{}/pulls", self.repo_path);
+        match self.client.send(Method::POST, &path, Some(&body)).await {
+            Ok(reply) => forge_pull(
+                &reply.json::<Value>("POST pulls")?,
+                "number",
+                "html_url",
+                false,
+            ),
+            Err(err) if !err.is_retryable() => match lookup().await? {
+                Some(found) => Ok(found),
+                None => Err(err),
+            },
+            Err(err) => Err(err),
+        }
     }
 
     async fn check(

@@ -208,6 +208,36 @@ impl GithubApi {
             .map(drop)
     }
 
+    /// `GET /repos/{o}/{r}/pulls?head=<owner>:<branch>&state=open`: the open pull
+    /// requests whose head is `branch` of this repository.
+    pub async fn open_pulls_for_head(&self, branch: &str) -> Result<Items, TrackerError> {
+        let mut url = self.repo_url(&["pulls"]);
+        url.query_pairs_mut()
+            .append_pair("head", &format!("{}:{branch}", self.owner))
+            .append_pair("state", "open")
+            .append_pair("per_page", PER_PAGE);
+        self.all_pages(url, false).await
+    }
+
+    /// `POST /repos/{o}/{r}/pulls`: open a pull request; the created pull request.
+    /// Never retried once it may have arrived (the caller looks for it by branch).
+    pub async fn create_pull(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        draft: bool,
+    ) -> Result<Value, TrackerError> {
+        let url = self.repo_url(&["pulls"]);
+        let payload =
+            json!({ "head": head, "base": base, "title": title, "body": body, "draft": draft });
+        let reply = self
+            .send(Method::POST, &url, Some(payload), Retry::ConnectOnly)
+            .await?;
+        parse_json(&reply.body, "POST pulls")
+    }
+
     /// `GET /rate_limit`: requests left in the core window (this call is free).
     pub async fn rate_limit(&self) -> Result<Option<u64>, TrackerError> {
         let url = self.url(&["rate_limit"]);

@@ -448,4 +448,53 @@ impl Tracker for GithubTracker {
     ) -> Result<CheckReport, TrackerError> {
         check::run(self, statuses, create_missing).await
     }
+
+    /// Look for an open pull request with the branch as head first; open one only when
+    /// there is none. A create refused because one exists (a race) reads it back.
+    async fn open_pull_request(
+        &self,
+        spec: &super::PullRequestSpec,
+    ) -> Result<super::PullRequest, TrackerError> {
+        if let Some(found) = self.find_pull(&spec.head).await? {
+            return Ok(found);
+        }
+        let created = self
+            .api
+            .create_pull(&spec.head, &spec.base, &spec.title, &spec.body, spec.draft)
+            .await;
+        match created {
+            Ok(value) => wire_pull(&value, false),
+            Err(TrackerError::Invalid(why)) => match self.find_pull(&spec.head).await? {
+                Some(found) => Ok(found),
+                None => Err(TrackerError::Invalid(why)),
+            },
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl GithubTracker {
+    async fn find_pull(&self, head: &str) -> Result<Option<super::PullRequest>, TrackerError> {
+        let page = self.api.open_pulls_for_head(head).await?;
+        page.items
+            .first()
+            .map(|value| wire_pull(value, true))
+            .transpose()
+    }
+}
+
+/// A pull request from its JSON (`number`, `html_url`).
+fn wire_pull(value: &serde_json::Value, reused: bool) -> Result<super::PullRequest, TrackerError> {
+    let number = value.get("number").and_then(|n| n.as_u64());
+    let url = value.get("html_url").and_then(|u| u.as_str());
+    match (number, url) {
+        (Some(number), Some(url)) => Ok(super::PullRequest {
+            url: url.to_string(),
+            number,
+            reused,
+        }),
+        _ => Err(TrackerError::Invalid(
+            "the pull request GitHub returned has no number or html_url".to_string(),
+        )),
+    }
 }

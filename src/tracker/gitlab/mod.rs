@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 use self::wire::{move_body, next_page, Classified, WireIssue, WireNote, WireUser};
 use super::github::{Clock, ExchangeObserver};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
-use super::rest::{encode, RestClient, Vendor};
+use super::rest::{encode, forge_pull, RestClient, Vendor};
 use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
@@ -435,6 +435,50 @@ impl Tracker for GitlabTracker {
         };
         // One PUT: GitLab applies add_labels, remove_labels and state_event together.
         self.put_issue(id, &body).await
+    }
+
+    /// Merge requests: an open one with the branch as `source_branch` is reused; else
+    /// one is created (a draft gets GitLab's `Draft: ` title prefix). A create refused
+    /// because one exists (409, a race) reads it back.
+    async fn open_pull_request(
+        &self,
+        spec: &super::PullRequestSpec,
+    ) -> Result<super::PullRequest, TrackerError> {
+        let find = format!(
+            "{}/merge_requests?state=opened&source_branch={}",
+            self.project_path,
+            encode(&spec.head)
+        );
+        let found =
+            |items: Vec<Value>| items.first().map(|v| forge_pull(v, "iid", "web_url", true));
+        if let Some(found) = found(self.client.get_json(&find).await?) {
+            return found;
+        }
+        let title = if spec.draft {
+            format!("Draft: {}", spec.title)
+        } else {
+            spec.title.clone()
+        };
+        let body = json!({
+            "source_branch": spec.head,
+            "target_branch": spec.base,
+            "title": title,
+            "description": spec.body,
+        });
+        let path = format!("{}/merge_requests", self.project_path);
+        match self.client.send(Method::POST, &path, Some(&body)).await {
+            Ok(reply) => forge_pull(
+                &reply.json::<Value>("POST merge_requests")?,
+                "iid",
+                "web_url",
+                false,
+            ),
+            Err(err) if !err.is_retryable() => match found(self.client.get_json(&find).await?) {
+                Some(found) => found,
+                None => Err(err),
+            },
+            Err(err) => Err(err),
+        }
     }
 
     async fn check(

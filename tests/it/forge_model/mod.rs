@@ -66,9 +66,22 @@ struct Fault {
 type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
 
 /// What the forge holds.
+/// A pull (merge) request opened through the API.
+#[derive(Debug, Clone)]
+pub struct Pull {
+    pub number: u64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: String,
+    pub open: bool,
+}
+
 pub struct Board {
     /// `http://127.0.0.1:PORT`.
     pub origin: String,
+    /// Pull (merge) requests, numbered on their own.
+    pub pulls: Vec<Pull>,
     pub issues: BTreeMap<u64, Issue>,
     /// Project labels by name, with their ids.
     pub labels: BTreeMap<String, i64>,
@@ -217,6 +230,7 @@ impl ForgeModel {
         let server = MockServer::start().await;
         let board = Arc::new(Mutex::new(Board {
             origin: server.uri(),
+            pulls: Vec::new(),
             issues: BTreeMap::new(),
             labels: BTreeMap::new(),
             links: Vec::new(),
@@ -334,6 +348,11 @@ impl ForgeModel {
     /// A snapshot of an issue.
     pub fn issue(&self, number: u64) -> Issue {
         self.board().issues[&number].clone()
+    }
+
+    /// Every pull (merge) request opened through the API.
+    pub fn pulls(&self) -> Vec<Pull> {
+        self.board().pulls.clone()
     }
 
     /// The project's label names.

@@ -40,6 +40,18 @@ pub struct Issue {
     pub blocked_by: Vec<u64>,
 }
 
+/// A pull request opened through `POST /pulls` (numbers shared with issues).
+#[derive(Debug, Clone)]
+pub struct ModelPull {
+    pub number: u64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: String,
+    pub draft: bool,
+    pub open: bool,
+}
+
 /// One comment.
 #[derive(Debug, Clone)]
 pub struct ModelComment {
@@ -90,6 +102,7 @@ struct State {
     reset: i64,
     faults: Vec<Fault>,
     get_hooks: Vec<(u64, usize, Hook)>,
+    pulls: Vec<ModelPull>,
 }
 
 /// The model and the server answering for it.
@@ -121,6 +134,7 @@ impl GithubModel {
             reset: chrono::Utc::now().timestamp() + 3600,
             faults: Vec::new(),
             get_hooks: Vec::new(),
+            pulls: Vec::new(),
         }));
         Mock::given(any())
             .respond_with(Responder(state.clone()))
@@ -151,7 +165,7 @@ impl GithubModel {
     fn add(&self, title: &str, labels: &[&str], pull_request: bool) -> u64 {
         let mut s = self.state();
         s.clock += 1;
-        let number = s.issues.len() as u64 + 1;
+        let number = (s.issues.len() + s.pulls.len()) as u64 + 1;
         let now = s.clock;
         for l in labels {
             s.repo_labels.insert(l.to_string());
@@ -239,6 +253,11 @@ impl GithubModel {
         self.state().issues[&number].clone()
     }
 
+    /// Every pull request opened through the API.
+    pub fn pulls(&self) -> Vec<ModelPull> {
+        self.state().pulls.clone()
+    }
+
     /// Labels of the repository.
     pub fn repo_labels(&self) -> BTreeSet<String> {
         self.state().repo_labels.clone()
@@ -314,6 +333,20 @@ fn issue_json(i: &Issue) -> Value {
             json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/{}", i.number)});
     }
     v
+}
+
+fn pull_json(p: &ModelPull) -> Value {
+    json!({
+        "id": 80000 + p.number,
+        "number": p.number,
+        "title": p.title,
+        "body": p.body,
+        "state": if p.open { "open" } else { "closed" },
+        "draft": p.draft,
+        "head": {"ref": p.head, "label": format!("acme:{}", p.head)},
+        "base": {"ref": p.base},
+        "html_url": format!("https://github.com/{REPO}/pull/{}", p.number),
+    })
 }
 
 fn comment_json(c: &ModelComment) -> Value {

@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 use wiremock::Request;
 
 use super::{
-    add_comment, answer, comment_json, issue_json, message, percent_decode, Answer, State, LOGIN,
-    REPO,
+    add_comment, answer, comment_json, issue_json, message, percent_decode, pull_json, Answer,
+    ModelPull, State, LOGIN, REPO,
 };
 
 /// One page of `items`, with a `Link` to the next when there is one.
@@ -98,6 +98,54 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
                 .map(issue_json)
                 .collect();
             paginate(s, req, items)
+        }
+        ("GET", ["pulls"]) => {
+            let query: BTreeMap<String, String> = req.url.query_pairs().into_owned().collect();
+            let owner = REPO.split('/').next().unwrap();
+            let head = query.get("head").cloned();
+            let state = query.get("state").map(String::as_str).unwrap_or("open");
+            let items = s
+                .pulls
+                .iter()
+                .filter(|p| {
+                    head.as_ref()
+                        .is_none_or(|h| *h == format!("{owner}:{}", p.head))
+                })
+                .filter(|p| match state {
+                    "open" => p.open,
+                    "closed" => !p.open,
+                    _ => true,
+                })
+                .map(pull_json)
+                .collect();
+            paginate(s, req, items)
+        }
+        ("POST", ["pulls"]) => {
+            let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_string);
+            let (Some(head), Some(base), Some(title)) =
+                (field("head"), field("base"), field("title"))
+            else {
+                return message(422, "Validation Failed");
+            };
+            if s.pulls.iter().any(|p| p.open && p.head == head) {
+                return answer(
+                    422,
+                    json!({"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for acme:{head}.")}]}),
+                );
+            }
+            let number = (s.issues.len() + s.pulls.len()) as u64 + 1;
+            let pull = ModelPull {
+                number,
+                head,
+                base,
+                title,
+                body: field("body").unwrap_or_default(),
+                draft: body.get("draft").and_then(Value::as_bool).unwrap_or(false),
+                open: true,
+            };
+            let json = pull_json(&pull);
+            s.pulls.push(pull);
+            answer(201, json)
         }
         ("GET", ["labels"]) => {
             let items = s

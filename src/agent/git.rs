@@ -1,0 +1,611 @@
+//! Git workspaces: one bare mirror per repository under `state_root/git/`, a `git
+//! worktree` per ticket on the ticket's own branch, what a run changed, and pushing.
+//!
+//! Every name git sees is derived from the ticket id ([`crate::config::ticket_branch`],
+//! validated as a ref) or from sortie's own paths; ticket text never reaches git's
+//! argv, and every path or ref follows `--` where git accepts it. git runs with a
+//! minimal environment (no terminal prompts, SSH in batch mode) and within a time limit.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::block::{Category, NextAction};
+use crate::config::GitWorkspace;
+
+use super::outcome::AgentOutcome;
+
+/// The reason code of a git step that failed (clone, fetch, worktree).
+pub const GIT_FAILED: &str = "workspace.git_failed";
+/// The reason code of a push the remote refused.
+pub const PUSH_REJECTED: &str = "git.push_rejected";
+/// The reason code of a push that failed otherwise (network, credentials).
+pub const PUSH_FAILED: &str = "git.push_failed";
+/// The reason code of a run that changed nothing on a stage with `expects_changes`.
+pub const NO_CHANGES: &str = "agent.no_changes";
+/// Commit first lines kept in a block, at most.
+pub const MAX_COMMIT_LINES: usize = 20;
+/// Uncommitted paths listed in a block, at most.
+pub const MAX_UNCOMMITTED: usize = 50;
+/// Characters kept of one commit's first line.
+const MAX_LINE_CHARS: usize = 100;
+
+/// A git step that went wrong, with git's own words.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// `git` could not be started.
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// git did not finish in time and was killed.
+    #[error("`git {what}` did not finish within {}s and was killed", .after.as_secs())]
+    TimedOut {
+        /// The subcommand.
+        what: String,
+        /// The limit.
+        after: Duration,
+    },
+    /// git exited with an error.
+    #[error("`git {what}` failed: {stderr}")]
+    Failed {
+        /// The subcommand.
+        what: String,
+        /// What git wrote on stderr (trimmed, bounded).
+        stderr: String,
+    },
+    /// The remote refused the push (not a fast-forward, protected branch, hook).
+    #[error("the remote rejected the push of {branch}: {stderr}")]
+    PushRejected {
+        /// The branch.
+        branch: String,
+        /// What git said.
+        stderr: String,
+    },
+    /// The workspace directory holds files but is not a git worktree.
+    #[error("workspace {} is not empty and is not a git worktree; move its files away or remove it", .0.display())]
+    NotAWorktree(PathBuf),
+    /// The base branch is not on the remote.
+    #[error("base branch {0:?} is not on the remote")]
+    NoBase(String),
+    /// The mirror's lock file could not be taken.
+    #[error("cannot lock the mirror {}: {source}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl GitError {
+    /// The failure a run gets for this error: a rejected or failed push and a failed
+    /// fetch are transient (retried); a workspace that is not a worktree needs a person.
+    pub fn outcome(&self) -> AgentOutcome {
+        let (code, category, next) = match self {
+            GitError::PushRejected { .. } => {
+                (PUSH_REJECTED, Category::Transient, NextAction::Retry)
+            }
+            GitError::NotAWorktree(_) | GitError::NoBase(_) => {
+                (GIT_FAILED, Category::Policy, NextAction::Manual)
+            }
+            _ => (GIT_FAILED, Category::Transient, NextAction::Retry),
+        };
+        AgentOutcome::failure(code, category, next, self.to_string())
+    }
+}
+
+/// A ticket's worktree, ready for a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    /// The worktree directory (the ticket's workspace).
+    pub dir: PathBuf,
+    /// The ticket's branch.
+    pub branch: String,
+    /// The base branch it started from.
+    pub base: String,
+    /// The commit the branch was at before the run.
+    pub start: String,
+    /// A digest of the uncommitted changes before the run (what earlier roles left).
+    pub start_changes: String,
+    /// Whether the worktree was (re)created now.
+    pub created: bool,
+}
+
+/// What a run left in its worktree.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunChanges {
+    /// The commit the branch is at now.
+    pub head: String,
+    /// New commits since the run started.
+    pub commit_count: usize,
+    /// `<short id> <first line>` of the first [`MAX_COMMIT_LINES`] new commits, oldest first.
+    pub commits: Vec<String>,
+    /// `git status --porcelain` lines of changes not committed, at most [`MAX_UNCOMMITTED`].
+    pub uncommitted: Vec<String>,
+    /// How many uncommitted entries there are in all.
+    pub uncommitted_count: usize,
+    /// The run changed the uncommitted state of the worktree (changes an earlier role
+    /// left and this run did not touch do not count).
+    pub worktree_changed: bool,
+}
+
+impl RunChanges {
+    /// Whether the run left neither a new commit nor a change in the worktree.
+    pub fn is_empty(&self) -> bool {
+        self.commit_count == 0 && !self.worktree_changed
+    }
+}
+
+/// Untracked files hashed by content at most; beyond, only their names count.
+const MAX_HASHED_UNTRACKED: usize = 500;
+
+/// A digest of the worktree's uncommitted state: the diff of tracked files against
+/// `HEAD` and the untracked files with their contents.
+async fn uncommitted_digest(dir: &Path, timeout: Duration) -> Result<String, GitError> {
+    let mut hasher = Sha256::new();
+    let diff = git(
+        dir,
+        &["diff", "HEAD", "--binary", "--no-ext-diff", "--"],
+        timeout,
+    )
+    .await?;
+    hasher.update(diff.as_bytes());
+    let untracked = git(
+        dir,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        timeout,
+    )
+    .await?;
+    let names: Vec<&str> = untracked.split('\0').filter(|n| !n.is_empty()).collect();
+    hasher.update(untracked.as_bytes());
+    if !names.is_empty() && names.len() <= MAX_HASHED_UNTRACKED {
+        let mut args = vec!["hash-object", "--no-filters", "--"];
+        args.extend(names.iter().copied());
+        let hashes = git(dir, &args, timeout).await?;
+        hasher.update(hashes.as_bytes());
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// The bare mirror of `url` under `state_root/git/`: the last path segment of the URL
+/// (sanitized) and 48 bits of its hash, so two URLs never share one.
+pub fn mirror_dir(state_root: &Path, url: &str) -> PathBuf {
+    let last = url
+        .trim_end_matches('/')
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or("repo")
+        .trim_end_matches(".git");
+    let mut name: String = last
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        .take(40)
+        .collect();
+    if name.is_empty() {
+        name.push_str("repo");
+    }
+    let digest = hex::encode(Sha256::digest(url.as_bytes()));
+    state_root
+        .join("git")
+        .join(format!("{name}-{}.git", &digest[..12]))
+}
+
+/// A `git` command with the minimal environment: only what finding git, its config
+/// and an SSH agent needs; no terminal prompt, SSH never asks.
+fn git_command(dir: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.env_clear();
+    for name in ["PATH", "HOME", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME", "TMPDIR"] {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    let ssh = std::env::var("GIT_SSH_COMMAND").unwrap_or_else(|_| "ssh".to_string());
+    cmd.env("GIT_SSH_COMMAND", format!("{ssh} -o BatchMode=yes"))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .env("GIT_ASKPASS", "true")
+        .env("SSH_ASKPASS", "true")
+        .env("LC_ALL", "C")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Run `git <args>` in `dir` within `timeout`; its stdout on success.
+async fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+    let what = args.first().copied().unwrap_or_default().to_string();
+    let child = git_command(dir)
+        .args(args)
+        .spawn()
+        .map_err(GitError::Spawn)?;
+    let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Err(_) => {
+            return Err(GitError::TimedOut {
+                what,
+                after: timeout,
+            })
+        }
+        Ok(out) => out.map_err(GitError::Spawn)?,
+    };
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(GitError::Failed {
+            what,
+            stderr: bounded(String::from_utf8_lossy(&out.stderr).trim(), 2000),
+        })
+    }
+}
+
+/// Whether `git rev-parse --verify --quiet <reference>` finds it.
+async fn has_ref(mirror: &Path, reference: &str, timeout: Duration) -> Result<bool, GitError> {
+    match git(
+        mirror,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            reference,
+        ],
+        timeout,
+    )
+    .await
+    {
+        Ok(_) => Ok(true),
+        Err(GitError::Failed { .. }) => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// The last `max` characters of `text` at most, cut at a character boundary.
+fn bounded(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let tail: String = text
+        .chars()
+        .rev()
+        .take(max)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("…{tail}")
+}
+
+/// Hold the mirror's lock file (every process and task preparing worktrees of this
+/// repository takes it, so clone, fetch and `worktree add` never race).
+async fn lock_mirror(mirror: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, GitError> {
+    let path = mirror.with_extension("lock");
+    let lock_path = path.clone();
+    let locked = tokio::task::spawn_blocking(move || {
+        if let Some(parent) = lock_path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()));
+    match locked {
+        Ok(Ok(lock)) => Ok(lock),
+        Ok(Err(source)) | Err(source) => Err(GitError::Lock { path, source }),
+    }
+}
+
+/// Clone the mirror if it is missing (bare, remote branches under
+/// `refs/remotes/origin/`), then fetch it.
+async fn fetch_mirror(
+    state_root: &Path,
+    git_cfg: &GitWorkspace,
+    timeout: Duration,
+) -> Result<PathBuf, GitError> {
+    let mirror = mirror_dir(state_root, &git_cfg.url);
+    if !mirror.join("HEAD").exists() {
+        let parent = mirror.parent().unwrap_or(state_root);
+        std::fs::create_dir_all(parent).map_err(GitError::Spawn)?;
+        let partial = mirror.with_extension("partial");
+        let _ = std::fs::remove_dir_all(&partial);
+        let target = partial.display().to_string();
+        git(
+            parent,
+            &["clone", "--bare", "--quiet", "--", &git_cfg.url, &target],
+            timeout,
+        )
+        .await?;
+        git(
+            &partial,
+            &[
+                "config",
+                "remote.origin.fetch",
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
+            timeout,
+        )
+        .await?;
+        std::fs::rename(&partial, &mirror).map_err(GitError::Spawn)?;
+    }
+    git(&mirror, &["fetch", "--quiet", "--prune", "origin"], timeout).await?;
+    Ok(mirror)
+}
+
+/// Fetch the mirror and give the ticket its worktree at `dir` on `branch`: the existing
+/// worktree when there is one; otherwise one made from the local branch, else from the
+/// branch on the remote, else a new branch from `base`. A worktree whose directory a
+/// person deleted is recreated from the branch (its commits are kept).
+pub async fn prepare_worktree(
+    state_root: &Path,
+    git_cfg: &GitWorkspace,
+    dir: &Path,
+    branch: &str,
+    timeout: Duration,
+) -> Result<Worktree, GitError> {
+    let mirror = mirror_dir(state_root, &git_cfg.url);
+    let _lock = lock_mirror(&mirror).await?;
+    let mirror = fetch_mirror(state_root, git_cfg, timeout).await?;
+    let mut created = false;
+    if !dir.join(".git").exists() {
+        let empty = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(true);
+        if !empty {
+            return Err(GitError::NotAWorktree(dir.to_path_buf()));
+        }
+        // Forget worktrees whose directory is gone, so the branch can be checked out again.
+        git(&mirror, &["worktree", "prune"], timeout).await?;
+        let path = dir.display().to_string();
+        let local = format!("refs/heads/{branch}");
+        let remote = format!("refs/remotes/origin/{branch}");
+        if has_ref(&mirror, &local, timeout).await? {
+            git(
+                &mirror,
+                &["worktree", "add", "--quiet", "--", &path, branch],
+                timeout,
+            )
+            .await?;
+        } else {
+            let start = if has_ref(&mirror, &remote, timeout).await? {
+                remote
+            } else {
+                let base = format!("refs/remotes/origin/{}", git_cfg.base);
+                if !has_ref(&mirror, &base, timeout).await? {
+                    return Err(GitError::NoBase(git_cfg.base.clone()));
+                }
+                base
+            };
+            git(
+                &mirror,
+                &[
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    "--no-track",
+                    "-b",
+                    branch,
+                    "--",
+                    &path,
+                    &start,
+                ],
+                timeout,
+            )
+            .await?;
+        }
+        created = true;
+    }
+    let start = git(dir, &["rev-parse", "HEAD"], timeout)
+        .await?
+        .trim()
+        .to_string();
+    let start_changes = uncommitted_digest(dir, timeout).await?;
+    Ok(Worktree {
+        dir: dir.to_path_buf(),
+        branch: branch.to_string(),
+        base: git_cfg.base.clone(),
+        start,
+        start_changes,
+        created,
+    })
+}
+
+/// What the run left in `worktree`: the new commits since `worktree.start` and the
+/// uncommitted changes.
+pub async fn run_changes(worktree: &Worktree, timeout: Duration) -> Result<RunChanges, GitError> {
+    let dir = &worktree.dir;
+    let head = git(dir, &["rev-parse", "HEAD"], timeout)
+        .await?
+        .trim()
+        .to_string();
+    let range = format!("{}..HEAD", worktree.start);
+    let count = git(dir, &["rev-list", "--count", &range, "--"], timeout)
+        .await?
+        .trim()
+        .parse::<usize>()
+        .unwrap_or(0);
+    let log = git(
+        dir,
+        &["log", "--reverse", "--format=%h %s", &range, "--"],
+        timeout,
+    )
+    .await?;
+    let commits = log
+        .lines()
+        .take(MAX_COMMIT_LINES)
+        .map(|l| l.chars().take(MAX_LINE_CHARS).collect())
+        .collect();
+    let status = git(
+        dir,
+        &["status", "--porcelain=v1", "--untracked-files=all"],
+        timeout,
+    )
+    .await?;
+    let all: Vec<&str> = status.lines().filter(|l| !l.trim().is_empty()).collect();
+    let worktree_changed = uncommitted_digest(dir, timeout).await? != worktree.start_changes;
+    Ok(RunChanges {
+        worktree_changed,
+        head,
+        commit_count: count,
+        commits,
+        uncommitted: all
+            .iter()
+            .take(MAX_UNCOMMITTED)
+            .map(|l| l.chars().take(MAX_LINE_CHARS * 2).collect())
+            .collect(),
+        uncommitted_count: all.len(),
+    })
+}
+
+/// Push the ticket's branch to `origin`, never forced: a branch the remote already has
+/// at this commit is a no-op, one that moved elsewhere is [`GitError::PushRejected`].
+pub async fn push(worktree: &Worktree, timeout: Duration) -> Result<(), GitError> {
+    let refspec = format!("refs/heads/{0}:refs/heads/{0}", worktree.branch);
+    match git(
+        &worktree.dir,
+        &["push", "--quiet", "origin", "--", &refspec],
+        timeout,
+    )
+    .await
+    {
+        Err(GitError::Failed { stderr, .. })
+            if stderr.contains("[rejected]")
+                || stderr.contains("[remote rejected]")
+                || stderr.contains("non-fast-forward") =>
+        {
+            Err(GitError::PushRejected {
+                branch: worktree.branch.clone(),
+                stderr,
+            })
+        }
+        other => other.map(drop),
+    }
+}
+
+/// The mirror a worktree belongs to, read from its `.git` file (`gitdir:
+/// <mirror>/worktrees/<name>`); `None` when `dir` is not a git worktree.
+fn worktree_mirror(dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(dir.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    let worktrees = gitdir.parent()?;
+    (worktrees.file_name()? == "worktrees").then(|| worktrees.parent().map(Path::to_path_buf))?
+}
+
+/// Remove the worktree at `dir` (its directory, then the mirror's record of it); the
+/// branch stays in the mirror, and on the remote when it was pushed. Returns whether
+/// `dir` was a git worktree (when it was not, nothing is touched).
+pub fn remove_worktree(dir: &Path) -> std::io::Result<bool> {
+    let Some(mirror) = worktree_mirror(dir) else {
+        return Ok(false);
+    };
+    std::fs::remove_dir_all(dir)?;
+    prune_mirror(&mirror);
+    Ok(true)
+}
+
+/// `git worktree prune` in one mirror, synchronously (a local, quick operation);
+/// failures are logged.
+fn prune_mirror(mirror: &Path) {
+    let status = std::process::Command::new("git")
+        .args(["worktree", "prune"])
+        .current_dir(mirror)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match status {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => tracing::warn!(
+            mirror = %mirror.display(),
+            stderr = %String::from_utf8_lossy(&out.stderr).trim(),
+            "git worktree prune failed"
+        ),
+        Err(err) => {
+            tracing::warn!(mirror = %mirror.display(), %err, "cannot run git worktree prune")
+        }
+    }
+}
+
+/// Forget, in every mirror under `state_root/git/`, the worktrees whose directory is
+/// gone (`git worktree prune`); returns the mirrors pruned.
+pub fn prune_stale_worktrees(state_root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(state_root.join("git")) else {
+        return Vec::new();
+    };
+    let mut pruned = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "git") && path.join("HEAD").exists() {
+            prune_mirror(&path);
+            pruned.push(path);
+        }
+    }
+    pruned.sort();
+    pruned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirrors_of_different_urls_differ_and_stay_under_the_root() {
+        let root = Path::new("/state");
+        let a = mirror_dir(root, "git@host:org/repo.git");
+        let b = mirror_dir(root, "https://host/org/repo.git");
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), Some(Path::new("/state/git")));
+        assert!(a
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("repo-"));
+        let hostile = mirror_dir(root, "../../..");
+        assert_eq!(hostile.parent(), Some(Path::new("/state/git")));
+    }
+
+    // Issue #21: git never sees the caller's environment (tokens, `GIT_*` settings),
+    // and never prompts.
+    #[tokio::test]
+    async fn git_runs_with_a_minimal_environment_that_never_prompts() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = git(
+            dir.path(),
+            &["-c", "alias.envdump=!env", "envdump"],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let names: Vec<&str> = env
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, _)| k)
+            .collect();
+        assert!(env.lines().any(|l| l == "GIT_TERMINAL_PROMPT=0"), "{env}");
+        assert!(env.contains("BatchMode=yes"), "{env}");
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        assert!(
+            !names.iter().any(|n| n.starts_with("CARGO")),
+            "the test process's variables are not passed on: {names:?}"
+        );
+    }
+
+    #[test]
+    fn a_plain_directory_is_not_a_worktree() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(worktree_mirror(dir.path()), None);
+        assert!(!remove_worktree(dir.path()).unwrap());
+        assert!(dir.path().exists(), "nothing was removed");
+    }
+}

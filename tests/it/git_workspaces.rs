@@ -1,0 +1,651 @@
+//! Issue #21: git workspaces. Real `git`, a local bare repository as the remote, the
+//! real binary ticking a local board (and the GitHub model for pull requests): a
+//! worktree and a branch per ticket, the commits recorded on the ticket, pushed without
+//! force, a pull request opened once, and no handoff for a run that changed nothing.
+
+use crate::common;
+use crate::github_model;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Sandbox;
+use sortie::block::{parse_blocks, OutcomeBlock, SuccessBlock};
+
+/// Run git in `dir`, assert it worked, return its stdout trimmed.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Seed", "-c", "user.email=seed@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("git is installed (apt-get install git)");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A bare repository at `root/remote.git` whose `main` has one commit, "initial".
+/// Every update of its refs is logged, so a test can count pushes.
+fn bare_remote(root: &Path) -> PathBuf {
+    let remote = root.join("remote.git");
+    git(
+        root,
+        &[
+            "init",
+            "--quiet",
+            "--bare",
+            "--initial-branch=main",
+            "remote.git",
+        ],
+    );
+    git(&remote, &["config", "core.logAllRefUpdates", "always"]);
+    let seed = root.join("seed");
+    git(root, &["clone", "--quiet", "remote.git", "seed"]);
+    std::fs::write(seed.join("README"), "widgets\n").unwrap();
+    git(&seed, &["add", "README"]);
+    git(&seed, &["commit", "--quiet", "-m", "initial"]);
+    git(
+        &seed,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+    );
+    remote
+}
+
+/// What the agent does for the backend role.
+#[derive(Clone, Copy)]
+enum Backend {
+    /// Commits like every other role.
+    Commits,
+    /// Changes nothing.
+    Idles,
+    /// Changes nothing and says nothing needed changing.
+    DeclaresNoChange,
+}
+
+/// The agent: every role appends its name to `work.txt` and commits it (once per role,
+/// so a re-run after a crash commits nothing new), the architect also leaves an
+/// uncommitted `notes.txt`.
+fn agent_script(dir: &Path, backend: Backend) -> PathBuf {
+    let backend_case = match backend {
+        Backend::Commits => "",
+        Backend::Idles => {
+            "if [ \"$SORTIE_ROLE\" = backend ]; then printf 'outcome: success\\nsummary: looked around\\n' > \"$SORTIE_RESULT_FILE\"; exit 0; fi\n"
+        }
+        Backend::DeclaresNoChange => {
+            "if [ \"$SORTIE_ROLE\" = backend ]; then printf 'outcome: success\\nno_change_needed: true\\nsummary: already done upstream\\n' > \"$SORTIE_RESULT_FILE\"; exit 0; fi\n"
+        }
+    };
+    let script = format!(
+        "#!/bin/sh\ncat > /dev/null\necho \"$SORTIE_TICKET_ID $SORTIE_ROLE\" >> {runs}\n\
+cp \"$SORTIE_PROMPT_FILE\" {dir}/prompt-$SORTIE_ROLE-$SORTIE_TICKET_ID.md\n{backend_case}\
+if ! git log --format=%s | grep -q \"^$SORTIE_ROLE: \"; then\n\
+  echo \"$SORTIE_ROLE\" >> work.txt\n\
+  git add work.txt\n\
+  git -c user.name=Agent -c user.email=agent@example.com commit -q -m \"$SORTIE_ROLE: work on $SORTIE_TICKET_ID\"\n\
+fi\n\
+if [ \"$SORTIE_ROLE\" = architect ]; then echo draft > notes.txt; fi\n\
+if [ \"$SORTIE_ROLE\" = qa ] && [ -f notes.txt ]; then cp notes.txt {dir}/notes-seen-by-qa-$SORTIE_TICKET_ID; fi\n\
+printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
+        runs = dir.join("runs.log").display(),
+        dir = dir.display(),
+    );
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, script).unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    path
+}
+
+/// A local board with architect -> backend -> qa in git worktrees of a bare remote.
+fn sandbox(backend: Backend) -> (Sandbox, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = bare_remote(dir.path());
+    let agent = agent_script(dir.path(), backend);
+    let config = format!(
+        r#"
+tracker: {{kind: local, path: board}}
+state_root: state
+roles_dir: {roles}
+terminal_states: [done, cancelled]
+concurrency: {{max_in_flight: 6, per_role_max_in_flight: 3}}
+agent: {{command: ["{agent}"], timeout_seconds: 60}}
+workspace:
+  prune_every_ticks: 0
+  git: {{url: "file://{remote}", base: main}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved, failure_status: design-blocked}}
+  - {{role: backend, claim_status: design-approved, success_status: code-review, failure_status: blocked, requires_prior_role: architect, expects_changes: true}}
+  - {{role: qa, claim_status: code-review, success_status: done, failure_status: qa-failed, requires_prior_role: backend}}
+"#,
+        roles = common::repo().join("roles").display(),
+        agent = agent.display(),
+        remote = remote.display(),
+    );
+    std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
+    let sb = Sandbox { dir };
+    sb.ok(&["board", "init", "board"]);
+    (sb, remote)
+}
+
+fn successes(blocks: &[OutcomeBlock]) -> Vec<&SuccessBlock> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            OutcomeBlock::Success(s) => Some(s),
+            OutcomeBlock::Failure(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_ticket_gets_its_own_branch_with_every_role_s_commits_pushed_and_recorded() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let ids: Vec<String> = (0..3)
+        .map(|i| sb.add(&format!("widget {i}"), "ready-for-design", &[]))
+        .collect();
+    sb.drain(10);
+    for id in &ids {
+        assert_eq!(sb.ticket(id).status, "done", "ticket {id}");
+        let branch = format!("sortie/{id}");
+        let log = git(&remote, &["log", "--format=%s", &branch, "--"]);
+        assert_eq!(
+            log.lines().collect::<Vec<_>>(),
+            [
+                format!("qa: work on {id}"),
+                format!("backend: work on {id}"),
+                format!("architect: work on {id}"),
+                "initial".to_string()
+            ],
+            "the remote has ticket {id}'s branch with the three roles' commits in order"
+        );
+        let blocks = sb.blocks(id);
+        let done = successes(&blocks);
+        assert_eq!(
+            done.iter().map(|s| s.role.as_str()).collect::<Vec<_>>(),
+            ["architect", "backend", "qa"]
+        );
+        for (s, back) in done.iter().zip(["~2", "~1", ""]) {
+            assert_eq!(s.artifacts["branch"], branch);
+            assert_eq!(s.artifacts["base"], "main");
+            assert_eq!(
+                s.artifacts["commits"], "1",
+                "{}: one commit this run",
+                s.role
+            );
+            let expected = git(&remote, &["rev-parse", &format!("{branch}{back}")]);
+            assert_eq!(
+                s.artifacts["head"], expected,
+                "{}'s head is on the remote",
+                s.role
+            );
+            let subject = git(&remote, &["log", "-1", "--format=%h %s", &expected]);
+            assert_eq!(s.artifacts["commit_log"], subject);
+        }
+        // Later roles see earlier roles' artifacts (`prior.<role>.artifacts`).
+        let prompt =
+            std::fs::read_to_string(sb.path().join(format!("prompt-backend-{id}.md"))).unwrap();
+        assert!(
+            prompt.contains(&format!("- head: {}", done[0].artifacts["head"])),
+            "{prompt}"
+        );
+        // The architect's uncommitted notes are listed, and kept for the next roles.
+        assert_eq!(done[0].artifacts["uncommitted"], "?? notes.txt");
+        assert_eq!(
+            std::fs::read_to_string(sb.path().join(format!("notes-seen-by-qa-{id}"))).unwrap(),
+            "draft\n",
+            "qa found the architect's uncommitted notes in the worktree"
+        );
+    }
+    // Two tickets never share a branch.
+    let branches = git(&remote, &["branch", "--list", "sortie/*"]);
+    assert_eq!(branches.lines().count(), 3, "{branches}");
+
+    // Terminal tickets: their worktrees went with the write-back to `done` (and pruning
+    // forgets stale ones); the branches stay.
+    sb.ok(&["workspaces", "prune", "--config", "pipeline.yaml"]);
+    for id in &ids {
+        assert!(!sb.path().join("state/workspaces").join(id).exists());
+        git(&remote, &["rev-parse", "--verify", &format!("sortie/{id}")]);
+    }
+    let mirror = std::fs::read_dir(sb.path().join("state/git"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "git"))
+        .expect("one mirror under state/git");
+    let worktrees = git(&mirror, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        1,
+        "only the bare mirror is left: {worktrees}"
+    );
+}
+
+#[test]
+fn a_run_that_changes_nothing_on_a_stage_expecting_changes_is_held() {
+    let (sb, _remote) = sandbox(Backend::Idles);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // architect
+    sb.tick(); // backend: nothing changed
+    let blocks = sb.blocks(&id);
+    let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(f.reason_code, "agent.no_changes");
+    assert_eq!(f.category.as_str(), "policy");
+    assert_eq!(f.next_action.as_str(), "manual");
+    assert_eq!(
+        f.to_status, "design-approved",
+        "held: no transition, not blocked"
+    );
+    assert!(f.detail.contains("sortie/"), "{}", f.detail);
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+    // Held: the next tick does not run it again.
+    let report = sb.tick_json(&[]);
+    assert_eq!(
+        report["runs"].as_array().map(Vec::len),
+        Some(0),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_role_may_declare_that_nothing_needed_changing() {
+    let (sb, _remote) = sandbox(Backend::DeclaresNoChange);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick();
+    sb.tick();
+    assert_eq!(sb.ticket(&id).status, "code-review");
+    let blocks = sb.blocks(&id);
+    let backend = successes(&blocks)
+        .into_iter()
+        .find(|s| s.role == "backend")
+        .expect("a backend success");
+    assert_eq!(backend.summary, "already done upstream");
+    assert_eq!(backend.artifacts["no_change_needed"], "true");
+    assert_eq!(backend.artifacts["commits"], "0");
+}
+
+#[test]
+fn a_worktree_deleted_by_hand_is_recreated_from_the_branch() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // architect commits and pushes
+    let ws = sb.path().join("state/workspaces").join(&id);
+    std::fs::remove_dir_all(&ws).unwrap();
+    sb.drain(5);
+    assert_eq!(sb.ticket(&id).status, "done");
+    assert!(!ws.exists(), "the done ticket's worktree is removed");
+    assert_eq!(
+        git(&remote, &["show", &format!("sortie/{id}:work.txt")]),
+        "architect\nbackend\nqa",
+        "the architect's committed work came back with the branch"
+    );
+    let log = git(
+        &remote,
+        &["log", "--format=%s", &format!("sortie/{id}"), "--"],
+    );
+    assert_eq!(log.lines().count(), 4, "{log}");
+}
+
+mod pull_requests {
+    use super::*;
+
+    use github_model::{GithubModel, TOKEN};
+
+    fn write_config(dir: &Path, api_url: &str, remote: &Path, agent: &Path) {
+        let text = format!(
+            r#"
+tracker:
+  kind: github
+  repo: acme/widgets
+  api_url: "{api_url}"
+  token_env: SORTIE_TEST_GH_TOKEN
+state_root: state
+roles_dir: {roles}
+terminal_states: [done]
+agent: {{command: ["{agent}"], timeout_seconds: 60}}
+workspace:
+  prune_every_ticks: 0
+  git: {{url: "{remote}", branch: "sortie/{{{{ ticket.id }}}}"}}
+pull_request: {{after: backend, title: "{{{{ ticket.id }}}}: {{{{ ticket.title }}}}", draft: true}}
+pipeline_stages:
+  - {{role: backend, claim_status: todo, success_status: review}}
+"#,
+            roles = common::repo().join("roles").display(),
+            agent = agent.display(),
+            remote = remote.display(),
+        );
+        std::fs::write(dir.join("pipeline.yaml"), text).unwrap();
+    }
+
+    async fn tick(dir: &Path, fault: Option<&str>) -> std::process::Output {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"));
+        cmd.args(["pipeline", "tick", "--config", "pipeline.yaml"])
+            .current_dir(dir)
+            .env("SORTIE_TEST_GH_TOKEN", TOKEN)
+            .env_remove("SORTIE_FAULT");
+        match fault {
+            Some(fault) => cmd.env("SORTIE_FAULT", fault),
+            // Later than every lease the killed tick held (claim and outbox write lease).
+            None => cmd.env("SORTIE_CLOCK_OFFSET_SECONDS", "3600"),
+        };
+        cmd.output().await.expect("run sortie")
+    }
+
+    /// A crash after the push and the pull request (before and after the outcome is
+    /// stored), then the next tick: one push on the remote, one pull request on the
+    /// model, its URL on the ticket.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_after_the_push_then_a_replay_opens_one_pull_request_and_pushes_once() {
+        for fault in ["after_pull_request", "after_outbox"] {
+            let model = GithubModel::start().await;
+            let number = model.add_issue("Fix the widget", &["status:todo"]);
+            let dir = tempfile::tempdir().unwrap();
+            let remote = bare_remote(dir.path());
+            let agent = agent_script(dir.path(), Backend::Commits);
+            // A file path, not a URL: local paths work too.
+            write_config(dir.path(), &model.api_url(), &remote, &agent);
+
+            let crashed = tick(dir.path(), Some(fault)).await;
+            assert!(
+                !crashed.status.success(),
+                "{fault}: the tick was killed: {}",
+                String::from_utf8_lossy(&crashed.stderr)
+            );
+            assert_eq!(model.pulls().len(), 1, "{fault}: opened before the crash");
+            let after = tick(dir.path(), None).await;
+            assert!(
+                after.status.success(),
+                "{fault}: {}",
+                String::from_utf8_lossy(&after.stderr)
+            );
+
+            let pulls = model.pulls();
+            assert_eq!(pulls.len(), 1, "{fault}: one pull request: {pulls:?}");
+            let pull = &pulls[0];
+            let branch = format!("sortie/{number}");
+            assert_eq!(
+                (pull.head.as_str(), pull.base.as_str(), pull.draft),
+                (branch.as_str(), "main", true)
+            );
+            assert_eq!(pull.title, format!("{number}: Fix the widget"));
+            let pushes = git(
+                &remote,
+                &[
+                    "reflog",
+                    "show",
+                    "--format=%H",
+                    &format!("refs/heads/{branch}"),
+                ],
+            );
+            assert_eq!(pushes.lines().count(), 1, "{fault}: pushed once: {pushes}");
+
+            let issue = model.issue(number);
+            assert!(
+                issue.labels.iter().any(|l| l == "status:review"),
+                "{fault}: {:?}",
+                issue.labels
+            );
+            let blocks: Vec<OutcomeBlock> = issue
+                .comments
+                .iter()
+                .flat_map(|c| parse_blocks(&c.body))
+                .filter_map(Result::ok)
+                .map(|p| p.block)
+                .collect();
+            let done = successes(&blocks);
+            assert_eq!(done.len(), 1, "{fault}: one success block: {blocks:?}");
+            assert_eq!(
+                done[0].artifacts["pull_request"],
+                format!("https://github.com/acme/widgets/pull/{}", pull.number)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_push_the_remote_rejects_is_a_transient_failure_with_git_s_words() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // the architect's commit is pushed
+               // Someone else replaces the ticket's branch on the remote with other work.
+    let other = sb.path().join("other");
+    git(sb.path(), &["clone", "--quiet", "remote.git", "other"]);
+    std::fs::write(other.join("theirs.txt"), "theirs\n").unwrap();
+    git(&other, &["add", "theirs.txt"]);
+    git(&other, &["commit", "--quiet", "-m", "someone else's work"]);
+    let refspec = format!("+HEAD:refs/heads/sortie/{id}");
+    git(&other, &["push", "--quiet", "origin", &refspec]);
+    let theirs = git(&remote, &["rev-parse", &format!("sortie/{id}")]);
+
+    sb.tick(); // backend commits on top of the architect's work; the push is refused
+    let blocks = sb.blocks(&id);
+    let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(f.reason_code, "git.push_rejected", "{f:?}");
+    assert_eq!(f.category.as_str(), "transient");
+    assert!(f.detail.contains("rejected"), "git's words: {}", f.detail);
+    assert_eq!(
+        git(&remote, &["rev-parse", &format!("sortie/{id}")]),
+        theirs,
+        "never force-pushed"
+    );
+}
+
+#[test]
+fn ticket_text_in_the_branch_template_becomes_a_valid_ref_and_never_an_option() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let config = std::fs::read_to_string(sb.config_path()).unwrap().replace(
+        "base: main}",
+        "base: main, branch: \"{{ ticket.title }}/{{ ticket.id }}\"}",
+    );
+    std::fs::write(sb.config_path(), config).unwrap();
+    let id = sb
+        .ok(&[
+            "board",
+            "add",
+            "--board",
+            "board",
+            "--title=--upload-pack=touch pwned",
+            "--status",
+            "ready-for-design",
+        ])
+        .trim()
+        .to_string();
+    sb.tick();
+    let blocks = sb.blocks(&id);
+    let done = successes(&blocks);
+    assert_eq!(done.len(), 1, "{blocks:?}");
+    let branch = &done[0].artifacts["branch"];
+    assert!(
+        branch.starts_with("_--upload-pack-touch-pwned/"),
+        "sanitized, with a hash: {branch}"
+    );
+    assert_eq!(sortie::config::branch_name_problem(branch), None);
+    git(
+        &remote,
+        &["rev-parse", "--verify", "--end-of-options", branch],
+    );
+    assert!(!sb.path().join("pwned").exists());
+    assert!(!sb.path().join("state/pwned").exists());
+}
+
+mod config {
+    use sortie::config::Config;
+
+    fn load(extra: &str, tracker: &str) -> Result<Config, String> {
+        let text = format!(
+            "tracker: {tracker}\nagent: {{command: [\"true\"]}}\n\
+             pipeline_stages:\n  - {{role: backend, claim_status: todo, success_status: review}}\n{extra}"
+        );
+        Config::parse_str(&text, Some(std::path::Path::new("/cfg/pipeline.yaml")))
+            .map_err(|e| e.to_string())
+    }
+
+    const LOCAL: &str = "{kind: local, path: board}";
+    const GITHUB: &str = "{kind: github, repo: acme/widgets}";
+
+    #[test]
+    fn defaults_and_local_paths() {
+        let cfg = load("workspace: {git: {url: ../repo}}\n", LOCAL).unwrap();
+        let git = cfg.workspace.git.unwrap();
+        assert_eq!(git.url, "/repo");
+        assert_eq!(git.base, "main");
+        assert_eq!(git.branch, "sortie/{{ ticket.id }}");
+        assert!(git.push);
+        let cfg = load(
+            "workspace: {git: {url: \"git@host:org/repo.git\"}}\n",
+            LOCAL,
+        )
+        .unwrap();
+        assert_eq!(cfg.workspace.git.unwrap().url, "git@host:org/repo.git");
+    }
+
+    #[test]
+    fn bad_git_settings_are_refused_with_the_field_named() {
+        for (extra, says) in [
+            ("workspace: {git: {base: main}}\n", "`url` is required"),
+            (
+                "workspace: {git: {url: \"--upload-pack=x\"}}\n",
+                "workspace.git.url",
+            ),
+            (
+                "workspace: {git: {url: r, base: \"a..b\"}}\n",
+                "workspace.git.base",
+            ),
+            (
+                "workspace: {git: {url: r, branch: \"sortie/fixed\"}}\n",
+                "two tickets would share a branch",
+            ),
+            (
+                "workspace: {git: {url: r, branch: \"{{ ticket.nope }}\"}}\n",
+                "does not render",
+            ),
+            ("workspace: {git: {url: r, pushh: true}}\n", "pushh"),
+        ] {
+            let err = load(extra, LOCAL).unwrap_err();
+            assert!(err.contains(says), "{extra}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_pull_request_needs_a_pushed_branch_a_known_role_and_a_forge() {
+        let git = "workspace: {git: {url: r}}\n";
+        let ok = load(&format!("{git}pull_request: {{after: backend}}\n"), GITHUB).unwrap();
+        let pr = ok.pull_request.unwrap();
+        assert_eq!(pr.title, "{{ ticket.id }}: {{ ticket.title }}");
+        assert!(pr.draft);
+        for (extra, tracker, says) in [
+            (
+                "pull_request: {after: backend}\n".to_string(),
+                GITHUB,
+                "configure `workspace.git`",
+            ),
+            (
+                format!("{git}pull_request: {{after: qa}}\n"),
+                GITHUB,
+                "no stage's role",
+            ),
+            (
+                "workspace: {git: {url: r, push: false}}\npull_request: {after: backend}\n"
+                    .to_string(),
+                GITHUB,
+                "push` must be true",
+            ),
+            (
+                format!("{git}pull_request: {{after: backend}}\n"),
+                LOCAL,
+                "kind: github",
+            ),
+        ] {
+            let err = load(&extra, tracker).unwrap_err();
+            assert!(err.contains(says), "{extra}: {err}");
+        }
+    }
+}
+
+/// GitLab merge requests and Gitea pull requests are opened once too, through the same
+/// adapter method, against their models.
+mod forge_merge_requests {
+    use sortie::tracker::gitea::{GiteaOptions, GiteaSettings, GiteaTracker};
+    use sortie::tracker::gitlab::{GitlabOptions, GitlabSettings, GitlabTracker};
+    use sortie::tracker::labels::LabelScheme;
+    use sortie::tracker::{PullRequestSpec, Tracker};
+
+    use crate::{gitea_model, gitlab_model};
+
+    fn spec() -> PullRequestSpec {
+        PullRequestSpec {
+            ticket_id: "7".into(),
+            head: "sortie/7".into(),
+            base: "main".into(),
+            title: "7: Fix the widget".into(),
+            body: "Work on ticket 7, opened by sortie.\n".into(),
+            draft: true,
+        }
+    }
+
+    fn labels(prefix: &str) -> LabelScheme {
+        LabelScheme {
+            status_prefix: format!("status{prefix}"),
+            priority_prefix: format!("priority{prefix}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn gitlab_opens_one_merge_request_per_branch() {
+        let model = gitlab_model::start().await;
+        let settings = GitlabSettings {
+            url: model.url(),
+            project: gitlab_model::PROJECT.into(),
+            bearer: false,
+            labels: labels("::"),
+            close_on: Vec::new(),
+        };
+        let t = GitlabTracker::new(
+            settings,
+            gitlab_model::TOKEN.into(),
+            GitlabOptions::default(),
+        )
+        .unwrap();
+        let first = t.open_pull_request(&spec()).await.unwrap();
+        let again = t.open_pull_request(&spec()).await.unwrap();
+        assert!(!first.reused && again.reused);
+        assert_eq!(first.url, again.url);
+        let pulls = model.pulls();
+        assert_eq!(pulls.len(), 1, "{pulls:?}");
+        assert_eq!(pulls[0].title, "Draft: 7: Fix the widget");
+        assert_eq!(
+            (pulls[0].head.as_str(), pulls[0].base.as_str()),
+            ("sortie/7", "main")
+        );
+        assert!(first.url.ends_with("/-/merge_requests/1"), "{}", first.url);
+    }
+
+    #[tokio::test]
+    async fn gitea_opens_one_pull_request_per_branch() {
+        let model = gitea_model::start().await;
+        let settings = GiteaSettings {
+            url: model.url(),
+            repo: gitea_model::REPO.into(),
+            labels: labels("/"),
+            close_on: Vec::new(),
+        };
+        let t = GiteaTracker::new(settings, gitea_model::TOKEN.into(), GiteaOptions::default())
+            .unwrap();
+        let first = t.open_pull_request(&spec()).await.unwrap();
+        let again = t.open_pull_request(&spec()).await.unwrap();
+        assert!(!first.reused && again.reused);
+        assert_eq!(first.url, again.url);
+        let pulls = model.pulls();
+        assert_eq!(pulls.len(), 1, "{pulls:?}");
+        assert_eq!(pulls[0].title, "WIP: 7: Fix the widget");
+    }
+}
