@@ -66,6 +66,7 @@ mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod secrets;
+mod stale_listing;
 mod status_names;
 mod tick_signals;
 mod tracker_faults;
