@@ -17,6 +17,7 @@ mod context;
 pub mod decide;
 mod faults;
 pub mod history;
+mod lease;
 mod observe;
 mod prune;
 mod recheck;
