@@ -48,10 +48,11 @@ pub(crate) fn next_backoff(previous: Duration) -> Duration {
 }
 
 /// Call `op` until it answers anything but [`LedgerError::Unavailable`], waiting
-/// 250 ms, 500 ms, ... (at most 5 s) between tries, while `lease` lasts. Gives up with
-/// the last error when the next try would start after the lease's end, by the context's
-/// clock or by the time elapsed here (whichever comes first: a test clock that stands
-/// still must not make a run wait forever). Returns the answer and the failed tries.
+/// 250 ms, 500 ms, ... (at most 5 s) between tries, while `lease` lasts; the last try is
+/// at the lease's end. Then it gives up with the last error. The end is measured by the
+/// context's clock and by the time elapsed here, whichever comes first (a test clock
+/// that stands still must not make a run wait forever). Returns the answer and the
+/// number of failed tries.
 pub(crate) async fn retry_within_lease<T>(
     ctx: &Context,
     lease: &LeaseEnd,
@@ -74,11 +75,15 @@ pub(crate) async fn retry_within_lease<T>(
             .to_std()
             .unwrap_or(Duration::ZERO);
         let elapsed_left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if wait >= lease_left.min(elapsed_left) {
+        let left = lease_left.min(elapsed_left);
+        if left.is_zero() {
             return (result, failed);
         }
-        tracing::warn!(%reason, tries = failed, retry_in_ms = wait.as_millis() as u64, "ledger unavailable while {what}; retrying within the lease");
-        tokio::time::sleep(wait).await;
+        // The last try falls on the lease's end: giving up earlier would leave a lease
+        // that still stands, and the next claimer would have to wait it out anyway.
+        let wait_now = wait.min(left);
+        tracing::warn!(%reason, tries = failed, retry_in_ms = wait_now.as_millis() as u64, "ledger unavailable while {what}; retrying within the lease");
+        tokio::time::sleep(wait_now).await;
         wait = next_backoff(wait);
     }
 }

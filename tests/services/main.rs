@@ -18,6 +18,7 @@ mod github_contract;
 mod jira_contract;
 mod ledger_postgres;
 mod ledger_postgres_hosts;
+mod ledger_postgres_outage;
 mod model_server;
 mod redmine_contract;
 mod redmine_e2e;
