@@ -9,6 +9,9 @@ mod github_model;
 #[macro_use]
 #[path = "../ledger_suite/mod.rs"]
 mod ledger_suite;
+#[macro_use]
+#[path = "../crash_suite/mod.rs"]
+mod crash_suite;
 mod gitlab_model;
 mod jira_model;
 mod linear_model;

@@ -9,9 +9,13 @@ mod github_model;
 #[macro_use]
 #[path = "../ledger_suite/mod.rs"]
 mod ledger_suite;
+#[macro_use]
+#[path = "../crash_suite/mod.rs"]
+mod crash_suite;
 
 mod agent_clis;
 mod agent_pipeline;
+mod crash_anywhere_postgres;
 mod daemon_dashboard;
 mod forge_contract;
 mod github_contract;
