@@ -488,9 +488,12 @@ impl Pipeline {
                             if let Err(err) = ctx.ledger.release(&claim.key, &claim.claimer_id) {
                                 tracing::warn!(%err, "could not release claim; it will expire");
                             }
-                            report
-                                .skips
-                                .push(skip_line(&ctx.config, ticket, dispatch.stage, reason));
+                            report.skips.push(skip_line(
+                                &ctx.config,
+                                ticket,
+                                dispatch.stage,
+                                reason,
+                            ));
                             continue;
                         }
                     };

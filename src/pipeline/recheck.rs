@@ -82,17 +82,16 @@ pub(crate) fn ended_since_listing(
                 .filter_map(Result::ok)
                 .map(move |p| (c.created_at, p.block))
         })
-        .filter(|(_, block)| {
-            block.role() == stage.role && same_name(block.from_status(), &stage.claim_status)
-        })
-        .filter(|(written_at, block)| {
+        .rfind(|(written_at, block)| {
+            if block.role() != stage.role || !same_name(block.from_status(), &stage.claim_status) {
+                return false;
+            }
             let unseen = planned.is_some_and(|h| !h.contains_key(block.idempotency_key()));
             let moved_out = !stage
                 .owned_statuses()
                 .any(|owned| same_name(owned, block.to_status()));
             unseen || (moved_out && *written_at > listed_at)
         })
-        .last()
         .map(|(_, block)| SkipReason::EndedSinceListing {
             outcome: match &block {
                 OutcomeBlock::Success(_) => "success".to_string(),

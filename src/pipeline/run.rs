@@ -541,9 +541,8 @@ impl Finish<'_> {
         mut line: RunLine,
     ) -> RunLine {
         let (ctx, stage, claim) = (self.ctx, self.stage, self.claim);
-        line.duration_seconds = Some(
-            duration.unwrap_or_else(|| seconds_between(started_at, ctx.clock.now())),
-        );
+        line.duration_seconds =
+            Some(duration.unwrap_or_else(|| seconds_between(started_at, ctx.clock.now())));
         // A run that lost its lease never writes back: someone else owns the ticket now.
         // An unreachable ledger is retried while the lease lasts (issue #20).
         let (renewed, mut failed_tries) = retry_within_lease(
@@ -627,15 +626,10 @@ impl Finish<'_> {
         };
         // Fenced: stored only while this process still holds the claim. A retry after
         // an answer lost on the way back finds the entry there (`Exists`).
-        let (put, failed_puts) = retry_within_lease(
-            ctx,
-            self.lease,
-            "storing the outcome",
-            || {
-                ctx.ledger
-                    .outbox_put(&entry, &claim.claimer_id, ctx.config.claim_ttl, now)
-            },
-        )
+        let (put, failed_puts) = retry_within_lease(ctx, self.lease, "storing the outcome", || {
+            ctx.ledger
+                .outbox_put(&entry, &claim.claimer_id, ctx.config.claim_ttl, now)
+        })
         .await;
         failed_tries += failed_puts;
         match put {
@@ -751,7 +745,9 @@ async fn watch_claim(
                 }
                 Ok(RenewOutcome::Lost) => Some(CancelReason::LeaseLost),
                 Err(err) => {
-                    let next = retry_in.map_or(FIRST_BACKOFF, next_backoff).min(renew_every);
+                    let next = retry_in
+                        .map_or(FIRST_BACKOFF, next_backoff)
+                        .min(renew_every);
                     retry_in = Some(next);
                     if lease.until() <= ctx.clock.now() && !expired_warned {
                         expired_warned = true;

@@ -417,4 +417,3 @@ pub fn random_sigkills_converge(store: Store) {
     );
     println!("{HEADER}\n{}", outcome.row());
 }
-

@@ -145,7 +145,7 @@ async fn what_a_tick_costs() {
         // comment, move re-read + writes).
         let per_run = (busy.len() - expected) / 3;
         let expected_per_run = match forge {
-            Forge::Gitlab => 9,  // moves are one PUT each
+            Forge::Gitlab => 9, // moves are one PUT each
             Forge::Gitea => 11, // add by id + delete by id
         };
         assert_eq!(per_run, expected_per_run, "{forge:?}: {busy:#?}");

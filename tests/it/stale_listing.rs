@@ -69,12 +69,7 @@ impl Tracker for Stale {
         }
         comments
     }
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
         self.inner.post_comment(id, body, key).await
     }
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
@@ -114,13 +109,22 @@ pipeline_stages:
 }
 
 async fn host(cfg: Config, tracker: Arc<dyn Tracker>, ledger: Arc<SqliteLedger>) -> Pipeline {
-    Pipeline::with_clock(cfg, tracker, ledger, Arc::new(SystemClock::default()), Faults::none())
-        .await
-        .expect("pipeline")
+    Pipeline::with_clock(
+        cfg,
+        tracker,
+        ledger,
+        Arc::new(SystemClock::default()),
+        Faults::none(),
+    )
+    .await
+    .expect("pipeline")
 }
 
 fn runs(marker: &Path) -> usize {
-    std::fs::read_to_string(marker).unwrap_or_default().lines().count()
+    std::fs::read_to_string(marker)
+        .unwrap_or_default()
+        .lines()
+        .count()
 }
 
 struct Fleet {
@@ -173,7 +177,11 @@ async fn a_claim_from_a_stale_listing_is_given_back_when_the_stage_succeeded_sin
     let ra = f.a.tick(TickOptions::default()).await.unwrap();
     assert!(ra.runs.is_empty(), "A ran it again: {}", ra.to_text());
     assert_eq!(runs(&f.marker), 1, "the agent ran twice for one stage");
-    let skip = ra.skips.iter().find(|s| s.ticket == "1").expect("a skip line");
+    let skip = ra
+        .skips
+        .iter()
+        .find(|s| s.ticket == "1")
+        .expect("a skip line");
     let text = skip.reason.to_string();
     assert!(
         text.contains("ended (success) after this tick listed the board"),
@@ -235,10 +243,17 @@ async fn a_claim_is_given_back_when_the_stage_failed_between_the_history_read_an
     let f = fleet(3, true).await;
     *f.a_view.interleave.lock().await = Some(f.b.clone());
     let ra = f.a.tick(TickOptions::default()).await.unwrap();
-    assert_eq!(runs(&f.marker), 1, "A retried at once what B had just failed");
+    assert_eq!(
+        runs(&f.marker),
+        1,
+        "A retried at once what B had just failed"
+    );
     assert!(ra.runs.is_empty(), "{}", ra.to_text());
     let text = ra.skips[0].reason.to_string();
-    assert!(text.contains("attempt 1 of this stage ended (failure ("), "{text}");
+    assert!(
+        text.contains("attempt 1 of this stage ended (failure ("),
+        "{text}"
+    );
     // B's retry stays queued, and the key is free for it.
     assert_eq!(f.ledger.retries(Scope::All).unwrap().len(), 1);
     assert!(f.ledger.claims(Scope::All).unwrap().is_empty());

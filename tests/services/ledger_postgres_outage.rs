@@ -141,12 +141,20 @@ async fn a_run_in_flight_stores_its_outcome_when_the_database_comes_back_within_
     o.wait_lines("finished", 1).await;
     // The run is now failing to renew and to store its outcome; give it a few tries.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!tick.is_finished(), "the run gave up with 57 s of lease left");
+    assert!(
+        !tick.is_finished(),
+        "the run gave up with 57 s of lease left"
+    );
     o.pg_ctl("start").await;
     let report = tick.await.unwrap().expect("tick");
     let run = &report.runs[0];
     assert_eq!(run.outcome, "success", "{}", report.to_text());
-    assert_eq!(run.writeback.as_deref(), Some("done"), "{}", report.to_text());
+    assert_eq!(
+        run.writeback.as_deref(),
+        Some("done"),
+        "{}",
+        report.to_text()
+    );
     let note = run.note.as_deref().unwrap_or_default();
     assert!(
         note.contains("outcome stored after") && note.contains("ledger unavailable"),
@@ -222,4 +230,3 @@ async fn a_database_restarted_mid_tick_loses_nothing_and_the_next_tick_converges
     assert!(ledger.claims(Scope::All).unwrap().is_empty());
     assert!(ledger.outbox_pending("memory").unwrap().is_empty());
 }
-

@@ -476,18 +476,25 @@ mod tests {
     #[test]
     fn a_url_that_requires_tls_is_refused_naming_sslmode() {
         for mode in ["require", "verify-ca", "verify-full", "REQUIRE"] {
-            let url = format!("postgres://u:secret@127.0.0.1:1/db?connect_timeout=1&sslmode={mode}");
+            let url =
+                format!("postgres://u:secret@127.0.0.1:1/db?connect_timeout=1&sslmode={mode}");
             let err = PostgresLedger::open(&url).unwrap_err();
             let text = err.to_string();
             assert!(matches!(err, LedgerError::Open { .. }), "{mode}: {err:?}");
-            assert!(text.contains(&format!("sslmode={}", mode.to_ascii_lowercase())), "{text}");
+            assert!(
+                text.contains(&format!("sslmode={}", mode.to_ascii_lowercase())),
+                "{text}"
+            );
             assert!(text.contains("does not support"), "{text}");
             assert!(!text.contains("secret"), "{text}");
         }
         let err = PostgresLedger::open("host=127.0.0.1 port=1 sslmode=verify-full").unwrap_err();
         assert!(err.to_string().contains("sslmode=verify-full"), "{err}");
         let err = PostgresLedger::open("postgres://h/db?sslmode=sometimes").unwrap_err();
-        assert!(err.to_string().contains("sslmode=sometimes is not one of"), "{err}");
+        assert!(
+            err.to_string().contains("sslmode=sometimes is not one of"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -495,9 +502,13 @@ mod tests {
         // Nothing listens on port 1: getting as far as connecting (Unavailable) shows the
         // mode was accepted.
         for mode in ["disable", "allow", "prefer"] {
-            let url = format!("postgres://sortie@127.0.0.1:1/sortie?connect_timeout=2&sslmode={mode}");
+            let url =
+                format!("postgres://sortie@127.0.0.1:1/sortie?connect_timeout=2&sslmode={mode}");
             let err = PostgresLedger::open(&url).unwrap_err();
-            assert!(matches!(err, LedgerError::Unavailable(_)), "{mode}: {err:?}");
+            assert!(
+                matches!(err, LedgerError::Unavailable(_)),
+                "{mode}: {err:?}"
+            );
         }
     }
 
