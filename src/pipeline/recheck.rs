@@ -100,3 +100,88 @@ pub(crate) fn ended_since_listing(
             attempt: block.stage_attempt(),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+
+    use super::*;
+    use crate::config::Config;
+
+    fn stage() -> Stage {
+        let config = Config::parse_str(
+            "tracker: {kind: local, path: board}\nagent: {command: [\"true\"]}\n\
+             pipeline_stages:\n  - {role: architect, claim_status: ready, \
+             in_progress_status: designing, success_status: designed}\n",
+            None,
+        )
+        .expect("config");
+        config.stages[0].clone()
+    }
+
+    fn block(key: &str, role: &str, to: &str) -> String {
+        // Keys are 64 hex digits: `k1` becomes 000...01.
+        let key = format!("{:0>64}", &key[1..]);
+        format!(
+            "```yaml sortie:success\nrole: {role}\nstage_attempt: 1\nidempotency_key: {key}\n\
+             from_status: ready\nto_status: {to}\nsummary: ok\n```\n"
+        )
+    }
+
+    fn comment(body: String, at: DateTime<Utc>) -> Comment {
+        Comment {
+            id: "1".into(),
+            author: "sortie".into(),
+            created_at: at,
+            body,
+        }
+    }
+
+    fn listed(at: DateTime<Utc>) -> Ticket {
+        let mut t = crate::tracker::memory::MemoryTracker::ticket("1", "t", "ready");
+        t.updated_at = at;
+        t
+    }
+
+    #[test]
+    fn only_blocks_of_this_stage_newer_than_the_listing_count() {
+        let trusted = HashSet::from(["sortie".to_string()]);
+        let t0 = Utc::now();
+        let (before, after) = (t0 - Duration::seconds(5), t0 + Duration::seconds(5));
+        let seen = TicketHistory::from_comments(
+            &[comment(block("k1", "architect", "designed"), before)],
+            &trusted,
+        );
+        let check = |comments: &[Comment]| {
+            ended_since_listing(comments, &trusted, &listed(t0), &stage(), Some(&seen))
+        };
+        // Seen by the plan and older than the listing: a person moved it back since.
+        assert_eq!(
+            check(&[comment(block("k1", "architect", "designed"), before)]),
+            None
+        );
+        // Written after the listing and moved the ticket away: stale.
+        assert!(check(&[comment(block("k1", "architect", "designed"), after)]).is_some());
+        // Not in the plan's history: stale, even when it keeps the ticket in the stage.
+        assert!(check(&[comment(block("k2", "architect", "ready"), before)]).is_some());
+        assert!(check(&[comment(block("k2", "architect", "designing"), before)]).is_some());
+        // Another role's block, or one by an untrusted author: not this stage's run.
+        assert_eq!(
+            check(&[comment(block("k3", "backend", "designed"), after)]),
+            None
+        );
+        let mut pasted = comment(block("k4", "architect", "designed"), after);
+        pasted.author = "mallory".into();
+        assert_eq!(check(&[pasted]), None);
+        // A stage block that stayed in the stage, seen by the plan: a retry, not stale.
+        let retry = TicketHistory::from_comments(
+            &[comment(block("k5", "architect", "ready"), after)],
+            &trusted,
+        );
+        let comments = [comment(block("k5", "architect", "ready"), after)];
+        assert_eq!(
+            ended_since_listing(&comments, &trusted, &listed(t0), &stage(), Some(&retry)),
+            None
+        );
+    }
+}
