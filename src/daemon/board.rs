@@ -282,6 +282,7 @@ pub fn short_reason(reason: &SkipReason, now: DateTime<Utc>) -> String {
             };
             format!("cap: {scope} {limit}")
         }
+        SkipReason::EndedSinceListing { .. } => "ran elsewhere".to_string(),
         SkipReason::TrackerError { .. } => "tracker error".to_string(),
     }
 }

@@ -18,8 +18,10 @@ mod context;
 pub mod decide;
 mod faults;
 pub mod history;
+mod lease;
 mod observe;
 mod prune;
+mod recheck;
 mod reconcile;
 pub mod report;
 mod run;
@@ -475,12 +477,36 @@ impl Pipeline {
             };
             let reason = match ctx.ledger.try_claim(&request, ctx.clock.now())? {
                 ClaimOutcome::Acquired(claim) => {
+                    // The listing may be stale by now: another host may have run this
+                    // stage and released the key since (one comments read, claims only).
+                    let history = match recheck::recheck(
+                        ctx,
+                        ticket,
+                        stage,
+                        histories.get(&ticket.id),
+                    )
+                    .await
+                    {
+                        recheck::Recheck::Current(history) => history,
+                        recheck::Recheck::Stale(reason) => {
+                            tracing::info!(ticket = %ticket.id, role = %stage.role, %reason, "claim given back");
+                            if let Err(err) = ctx.ledger.release(&claim.key, &claim.claimer_id) {
+                                tracing::warn!(%err, "could not release claim; it will expire");
+                            }
+                            report.skips.push(skip_line(
+                                &ctx.config,
+                                ticket,
+                                dispatch.stage,
+                                reason,
+                            ));
+                            continue;
+                        }
+                    };
                     ctx.events
                         .notify(Event::claim_acquired(&run_ref(&claim), &claim.claimer_id));
                     if let Err(err) = ctx.ledger.clear_retry(&claim.key) {
                         tracing::warn!(%err, "could not clear the retry entry");
                     }
-                    let history = histories.get(&ticket.id).cloned().unwrap_or_default();
                     let task = run::run_claimed(
                         ctx.clone(),
                         self.supervisor.clone(),

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use super::context::{run_ref, Context};
 use super::decide::outcome::{decide, RunFacts};
 use super::history::TicketHistory;
+use super::lease::{next_backoff, retry_within_lease, LeaseEnd, FIRST_BACKOFF};
 use super::report::RunLine;
 use super::supervisor::{LiveRun, Supervisor};
 use super::writeback::{self, WritebackResult};
@@ -91,6 +92,7 @@ async fn run_stage(
     // The route is chosen from the ticket this run starts with (a retry chooses again).
     let route = super::decide::route::choose(&stage, &ticket, &ctx.identity);
     line.route = route.map(|(i, r)| r.label(i));
+    let lease = Arc::new(LeaseEnd::new(claim.lease_expires_at));
     let run = Finish {
         ctx,
         ticket: &ticket,
@@ -98,6 +100,7 @@ async fn run_stage(
         claim: &claim,
         history: &history,
         route: line.route.clone(),
+        lease: &lease,
         // The run's start, for its duration in run history: from here, whatever ends it.
         begun_at: ctx.clock.now(),
     };
@@ -226,6 +229,7 @@ async fn run_stage(
         watch_claim(
             ctx.clone(),
             claim.clone(),
+            lease.clone(),
             cancel.clone(),
             cancel_reason.clone(),
         )
@@ -562,6 +566,8 @@ struct Finish<'a> {
     history: &'a TicketHistory,
     /// The route the run takes, as recorded (name or index).
     route: Option<String>,
+    /// The lease as last renewed: storing the outcome is retried until it runs out.
+    lease: &'a LeaseEnd,
     begun_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -575,14 +581,28 @@ impl Finish<'_> {
         mut line: RunLine,
     ) -> RunLine {
         let (ctx, stage, claim) = (self.ctx, self.stage, self.claim);
-        let now = ctx.clock.now();
-        line.duration_seconds = Some(duration.unwrap_or_else(|| seconds_between(started_at, now)));
+        line.duration_seconds =
+            Some(duration.unwrap_or_else(|| seconds_between(started_at, ctx.clock.now())));
         // A run that lost its lease never writes back: someone else owns the ticket now.
-        match ctx
-            .ledger
-            .renew(&claim.key, &claim.claimer_id, ctx.config.claim_ttl, now)
-        {
-            Ok(RenewOutcome::Renewed { .. }) => {}
+        // An unreachable ledger is retried while the lease lasts (issue #20).
+        let (renewed, mut failed_tries) = retry_within_lease(
+            ctx,
+            self.lease,
+            "renewing the lease to store the outcome",
+            || {
+                ctx.ledger.renew(
+                    &claim.key,
+                    &claim.claimer_id,
+                    ctx.config.claim_ttl,
+                    ctx.clock.now(),
+                )
+            },
+        )
+        .await;
+        match renewed {
+            Ok(RenewOutcome::Renewed {
+                lease_expires_at, ..
+            }) => self.lease.renewed(lease_expires_at),
             Ok(RenewOutcome::Lost) => {
                 line.outcome = "cancelled".to_string();
                 line.note = Some("lease lost before write-back; nothing written".to_string());
@@ -590,10 +610,11 @@ impl Finish<'_> {
             }
             Err(err) => {
                 line.outcome = "cancelled".to_string();
-                line.note = Some(format!("ledger unavailable before write-back: {err}"));
+                line.note = Some(not_stored(&err));
                 return line;
             }
         }
+        let now = ctx.clock.now();
         let facts = RunFacts {
             tracker: ctx.tracker_name(),
             ticket_id: &self.ticket.id,
@@ -644,11 +665,15 @@ impl Finish<'_> {
             created_at: now,
             follow_up: decision.follow_up,
         };
-        // Fenced: stored only while this process still holds the claim.
-        match ctx
-            .ledger
-            .outbox_put(&entry, &claim.claimer_id, ctx.config.claim_ttl, now)
-        {
+        // Fenced: stored only while this process still holds the claim. A retry after
+        // an answer lost on the way back finds the entry there (`Exists`).
+        let (put, failed_puts) = retry_within_lease(ctx, self.lease, "storing the outcome", || {
+            ctx.ledger
+                .outbox_put(&entry, &claim.claimer_id, ctx.config.claim_ttl, now)
+        })
+        .await;
+        failed_tries += failed_puts;
+        match put {
             Ok(OutboxPut::Stored | OutboxPut::Exists) => {}
             Ok(OutboxPut::LeaseLost) => {
                 line.outcome = "cancelled".to_string();
@@ -656,11 +681,20 @@ impl Finish<'_> {
                 return line;
             }
             Err(err) => {
-                // Without a durable outcome nothing may be written; the lease will expire
-                // and the ticket will run again.
-                line.note = Some(format!("could not store the outcome: {err}"));
+                // Without a durable outcome nothing may be written; the lease runs out
+                // and the ticket runs again on whichever host claims it next.
+                line.note = Some(not_stored(&err));
                 return line;
             }
+        }
+        if failed_tries > 0 {
+            let retried = format!(
+                "outcome stored after {failed_tries} failed ledger call(s) (ledger unavailable)"
+            );
+            line.note = Some(match line.note.take() {
+                Some(note) => format!("{note}; {retried}"),
+                None => retried,
+            });
         }
         ctx.faults.hit("after_outbox");
         record_run(
@@ -702,21 +736,39 @@ impl Finish<'_> {
     }
 }
 
+/// The log line and report note of a run whose outcome could not be stored before its
+/// lease ran out (issue #20).
+fn not_stored(err: &crate::ledger::LedgerError) -> String {
+    tracing::error!(%err, "the outcome could not be stored before the lease ran out; nothing is written, and the ticket runs again on whichever host claims it next");
+    format!("outcome not stored before the lease ran out ({err}); nothing written, the ticket runs again on the next claim")
+}
+
 /// Renew the lease every TTL/3 and look at the claim's cancel flag every
-/// [`CANCEL_POLL`]; cancel the run when the lease is lost or a cancel is requested.
+/// [`CANCEL_POLL`]; cancel the run when the lease is lost or a cancel is requested. A
+/// renewal that fails (the ledger unreachable) is tried again after 250 ms, 500 ms, ...
+/// rather than a whole interval later; the agent keeps running meanwhile.
 async fn watch_claim(
     ctx: Arc<Context>,
     claim: Claim,
+    lease: Arc<LeaseEnd>,
     cancel: CancellationToken,
     reason: Arc<Mutex<Option<CancelReason>>>,
 ) {
     let renew_every = (ctx.config.claim_ttl / 3).max(Duration::from_millis(100));
     let poll = CANCEL_POLL.min(renew_every);
     let mut since_renewal = Duration::ZERO;
+    // After a failed renewal: how soon to try again, and whether the lease's end passed.
+    let mut retry_in: Option<Duration> = None;
+    let mut expired_warned = false;
     loop {
-        tokio::time::sleep(poll).await;
-        since_renewal += poll;
-        let stop = if since_renewal >= renew_every {
+        let wait = retry_in.map_or(poll, |r| r.min(poll));
+        tokio::time::sleep(wait).await;
+        since_renewal += wait;
+        let due = match retry_in {
+            Some(r) => since_renewal >= r,
+            None => since_renewal >= renew_every,
+        };
+        let stop = if due {
             since_renewal = Duration::ZERO;
             match ctx.ledger.renew(
                 &claim.key,
@@ -725,11 +777,26 @@ async fn watch_claim(
                 ctx.clock.now(),
             ) {
                 Ok(RenewOutcome::Renewed {
-                    cancel_requested, ..
-                }) => cancel_requested.then_some(CancelReason::TicketLeftStage),
+                    cancel_requested,
+                    lease_expires_at,
+                }) => {
+                    lease.renewed(lease_expires_at);
+                    retry_in = None;
+                    expired_warned = false;
+                    cancel_requested.then_some(CancelReason::TicketLeftStage)
+                }
                 Ok(RenewOutcome::Lost) => Some(CancelReason::LeaseLost),
                 Err(err) => {
-                    tracing::warn!(%err, "lease renewal failed; will retry");
+                    let next = retry_in
+                        .map_or(FIRST_BACKOFF, next_backoff)
+                        .min(renew_every);
+                    retry_in = Some(next);
+                    if lease.until() <= ctx.clock.now() && !expired_warned {
+                        expired_warned = true;
+                        tracing::error!(%err, "the lease ran out while the ledger was unreachable; the agent goes on, and its outcome is stored only if no other host took the ticket meanwhile");
+                    } else {
+                        tracing::warn!(%err, retry_in_ms = next.as_millis() as u64, "lease renewal failed; retrying");
+                    }
                     None
                 }
             }

@@ -596,6 +596,9 @@ async fn requests_per_idle_tick_and_per_busy_run_are_what_the_docs_say() {
                 search,
                 // the ticket's history (prior roles, attempts, the prompt)
                 "GET /issue/KEY/comment",
+                // the re-read after the claim: did a run of this stage end since the
+                // listing? (issue #20)
+                "GET /issue/KEY/comment",
                 // in progress: status and offered transitions in one read, the transition
                 "GET /issue/KEY",
                 "POST /issue/KEY/transitions",
@@ -610,12 +613,12 @@ async fn requests_per_idle_tick_and_per_busy_run_are_what_the_docs_say() {
             "{mode:?} busy: {busy:#?}"
         );
 
-        // The next stage (backend) has no in-progress status: 6 requests for its run.
+        // The next stage (backend) has no in-progress status: 7 requests for its run.
         h.model.clear_log();
         let r = h.tick().await;
         assert_eq!(r.writebacks(), ["done"], "{}", r.text);
         let backend = h.model.log().len() - 2; // minus /myself and the search
-        assert_eq!(backend, 6, "{mode:?}: {:#?}", h.model.log());
+        assert_eq!(backend, 7, "{mode:?}: {:#?}", h.model.log());
     }
 }
 

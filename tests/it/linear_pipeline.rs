@@ -528,19 +528,19 @@ async fn a_busy_tick_costs_a_fixed_number_of_requests_per_run() {
     }
     let (r, log, complexity) = measure(&h).await;
     assert_eq!(r.runs().len(), 3, "{}", r.text);
-    // viewer + team states + issues, then per run: comments (history), in-progress
-    // transition (re-read, update), write-back (re-read, comments, comment, transition
-    // re-read, update).
-    assert_eq!(log.len(), 3 + 3 * 8, "{log:#?}");
+    // viewer + team states + issues, then per run: comments (history), comments again
+    // after the claim (a stale listing, issue #20), in-progress transition (re-read,
+    // update), write-back (re-read, comments, comment, transition re-read, update).
+    assert_eq!(log.len(), 3 + 3 * 9, "{log:#?}");
     println!(
         "busy tick (3 architect runs): {} requests, complexity {complexity}",
         log.len()
     );
     let (r, log, complexity) = measure(&h).await;
     assert_eq!(r.runs().len(), 3, "{}", r.text);
-    // Backend has no in-progress status: per run comments, write-back re-read,
-    // comments, comment, transition re-read, update.
-    assert_eq!(log.len(), 3 + 3 * 6, "{log:#?}");
+    // Backend has no in-progress status: per run comments, comments after the claim,
+    // write-back re-read, comments, comment, transition re-read, update.
+    assert_eq!(log.len(), 3 + 3 * 7, "{log:#?}");
     println!(
         "busy tick (3 backend runs): {} requests, complexity {complexity}",
         log.len()

@@ -9,6 +9,9 @@ mod github_model;
 #[macro_use]
 #[path = "../ledger_suite/mod.rs"]
 mod ledger_suite;
+#[macro_use]
+#[path = "../crash_suite/mod.rs"]
+mod crash_suite;
 mod gitlab_model;
 mod jira_model;
 mod linear_model;
@@ -70,6 +73,7 @@ mod pipeline_e2e;
 mod pipeline_lib;
 mod run_logs;
 mod secrets;
+mod stale_listing;
 mod status_names;
 mod tick_signals;
 mod tracker_faults;

@@ -473,7 +473,7 @@ fn the_ledger_works_from_inside_current_thread_and_multi_thread_runtimes() {
 
 /// A private cluster of the test service's binaries, for tests that stop and restart the
 /// server (the shared one serves every other test meanwhile).
-struct PrivateCluster {
+pub(crate) struct PrivateCluster {
     _dir: tempfile::TempDir,
     data: std::path::PathBuf,
     bin: std::path::PathBuf,
@@ -485,7 +485,7 @@ impl PrivateCluster {
         as_postgres(&self.bin.join(program))
     }
 
-    fn start() -> PrivateCluster {
+    pub(crate) fn start() -> PrivateCluster {
         let bin = std::path::PathBuf::from(std::env::var("SORTIE_TEST_POSTGRES_BIN").unwrap_or_else(
             |_| panic!("SORTIE_TEST_POSTGRES_BIN is not set: start the test cluster with scripts/services/postgres.sh (see server_url)"),
         ));
@@ -525,7 +525,7 @@ impl PrivateCluster {
         cluster
     }
 
-    fn pg_ctl(&self, action: &str) {
+    pub(crate) fn pg_ctl(&self, action: &str) {
         let options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1",
             self.port,
@@ -550,7 +550,7 @@ impl PrivateCluster {
         );
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!(
             "postgres://sortie@127.0.0.1:{}/postgres?connect_timeout=3",
             self.port

@@ -9,15 +9,20 @@ mod github_model;
 #[macro_use]
 #[path = "../ledger_suite/mod.rs"]
 mod ledger_suite;
+#[macro_use]
+#[path = "../crash_suite/mod.rs"]
+mod crash_suite;
 
 mod agent_clis;
 mod agent_pipeline;
+mod crash_anywhere_postgres;
 mod daemon_dashboard;
 mod forge_contract;
 mod github_contract;
 mod jira_contract;
 mod ledger_postgres;
 mod ledger_postgres_hosts;
+mod ledger_postgres_outage;
 mod model_server;
 mod redmine_contract;
 mod redmine_e2e;

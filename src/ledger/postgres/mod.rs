@@ -85,7 +85,11 @@ impl PostgresLedger {
     /// [`Self::open`] with `pool_size` connections.
     pub fn open_with(url: &str, pool_size: usize) -> Result<PostgresLedger, LedgerError> {
         let target = describe(url);
-        let mut config = postgres::Config::from_str(url).map_err(|err| LedgerError::Open {
+        refuse_tls(url, &target)?;
+        // libpq's `allow` (plain first, TLS if the server insists) is what the client
+        // does without TLS; the client does not parse the word.
+        let url = url.replace("sslmode=allow", "sslmode=disable");
+        let mut config = postgres::Config::from_str(&url).map_err(|err| LedgerError::Open {
             path: target.clone(),
             cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()),
         })?;
@@ -126,6 +130,47 @@ fn describe(url: &str) -> String {
     let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
     let rest = rest.split_once('?').map_or(rest, |(before, _)| before);
     format!("{scheme}://{rest}")
+}
+
+/// The `sslmode` a URL or key=value connection string asks for, if it names one.
+fn sslmode(url: &str) -> Option<String> {
+    let pairs: Vec<&str> = match url.split_once("://") {
+        Some((_, rest)) => rest
+            .split_once('?')
+            .map(|(_, query)| query.split('&').collect())
+            .unwrap_or_default(),
+        None => url.split_whitespace().collect(),
+    };
+    pairs.iter().rev().find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key.trim() == "sslmode").then(|| value.trim().trim_matches('\'').to_ascii_lowercase())
+    })
+}
+
+/// This build has no TLS: a URL that requires it is refused before anything is sent,
+/// naming the setting, rather than failing later with the client's terse "TLS not
+/// supported" or being silently downgraded. `disable`, `allow` and `prefer` (libpq's
+/// default) connect without TLS, which those modes permit.
+fn refuse_tls(url: &str, target: &str) -> Result<(), LedgerError> {
+    let Some(mode) = sslmode(url) else {
+        return Ok(());
+    };
+    let message = match mode.as_str() {
+        "disable" | "allow" | "prefer" => return Ok(()),
+        "require" | "verify-ca" | "verify-full" => format!(
+            "the URL asks for TLS (sslmode={mode}), which this sortie build does not support; \
+             connect through a TLS tunnel on the host (stunnel, pgbouncer with \
+             server_tls_sslmode) with sslmode=disable to it, or use sslmode=disable on a \
+             network you trust (docs/ledger.md)"
+        ),
+        other => format!(
+            "sslmode={other} is not one of disable, allow, prefer, require, verify-ca, verify-full"
+        ),
+    };
+    Err(LedgerError::Open {
+        path: target.to_string(),
+        cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, message),
+    })
 }
 
 fn owned(scope: Scope<'_>) -> Option<String> {
@@ -426,6 +471,45 @@ mod tests {
         let err = PostgresLedger::open("postgres://u:pw@h:notaport/db").unwrap_err();
         assert!(matches!(err, LedgerError::Open { .. }), "{err:?}");
         assert!(!err.to_string().contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn a_url_that_requires_tls_is_refused_naming_sslmode() {
+        for mode in ["require", "verify-ca", "verify-full", "REQUIRE"] {
+            let url =
+                format!("postgres://u:secret@127.0.0.1:1/db?connect_timeout=1&sslmode={mode}");
+            let err = PostgresLedger::open(&url).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, LedgerError::Open { .. }), "{mode}: {err:?}");
+            assert!(
+                text.contains(&format!("sslmode={}", mode.to_ascii_lowercase())),
+                "{text}"
+            );
+            assert!(text.contains("does not support"), "{text}");
+            assert!(!text.contains("secret"), "{text}");
+        }
+        let err = PostgresLedger::open("host=127.0.0.1 port=1 sslmode=verify-full").unwrap_err();
+        assert!(err.to_string().contains("sslmode=verify-full"), "{err}");
+        let err = PostgresLedger::open("postgres://h/db?sslmode=sometimes").unwrap_err();
+        assert!(
+            err.to_string().contains("sslmode=sometimes is not one of"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn modes_that_allow_plain_connections_connect_without_tls() {
+        // Nothing listens on port 1: getting as far as connecting (Unavailable) shows the
+        // mode was accepted.
+        for mode in ["disable", "allow", "prefer"] {
+            let url =
+                format!("postgres://sortie@127.0.0.1:1/sortie?connect_timeout=2&sslmode={mode}");
+            let err = PostgresLedger::open(&url).unwrap_err();
+            assert!(
+                matches!(err, LedgerError::Unavailable(_)),
+                "{mode}: {err:?}"
+            );
+        }
     }
 
     #[test]

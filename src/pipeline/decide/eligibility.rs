@@ -82,6 +82,15 @@ pub enum SkipReason {
         /// Which part fails (`label agent-ok missing`).
         detail: String,
     },
+    /// Claimed from a listing that was already stale: another run of this stage ended
+    /// after the tick listed the board (its block is on the ticket), so the claim was
+    /// given back without running (issue #20).
+    EndedSinceListing {
+        /// The newer block's outcome (`success`, `failure (reason_code)`).
+        outcome: String,
+        /// Its attempt.
+        attempt: u32,
+    },
     /// The tracker failed while checking this ticket.
     TrackerError {
         /// What it said.
@@ -141,6 +150,10 @@ impl std::fmt::Display for SkipReason {
                 write!(f, "{scope} cap reached ({limit} in flight)")
             }
             SkipReason::Filtered { detail } => write!(f, "{detail} (filter)"),
+            SkipReason::EndedSinceListing { outcome, attempt } => write!(
+                f,
+                "attempt {attempt} of this stage ended ({outcome}) after this tick listed the board; claim given back, nothing run"
+            ),
             SkipReason::TrackerError { message } => write!(f, "tracker error: {message}"),
         }
     }
