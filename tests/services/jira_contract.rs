@@ -40,6 +40,7 @@ fn tracker() -> (JiraTracker, Arc<Mutex<Vec<Exchange>>>) {
         claim_statuses: vec!["To Do".into()],
         pipeline_statuses: vec![],
         page_size: PAGE_SIZE,
+        link_type: "Blocks".into(),
     };
     let t = JiraTracker::new(
         settings,
