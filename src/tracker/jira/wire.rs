@@ -397,6 +397,64 @@ mod tests {
         assert!(time("yesterday").is_none());
     }
 
+    fn cx<'a>(claim: &'a [String], named: &'a [String]) -> TicketContext<'a> {
+        TicketContext {
+            base: "https://j",
+            cloud: true,
+            priority_order: &[],
+            claim_statuses: claim,
+            pipeline_statuses: named,
+            link_type: "Blocks",
+        }
+    }
+
+    fn link(kind: &str, side: &str, key: &str, status: &str, category: &str) -> Value {
+        serde_json::json!({"id": "1", "type": {"name": kind, "inward": "is blocked by", "outward": "blocks"},
+            side: {"key": key, "fields": {"status": {"name": status, "statusCategory": {"key": category}}}}})
+    }
+
+    #[test]
+    fn only_inward_links_of_the_blocking_type_are_blockers_with_their_status() {
+        let claim = vec!["Ready for QA".to_string()];
+        let named = vec!["on hold".to_string()];
+        let links = serde_json::json!([
+            link("Blocks", "inwardIssue", "A-1", "On Hold", "indeterminate"),
+            link("blocks", "inwardIssue", "A-2", "Won't Do", "done"),
+            link("Blocks", "inwardIssue", "A-3", "Ready for QA", "done"),
+            link("Blocks", "outwardIssue", "A-4", "On Hold", "new"),
+            link("Relates", "inwardIssue", "A-5", "On Hold", "new"),
+            {"type": {"name": "Blocks"}, "inwardIssue": {"key": "A-6"}},
+            {"type": {"name": "Cloners"}, "inwardIssue": {"no": "key"}},
+        ]);
+        let got = blockers("P-1", &links, &cx(&claim, &named)).unwrap();
+        let seen: Vec<(&str, Option<&str>, bool)> = got
+            .iter()
+            .map(|b| (b.id.as_str(), b.status.as_deref(), b.closed))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("A-1", Some("on hold"), false), // the config's spelling
+                ("A-2", Some("Won't Do"), true), // done category
+                ("A-3", Some("Ready for QA"), false), // a stage claims from it
+                ("A-6", None, false),            // no status: not done
+            ]
+        );
+    }
+
+    #[test]
+    fn a_blocking_link_sortie_cannot_read_is_an_error_naming_the_issue() {
+        let bad = [
+            serde_json::json!([{"type": {"name": "Blocks"}, "inwardIssue": {"id": "7"}}]),
+            serde_json::json!([{"inwardIssue": {"key": "A-1"}}]),
+            serde_json::json!({"not": "a list"}),
+        ];
+        for links in bad {
+            let err = blockers("P-1", &links, &cx(&[], &[])).unwrap_err();
+            assert!(err.starts_with("issue P-1:"), "{err}");
+        }
+    }
+
     #[test]
     fn jql_literals_escape_quotes_and_backslashes() {
         assert_eq!(quote(r#"In "Design" \ x"#), r#""In \"Design\" \\ x""#);
