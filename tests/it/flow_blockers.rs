@@ -180,10 +180,7 @@ fn blockers_are_read_by_default_where_the_tracker_has_them_and_the_adapter_agree
 
 #[test]
 fn enabling_blockers_where_the_adapter_cannot_read_them_is_a_config_error() {
-    for (kind, tracker, _) in KINDS
-        .iter()
-        .filter(|(k, _, _)| *k == "gitea")
-    {
+    for (kind, tracker, _) in KINDS.iter().filter(|(k, _, _)| *k == "gitea") {
         let with = tracker.replacen('{', "{blockers: {enabled: true}, ", 1);
         let sb = Sandbox::with_config(&kind_config(&with));
         let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
@@ -231,11 +228,7 @@ fn a_jira_link_type_is_refused_on_other_trackers_and_an_empty_one_on_jira() {
     assert!(err.contains("tracker.blockers.link_type"), "{err}");
 
     let named = jira.replacen('{', "{blockers: {link_type: Depends}, ", 1);
-    std::fs::write(
-        sb.path().join("pipeline.yaml"),
-        kind_config(&named),
-    )
-    .unwrap();
+    std::fs::write(sb.path().join("pipeline.yaml"), kind_config(&named)).unwrap();
     let cfg = sortie::config::Config::load(&sb.path().join("pipeline.yaml")).expect("valid");
     let settings = sortie::tracker::jira::JiraSettings::from_config(&cfg).unwrap();
     assert_eq!(settings.link_type, "Depends");

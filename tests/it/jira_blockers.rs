@@ -8,8 +8,7 @@ use crate::jira_model::Mode;
 use crate::jira_pipeline::Harness;
 
 #[tokio::test]
-async fn a_blocked_jira_issue_waits_with_the_reason_then_runs_the_tick_after_its_blocker_is_done(
-) {
+async fn a_blocked_jira_issue_waits_with_the_reason_then_runs_the_tick_after_its_blocker_is_done() {
     for mode in [Mode::Cloud, Mode::DataCenter] {
         let h = Harness::new(mode, &["true"]).await;
         let blocker = h.model.add_issue("schema first", "On Hold", &[]);
@@ -25,7 +24,10 @@ async fn a_blocked_jira_issue_waits_with_the_reason_then_runs_the_tick_after_its
         let skip = &r.json["skips"][0];
         assert_eq!(skip["ticket"], blocked.as_str(), "{:#}", r.json);
         assert_eq!(skip["reason"], "blocked", "{:#}", r.json);
-        assert_eq!(skip["by"], serde_json::json!([format!("#{blocker} (On Hold)")]));
+        assert_eq!(
+            skip["by"],
+            serde_json::json!([format!("#{blocker} (On Hold)")])
+        );
         assert!(
             r.text.contains(&format!("blocked by #{blocker} (On Hold)")),
             "{}",

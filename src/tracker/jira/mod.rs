@@ -25,8 +25,7 @@ use tokio::sync::OnceCell;
 use self::client::{Auth, RestClient};
 use self::wire::{quote, CloudPage, CommentPage, DcPage, Issue, Myself, TicketContext, FIELDS};
 use super::{
-    same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker,
-    TrackerError,
+    same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};

@@ -260,7 +260,11 @@ impl TicketContext<'_> {
     /// Whether a status is finished for sortie: its category is *done* and no stage
     /// claims from it (a claimed status is work to do, whatever its category).
     fn closed(&self, status: &Status) -> bool {
-        status.is_done() && !self.claim_statuses.iter().any(|s| same_name(s, &status.name))
+        status.is_done()
+            && !self
+                .claim_statuses
+                .iter()
+                .any(|s| same_name(s, &status.name))
     }
 }
 
@@ -434,10 +438,10 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("A-1", Some("on hold"), false), // the config's spelling
-                ("A-2", Some("Won't Do"), true), // done category
+                ("A-1", Some("on hold"), false),      // the config's spelling
+                ("A-2", Some("Won't Do"), true),      // done category
                 ("A-3", Some("Ready for QA"), false), // a stage claims from it
-                ("A-6", None, false),            // no status: not done
+                ("A-6", None, false),                 // no status: not done
             ]
         );
     }

@@ -58,7 +58,11 @@ const LINK_TYPES: &[(&str, &str, &str)] = &[
 
 /// An issue as the other end of a link: key, and the few fields Jira sends.
 fn linked_json(s: &State, key: &str) -> Value {
-    let status = s.issues.get(key).map(|i| i.status.clone()).unwrap_or_default();
+    let status = s
+        .issues
+        .get(key)
+        .map(|i| i.status.clone())
+        .unwrap_or_default();
     json!({
         "id": key.trim_start_matches(&format!("{PROJECT}-")),
         "key": key,
