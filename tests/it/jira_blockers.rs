@@ -142,3 +142,38 @@ async fn blockers_off_runs_a_linked_issue_without_reading_links() {
         .iter()
         .any(|l| l.path.contains("fields=issuelinks")));
 }
+
+#[tokio::test]
+async fn links_read_one_issue_at_a_time_are_bounded_per_tick() {
+    let h = Harness::new(Mode::Cloud, &["true"])
+        .await
+        .with_tracker_yaml("  blockers: {max_reads_per_tick: 1}");
+    h.model.add_issue("a", "Ready for Design", &[]);
+    h.model.add_issue("b", "Ready for Design", &[]);
+    h.model.set_linking_off(true);
+    for _ in 0..2 {
+        h.model.clear_log();
+        let r = h.tick().await;
+        assert!(r.runs().is_empty(), "{}", r.text);
+        let reads = h
+            .model
+            .log()
+            .iter()
+            .filter(|l| l.path.contains("fields=issuelinks"))
+            .count();
+        assert_eq!(reads, 1, "max_reads_per_tick: 1");
+        let held: Vec<&str> = r.json["skips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["reason"] == "blockers_unknown")
+            .map(|s| s["message"].as_str().unwrap())
+            .collect();
+        assert_eq!(held.len(), 2, "both held: {:#}", r.json);
+        assert_eq!(
+            held.iter().filter(|m| m.contains("used up")).count(),
+            1,
+            "the one not read waits for a later tick: {held:?}"
+        );
+    }
+}
