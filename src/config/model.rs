@@ -101,11 +101,14 @@ impl TicketFilter {
 /// `tracker.blockers:`: tracker-native "blocked by" links hold tickets back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BlockersConfig {
-    /// Whether blockers are read. Default: true on the local board, GitHub, Redmine and
-    /// Linear; false on GitLab (opt in); Jira and Gitea cannot read them (true is refused).
+    /// Whether blockers are read. Default: true on the local board, GitHub, Redmine,
+    /// Linear and Jira; false on GitLab (opt in); Gitea cannot read them (true is refused).
     pub enabled: Option<bool>,
     /// Blocker reads per tick on trackers that need one request per ticket. Default 20.
     pub max_reads_per_tick: u32,
+    /// Jira only: the issue link type whose inward links ("is blocked by") are
+    /// blockers. Default `Blocks` (Jira's built-in type); refused on other trackers.
+    pub link_type: Option<String>,
 }
 
 impl Default for BlockersConfig {
@@ -113,6 +116,7 @@ impl Default for BlockersConfig {
         BlockersConfig {
             enabled: None,
             max_reads_per_tick: super::defaults::DEFAULT_BLOCKER_READS_PER_TICK,
+            link_type: None,
         }
     }
 }
@@ -310,10 +314,7 @@ pub enum LinearTokenType {
 impl TrackerConfig {
     /// Whether the adapter can read tracker-native blockers at all.
     pub fn can_read_blockers(&self) -> bool {
-        !matches!(
-            self,
-            TrackerConfig::Jira { .. } | TrackerConfig::Gitea { .. }
-        )
+        !matches!(self, TrackerConfig::Gitea { .. })
     }
 
     /// Whether blockers are read when `tracker.blockers.enabled` is not set: where the

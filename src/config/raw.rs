@@ -122,6 +122,7 @@ pub(crate) struct RawFilter {
 pub(crate) struct RawBlockers {
     pub(crate) enabled: Option<bool>,
     pub(crate) max_reads_per_tick: Option<u32>,
+    pub(crate) link_type: Option<String>,
 }
 
 /// `concurrency:`.

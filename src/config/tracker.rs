@@ -483,8 +483,8 @@ pub(super) fn normalize_blockers(
     let path = FieldPath::root().key("tracker").key("blockers");
     if let Some(tracker) = tracker.filter(|t| raw.enabled == Some(true) && !t.can_read_blockers()) {
         let kind = match tracker {
-            TrackerConfig::Jira { .. } => "Jira (issue links)",
-            _ => "Gitea (issue dependencies)",
+            TrackerConfig::Gitea { .. } => "Gitea (issue dependencies)",
+            _ => "this tracker",
         };
         problems.at_value(
             &path.key("enabled"),
@@ -503,8 +503,23 @@ pub(super) fn normalize_blockers(
             "expected at least 1 (set `enabled: false` to read no blockers)",
         );
     }
+    let link_type = raw.link_type.map(|l| l.trim().to_string());
+    if let Some(link_type) = &link_type {
+        if tracker.is_some_and(|t| !matches!(t, TrackerConfig::Jira { .. })) {
+            problems.at_value(
+                &path.key("link_type"),
+                "`link_type` names a Jira issue link type; this tracker has none (remove it)",
+            );
+        } else if link_type.is_empty() {
+            problems.at_value(
+                &path.key("link_type"),
+                "expected the name of a Jira issue link type (default `Blocks`)",
+            );
+        }
+    }
     BlockersConfig {
         enabled: raw.enabled,
         max_reads_per_tick: max,
+        link_type,
     }
 }

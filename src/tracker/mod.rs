@@ -111,10 +111,10 @@ pub struct Capabilities {
     /// The adapter sends an `Idempotency-Key` header with writes.
     pub idempotency_header: bool,
     /// Blockers are read unless the config says otherwise (`tracker.blockers.enabled`):
-    /// true where the tracker has them (the local board and Linear with the listing,
-    /// GitHub and Redmine with a request per candidate); false on GitLab (blocking links
-    /// need a paid tier: opt in) and where the adapter cannot read them (Jira, Gitea;
-    /// turning them on there is a config error). Agrees with
+    /// true where the tracker has them (the local board, Linear and Jira with the
+    /// listing, GitHub and Redmine with a request per candidate); false on GitLab
+    /// (blocking links need a paid tier: opt in) and where the adapter cannot read them
+    /// (Gitea; turning them on there is a config error). Agrees with
     /// [`crate::config::TrackerConfig::blockers_by_default`].
     pub blockers: bool,
 }

@@ -143,7 +143,7 @@ const KINDS: &[(&str, &str, bool)] = &[
     (
         "jira",
         "{kind: jira, url: 'http://127.0.0.1:9', project: APP, email_env: SORTIE_TEST_BLOCKER_DEFAULTS, token_env: SORTIE_TEST_BLOCKER_DEFAULTS}",
-        false,
+        true,
     ),
 ];
 
@@ -180,10 +180,7 @@ fn blockers_are_read_by_default_where_the_tracker_has_them_and_the_adapter_agree
 
 #[test]
 fn enabling_blockers_where_the_adapter_cannot_read_them_is_a_config_error() {
-    for (kind, tracker, _) in KINDS
-        .iter()
-        .filter(|(k, _, _)| ["jira", "gitea"].contains(k))
-    {
+    for (kind, tracker, _) in KINDS.iter().filter(|(k, _, _)| *k == "gitea") {
         let with = tracker.replacen('{', "{blockers: {enabled: true}, ", 1);
         let sb = Sandbox::with_config(&kind_config(&with));
         let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
@@ -205,4 +202,34 @@ fn enabling_blockers_where_the_adapter_cannot_read_them_is_a_config_error() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn a_jira_link_type_is_refused_on_other_trackers_and_an_empty_one_on_jira() {
+    // Issue #18: `tracker.blockers.link_type` names a Jira issue link type.
+    let (_, github, _) = KINDS[1];
+    let with = github.replacen('{', "{blockers: {link_type: Depends}, ", 1);
+    let sb = Sandbox::with_config(&kind_config(&with));
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert_eq!(out.status.code(), Some(2), "refused on GitHub");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pipeline.yaml:1:") && err.contains("tracker.blockers.link_type"),
+        "file, line and field:\n{err}"
+    );
+    assert!(err.contains("Jira issue link type"), "{err}");
+
+    let (_, jira, _) = KINDS.iter().find(|(k, _, _)| *k == "jira").unwrap();
+    let empty = jira.replacen('{', "{blockers: {link_type: ' '}, ", 1);
+    let sb = Sandbox::with_config(&kind_config(&empty));
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert_eq!(out.status.code(), Some(2), "an empty link type");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("tracker.blockers.link_type"), "{err}");
+
+    let named = jira.replacen('{', "{blockers: {link_type: Depends}, ", 1);
+    std::fs::write(sb.path().join("pipeline.yaml"), kind_config(&named)).unwrap();
+    let cfg = sortie::config::Config::load(&sb.path().join("pipeline.yaml")).expect("valid");
+    let settings = sortie::tracker::jira::JiraSettings::from_config(&cfg).unwrap();
+    assert_eq!(settings.link_type, "Depends");
 }

@@ -27,6 +27,7 @@ fn settings(model: &JiraModel, jql: Option<&str>) -> JiraSettings {
         claim_statuses: vec!["Ready for Design".into()],
         pipeline_statuses: vec!["ready for design".into()],
         page_size: PAGE_SIZE,
+        link_type: "Blocks".into(),
     }
 }
 

@@ -108,7 +108,7 @@ impl Harness {
     }
 
     /// Lines added under `tracker:` (two-space indented).
-    fn with_tracker_yaml(mut self, extra: &str) -> Self {
+    pub(crate) fn with_tracker_yaml(mut self, extra: &str) -> Self {
         self.extra = extra.to_string();
         self
     }
@@ -136,9 +136,9 @@ impl Harness {
         cfg
     }
 
-    /// The adapter a `sortie` process would open for this config.
-    pub fn tracker(&self) -> JiraTracker {
-        let settings = JiraSettings::from_config(&self.config()).expect("a Jira config");
+    /// The adapter a `sortie` process would open for `cfg`.
+    fn tracker_for(&self, cfg: &Config) -> JiraTracker {
+        let settings = JiraSettings::from_config(cfg).expect("a Jira config");
         let (email, token) = match self.model.mode {
             Mode::Cloud => (
                 Some(jira_model::EMAIL.to_string()),
@@ -154,10 +154,21 @@ impl Harness {
     }
 
     /// One tick in a new process.
-    async fn tick(&self) -> Report {
-        let cfg = self.config();
+    pub(crate) async fn tick(&self) -> Report {
+        self.tick_config(self.config()).await
+    }
+
+    /// One tick with the config's `terminal_states` replaced by `terminal`.
+    pub(crate) async fn tick_with_terminal(&self, terminal: &[&str]) -> Report {
+        let mut cfg = self.config();
+        cfg.terminal_states = terminal.iter().map(|s| s.to_string()).collect();
+        self.tick_config(cfg).await
+    }
+
+    async fn tick_config(&self, cfg: Config) -> Report {
         let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).expect("ledger"));
-        let p = Pipeline::builder(cfg, Arc::new(self.tracker()), ledger)
+        let tracker = Arc::new(self.tracker_for(&cfg));
+        let p = Pipeline::builder(cfg, tracker, ledger)
             .clock(self.clock.clone())
             .build()
             .await
@@ -170,7 +181,7 @@ impl Harness {
     }
 
     /// The outcome blocks sortie's own account wrote on an issue.
-    fn blocks(&self, key: &str) -> Vec<OutcomeBlock> {
+    pub(crate) fn blocks(&self, key: &str) -> Vec<OutcomeBlock> {
         let me = match self.model.mode {
             Mode::Cloud => BOT_ACCOUNT,
             Mode::DataCenter => BOT_NAME,
@@ -190,7 +201,7 @@ impl Harness {
     }
 
     /// Roles and kinds of the blocks on an issue, oldest first.
-    fn outcomes(&self, key: &str) -> Vec<(String, &'static str)> {
+    pub(crate) fn outcomes(&self, key: &str) -> Vec<(String, &'static str)> {
         self.blocks(key)
             .iter()
             .map(|b| {
@@ -205,13 +216,13 @@ impl Harness {
 }
 
 /// What a tick reported.
-struct Report {
-    json: Value,
-    text: String,
+pub(crate) struct Report {
+    pub json: Value,
+    pub text: String,
 }
 
 impl Report {
-    fn runs(&self) -> &Vec<Value> {
+    pub fn runs(&self) -> &Vec<Value> {
         self.json["runs"].as_array().unwrap()
     }
     fn writebacks(&self) -> Vec<&str> {

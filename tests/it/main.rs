@@ -58,6 +58,7 @@ mod hooks_webhook;
 mod hostile_input;
 mod jira_adapter;
 mod jira_adf;
+mod jira_blockers;
 mod jira_pipeline;
 mod leases_and_cancel;
 mod ledger_cli;

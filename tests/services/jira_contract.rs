@@ -40,6 +40,7 @@ fn tracker() -> (JiraTracker, Arc<Mutex<Vec<Exchange>>>) {
         claim_statuses: vec!["To Do".into()],
         pipeline_statuses: vec![],
         page_size: PAGE_SIZE,
+        link_type: "Blocks".into(),
     };
     let t = JiraTracker::new(
         settings,
@@ -103,6 +104,9 @@ async fn every_request_the_cloud_adapter_makes_fits_atlassians_openapi_descripti
         t.get("PROJ-1").await.is_err(),
         "the example issue is EX-1 without a status"
     );
+    // An issue's links alone (read for an issue whose listing carried none, issue #18);
+    // the example answers as EX-1, which reads as a moved issue.
+    assert!(t.blockers("PROJ-1").await.is_err(), "the example is EX-1");
     t.comments("PROJ-1").await.expect("comments");
     // Writes: a comment with prose and a block, and a transition (the status read
     // before it fails on the example, so the post is made directly).
@@ -178,6 +182,24 @@ async fn every_request_the_cloud_adapter_makes_fits_atlassians_openapi_descripti
             panic!("{doc:#}\nbreaks the ADF rules: {err:#}");
         }
     }
+
+    assert!(
+        exchanges
+            .iter()
+            .any(|e| e.method == "GET" && e.url.ends_with("/issue/PROJ-1?fields=issuelinks")),
+        "the links read was sent"
+    );
+    // The search asks for the issue links with the other fields (blockers at no extra
+    // request).
+    let search = exchanges
+        .iter()
+        .find(|e| operation(e) == "POST /search/jql")
+        .unwrap();
+    let fields = &search.body.as_ref().unwrap()["fields"];
+    assert!(
+        fields.as_array().unwrap().iter().any(|f| f == "issuelinks"),
+        "{fields}"
+    );
 
     // The search carries the clause parenthesised after project and statuses.
     let search = exchanges

@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 use self::client::{Auth, RestClient};
 use self::wire::{quote, CloudPage, CommentPage, DcPage, Issue, Myself, TicketContext, FIELDS};
 use super::{
-    same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
+    same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};
@@ -36,6 +36,9 @@ pub use self::client::{jira_said, Exchange, Observer, REQUEST_TIMEOUT};
 pub const PAGE_SIZE: u32 = 100;
 /// Comments per page.
 const COMMENT_PAGE: u32 = 100;
+/// The issue link type whose links are blockers when `tracker.blockers.link_type` is
+/// not set: Jira's built-in one (inward "is blocked by", outward "blocks").
+pub const DEFAULT_LINK_TYPE: &str = "Blocks";
 
 /// What the adapter is built from (the `tracker:` section, resolved).
 #[derive(Debug, Clone)]
@@ -59,6 +62,8 @@ pub struct JiraSettings {
     pub pipeline_statuses: Vec<String>,
     /// Issues per search page.
     pub page_size: u32,
+    /// The issue link type whose inward links are blockers. Default [`DEFAULT_LINK_TYPE`].
+    pub link_type: String,
 }
 
 impl JiraSettings {
@@ -99,6 +104,11 @@ impl JiraSettings {
             claim_statuses,
             pipeline_statuses,
             page_size: PAGE_SIZE,
+            link_type: config
+                .blockers
+                .link_type
+                .clone()
+                .unwrap_or_else(|| DEFAULT_LINK_TYPE.to_string()),
         })
     }
 }
@@ -209,6 +219,7 @@ impl JiraTracker {
             priority_order: &self.settings.priority_order,
             claim_statuses: &self.settings.claim_statuses,
             pipeline_statuses: &self.settings.pipeline_statuses,
+            link_type: &self.settings.link_type,
         }
     }
 
@@ -401,7 +412,7 @@ impl Tracker for JiraTracker {
         Capabilities {
             native_statuses: true,
             idempotency_header: false,
-            blockers: false,
+            blockers: true,
         }
     }
 
@@ -449,6 +460,38 @@ impl Tracker for JiraTracker {
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let issue = self.issue(id).await?;
         wire::ticket(&issue, &self.cx()).map_err(TrackerError::Invalid)
+    }
+
+    /// The issue's links alone (`fields=issuelinks`), for a ticket whose listing did
+    /// not carry readable links: a site without issue linking sends no such field, and
+    /// that is an error (held, never dispatched on a guess), not "no blockers".
+    async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
+        let key = self.key(id)?;
+        let read: wire::IssueLinks = self
+            .api
+            .get(&format!("/issue/{key}?fields=issuelinks"))
+            .await
+            .map_err(|e| match e {
+                TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
+                    "issue {key} does not exist (deleted, or moved out of reach of this \
+                     account): {detail}"
+                )),
+                other => other,
+            })?;
+        if read.key != key {
+            return Err(TrackerError::NotFound(format!(
+                "issue {key} was moved; it is now {}",
+                read.key
+            )));
+        }
+        let Some(links) = read.fields.issuelinks else {
+            return Err(TrackerError::Unsupported(format!(
+                "Jira sent no `issuelinks` field for {key} (issue linking is turned off \
+                 on this site, or the field is hidden); set `tracker.blockers.enabled: \
+                 false` if the project has no blockers"
+            )));
+        };
+        wire::blockers(key, &links, &self.cx()).map_err(TrackerError::Invalid)
     }
 
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
@@ -564,6 +607,7 @@ mod tests {
             claim_statuses: vec![],
             pipeline_statuses: vec![],
             page_size: PAGE_SIZE,
+            link_type: DEFAULT_LINK_TYPE.into(),
         };
         JiraTracker::new(settings, Some("a@b".into()), "t".into(), "$E / $T".into()).unwrap()
     }

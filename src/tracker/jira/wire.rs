@@ -7,9 +7,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::block::jira::{adf, wiki};
-use crate::tracker::{same_name, Comment, Ticket};
+use crate::tracker::{same_name, Blocker, Comment, Ticket};
 
-/// The fields a listing or a read asks for: only what a ticket is made of.
+/// The fields a listing or a read asks for: only what a ticket is made of (its issue
+/// links carry its blockers, with their statuses, at no extra request).
 pub const FIELDS: &[&str] = &[
     "summary",
     "description",
@@ -19,6 +20,7 @@ pub const FIELDS: &[&str] = &[
     "created",
     "updated",
     "assignee",
+    "issuelinks",
 ];
 
 /// `GET /myself`.
@@ -105,6 +107,10 @@ pub struct Fields {
     pub updated: Option<String>,
     #[serde(default)]
     pub assignee: Option<User>,
+    /// Read apart ([`blockers`]): a link sortie cannot read holds only this ticket.
+    /// Absent when the site has issue linking turned off.
+    #[serde(default)]
+    pub issuelinks: Option<Value>,
 }
 
 /// One issue.
@@ -171,6 +177,20 @@ pub struct IssueTransitions {
     pub transitions: Vec<Transition>,
 }
 
+/// `GET /issue/{key}?fields=issuelinks`: the links alone (a blocker read).
+#[derive(Debug, Deserialize)]
+pub struct IssueLinks {
+    pub key: String,
+    pub fields: LinksOnly,
+}
+
+/// An issue's fields when only its links were asked.
+#[derive(Debug, Deserialize)]
+pub struct LinksOnly {
+    #[serde(default)]
+    pub issuelinks: Option<Value>,
+}
+
 /// An issue's fields when only its status was asked.
 #[derive(Debug, Deserialize)]
 pub struct StatusOnly {
@@ -223,6 +243,92 @@ pub struct TicketContext<'a> {
     pub claim_statuses: &'a [String],
     /// The config's spelling of every status it names.
     pub pipeline_statuses: &'a [String],
+    /// The issue link type whose inward links are blockers (`Blocks`).
+    pub link_type: &'a str,
+}
+
+impl TicketContext<'_> {
+    /// A status name in the config's spelling when the config names it.
+    fn spelled(&self, name: &str) -> String {
+        self.pipeline_statuses
+            .iter()
+            .find(|s| same_name(s, name))
+            .cloned()
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    /// Whether a status is finished for sortie: its category is *done* and no stage
+    /// claims from it (a claimed status is work to do, whatever its category).
+    fn closed(&self, status: &Status) -> bool {
+        status.is_done()
+            && !self
+                .claim_statuses
+                .iter()
+                .any(|s| same_name(s, &status.name))
+    }
+}
+
+/// One entry of `fields.issuelinks`: its type and the issue at the other end.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IssueLink {
+    #[serde(rename = "type")]
+    kind: LinkType,
+    #[serde(default)]
+    inward_issue: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LinkType {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The issue at the other end of a link, with the few fields Jira sends for it.
+#[derive(Debug, Deserialize)]
+struct LinkedIssue {
+    key: String,
+    #[serde(default)]
+    fields: Option<LinkedFields>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LinkedFields {
+    #[serde(default)]
+    status: Option<Status>,
+}
+
+/// The blockers among an issue's links: every link of type `cx.link_type` (compared
+/// ignoring case) whose other end is its `inwardIssue`, i.e. the issue "is blocked by"
+/// it, with that issue's status. Links of other types, and links this issue is the
+/// blocker of (`outwardIssue`), are not blockers. `Err` says why a link of the
+/// blocking type cannot be read: the ticket is then held, never dispatched on a guess.
+pub fn blockers(key: &str, links: &Value, cx: &TicketContext<'_>) -> Result<Vec<Blocker>, String> {
+    let Value::Array(links) = links else {
+        return Err(format!("issue {key}: `issuelinks` is not a list: {links}"));
+    };
+    let mut out = Vec::new();
+    for link in links {
+        let link: IssueLink = serde_json::from_value(link.clone())
+            .map_err(|e| format!("issue {key}: an issue link sortie cannot read ({e}): {link}"))?;
+        let name = link.kind.name.as_deref().unwrap_or("");
+        if !same_name(name, cx.link_type) {
+            continue;
+        }
+        let Some(other) = link.inward_issue else {
+            continue; // this issue blocks the other one
+        };
+        let other: LinkedIssue = serde_json::from_value(other.clone()).map_err(|e| {
+            format!("issue {key}: a {name:?} link whose blocker sortie cannot read ({e}): {other}")
+        })?;
+        let status = other.fields.and_then(|f| f.status);
+        out.push(Blocker {
+            id: other.key,
+            closed: status.as_ref().is_some_and(|s| cx.closed(s)),
+            status: status.map(|s| cx.spelled(&s.name)),
+        });
+    }
+    Ok(out)
 }
 
 /// An issue as a ticket; an unreadable time is an error naming the issue.
@@ -237,34 +343,34 @@ pub fn ticket(issue: &Issue, cx: &TicketContext<'_>) -> Result<Ticket, String> {
         .and_then(|p| p.name.as_deref())
         .and_then(|name| cx.priority_order.iter().position(|p| same_name(p, name)))
         .map(|i| i as i64);
-    let claimed = cx
-        .claim_statuses
-        .iter()
-        .any(|s| same_name(s, &f.status.name));
+    let blocked_by = match f.issuelinks.as_ref().map(|l| blockers(&issue.key, l, cx)) {
+        Some(Ok(blockers)) => Some(blockers),
+        // Absent or unreadable: `Tracker::blockers` reads them again, and says why.
+        Some(Err(e)) => {
+            tracing::warn!("Jira {e}");
+            None
+        }
+        None => None,
+    };
     Ok(Ticket {
         id: issue.key.clone(),
         title: f.summary.clone().unwrap_or_default(),
         body: f.description.as_ref().map(markdown).unwrap_or_default(),
         // The config's spelling, so `In design` in the config is `In Design` in Jira.
-        status: cx
-            .pipeline_statuses
-            .iter()
-            .find(|s| same_name(s, &f.status.name))
-            .cloned()
-            .unwrap_or_else(|| f.status.name.clone()),
+        status: cx.spelled(&f.status.name),
         labels: f.labels.clone(),
         priority,
         created_at: created,
         updated_at: updated,
         url: Some(format!("{}/browse/{}", cx.base, issue.key)),
-        closed: f.status.is_done() && !claimed,
+        closed: cx.closed(&f.status),
         assignees: f
             .assignee
             .iter()
             .map(|u| u.id(cx.cloud))
             .filter(|id| !id.is_empty())
             .collect(),
-        blocked_by: None,
+        blocked_by,
     })
 }
 
@@ -293,6 +399,64 @@ mod tests {
         let b = time("2024-01-31T11:00:00.000+01:00").unwrap();
         assert_eq!(a, b);
         assert!(time("yesterday").is_none());
+    }
+
+    fn cx<'a>(claim: &'a [String], named: &'a [String]) -> TicketContext<'a> {
+        TicketContext {
+            base: "https://j",
+            cloud: true,
+            priority_order: &[],
+            claim_statuses: claim,
+            pipeline_statuses: named,
+            link_type: "Blocks",
+        }
+    }
+
+    fn link(kind: &str, side: &str, key: &str, status: &str, category: &str) -> Value {
+        serde_json::json!({"id": "1", "type": {"name": kind, "inward": "is blocked by", "outward": "blocks"},
+            side: {"key": key, "fields": {"status": {"name": status, "statusCategory": {"key": category}}}}})
+    }
+
+    #[test]
+    fn only_inward_links_of_the_blocking_type_are_blockers_with_their_status() {
+        let claim = vec!["Ready for QA".to_string()];
+        let named = vec!["on hold".to_string()];
+        let links = serde_json::json!([
+            link("Blocks", "inwardIssue", "A-1", "On Hold", "indeterminate"),
+            link("blocks", "inwardIssue", "A-2", "Won't Do", "done"),
+            link("Blocks", "inwardIssue", "A-3", "Ready for QA", "done"),
+            link("Blocks", "outwardIssue", "A-4", "On Hold", "new"),
+            link("Relates", "inwardIssue", "A-5", "On Hold", "new"),
+            {"type": {"name": "Blocks"}, "inwardIssue": {"key": "A-6"}},
+            {"type": {"name": "Cloners"}, "inwardIssue": {"no": "key"}},
+        ]);
+        let got = blockers("P-1", &links, &cx(&claim, &named)).unwrap();
+        let seen: Vec<(&str, Option<&str>, bool)> = got
+            .iter()
+            .map(|b| (b.id.as_str(), b.status.as_deref(), b.closed))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("A-1", Some("on hold"), false),      // the config's spelling
+                ("A-2", Some("Won't Do"), true),      // done category
+                ("A-3", Some("Ready for QA"), false), // a stage claims from it
+                ("A-6", None, false),                 // no status: not done
+            ]
+        );
+    }
+
+    #[test]
+    fn a_blocking_link_sortie_cannot_read_is_an_error_naming_the_issue() {
+        let bad = [
+            serde_json::json!([{"type": {"name": "Blocks"}, "inwardIssue": {"id": "7"}}]),
+            serde_json::json!([{"inwardIssue": {"key": "A-1"}}]),
+            serde_json::json!({"not": "a list"}),
+        ];
+        for links in bad {
+            let err = blockers("P-1", &links, &cx(&[], &[])).unwrap_err();
+            assert!(err.starts_with("issue P-1:"), "{err}");
+        }
     }
 
     #[test]

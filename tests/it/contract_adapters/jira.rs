@@ -43,6 +43,7 @@ fn settings(model: &JiraModel, statuses: &[String; 3]) -> JiraSettings {
         claim_statuses: statuses[..2].to_vec(),
         pipeline_statuses,
         page_size: PAGE_SIZE,
+        link_type: "Blocks".into(),
     }
 }
 

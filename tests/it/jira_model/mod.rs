@@ -2,7 +2,9 @@
 //! 127.0.0.1), in Cloud (REST v3, ADF bodies, `nextPageToken`) or Data Center
 //! (REST v2, wiki strings, `startAt`) mode: issues with statuses and categories, a
 //! workflow of named transitions (some demanding a field), comments stored exactly
-//! as posted, credentials checked, injected failures, and a log of every request.
+//! as posted, issue links (`Blocks` and others, served in `fields.issuelinks` as Jira
+//! does, only when the request's `fields` ask for them), credentials checked, injected
+//! failures, and a log of every request.
 //! State, not canned replies: the real adapter is driven against it. Every ADF
 //! document posted is checked against `tests/fixtures/jira/adf-subset.schema.json`
 //! and refused with a 400 when it breaks it, as Jira refuses a malformed document.
@@ -87,6 +89,16 @@ pub struct Transition {
     pub requires: Option<String>,
 }
 
+/// An issue link: `from` is its source (it "blocks" `to`, for the `Blocks` type) and
+/// `to` its destination (it "is blocked by" `from`).
+#[derive(Debug, Clone)]
+pub struct Link {
+    /// The link type's name (`Blocks`, `Relates`).
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+}
+
 /// A request as the model saw it.
 #[derive(Debug, Clone)]
 pub struct Logged {
@@ -133,6 +145,10 @@ pub(crate) struct State {
     moved: BTreeMap<String, String>,
     /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` sent with every answer.
     rate_limit: Option<(u64, String)>,
+    /// Issue links between issues of the project.
+    links: Vec<Link>,
+    /// Issue linking turned off on the site: no answer carries `issuelinks`.
+    linking_off: bool,
 }
 
 /// The model and the server answering for it.
@@ -224,6 +240,8 @@ impl JiraModel {
             adf: adf_schema(),
             moved: BTreeMap::new(),
             rate_limit: None,
+            links: Vec::new(),
+            linking_off: false,
         }));
         Mock::given(any())
             .respond_with(Responder(state.clone()))
@@ -393,6 +411,27 @@ impl JiraModel {
     /// every answer from now on.
     pub fn rate_limit_headers(&self, remaining: u64, reset: &str) {
         self.state().rate_limit = Some((remaining, reset.to_string()));
+    }
+
+    /// A person links `blocked` as "is blocked by" `by` (the built-in `Blocks` type).
+    pub fn block(&self, blocked: &str, by: &str) {
+        self.link("Blocks", by, blocked);
+    }
+
+    /// A person links `from` to `to` with the link type `kind` (from's outward
+    /// description, to's inward one: `from` blocks `to`).
+    pub fn link(&self, kind: &str, from: &str, to: &str) {
+        self.state().links.push(Link {
+            kind: kind.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+        });
+    }
+
+    /// An administrator turns issue linking off (or on again): answers carry no
+    /// `issuelinks` field while it is off.
+    pub fn set_linking_off(&self, off: bool) {
+        self.state().linking_off = off;
     }
 
     /// Every request so far.

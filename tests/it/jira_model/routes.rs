@@ -49,6 +49,73 @@ fn text_field(mode: Mode, text: &str) -> Value {
     }
 }
 
+/// The types the model knows: name, inward and outward descriptions.
+const LINK_TYPES: &[(&str, &str, &str)] = &[
+    ("Blocks", "is blocked by", "blocks"),
+    ("Relates", "relates to", "relates to"),
+    ("Depends", "is depended on by", "depends on"),
+];
+
+/// An issue as the other end of a link: key, and the few fields Jira sends.
+fn linked_json(s: &State, key: &str) -> Value {
+    let status = s
+        .issues
+        .get(key)
+        .map(|i| i.status.clone())
+        .unwrap_or_default();
+    json!({
+        "id": key.trim_start_matches(&format!("{PROJECT}-")),
+        "key": key,
+        "self": format!("{}/rest/api/{}/issue/{key}", s.origin, s.mode.version()),
+        "fields": {
+            "summary": s.issues.get(key).map(|i| i.summary.clone()),
+            "status": status_json(s, &status),
+            "priority": {"name": "Medium"},
+            "issuetype": {"name": "Task"},
+        }
+    })
+}
+
+/// `fields.issuelinks` of issue `key`: a link it is the destination of shows its source
+/// as `inwardIssue` ("is blocked by"), one it is the source of shows `outwardIssue`.
+fn links_json(s: &State, key: &str) -> Value {
+    let mut out = Vec::new();
+    for (n, l) in s.links.iter().enumerate() {
+        let (inward, outward, _) = LINK_TYPES
+            .iter()
+            .find(|(name, _, _)| *name == l.kind)
+            .map(|(n, i, o)| (*i, *o, *n))
+            .unwrap_or(("relates to", "relates to", ""));
+        let kind = json!({"id": (10000 + n).to_string(), "name": l.kind, "inward": inward, "outward": outward});
+        if l.to == key {
+            out.push(json!({"id": (20000 + n).to_string(), "type": kind, "inwardIssue": linked_json(s, &l.from)}));
+        } else if l.from == key {
+            out.push(json!({"id": (20000 + n).to_string(), "type": kind, "outwardIssue": linked_json(s, &l.to)}));
+        }
+    }
+    Value::Array(out)
+}
+
+/// An issue with only the `fields` a request asks for (all of them when it names none),
+/// as Jira answers.
+fn issue_fields(s: &State, i: &Issue, fields: Option<&[String]>) -> Value {
+    let mut out = issue_json(s, i);
+    if !s.linking_off {
+        out["fields"]["issuelinks"] = links_json(s, &i.key);
+    }
+    if let (Some(asked), Some(map)) = (fields, out["fields"].as_object_mut()) {
+        map.retain(|k, _| asked.iter().any(|a| a == k || a == "*all"));
+    }
+    out
+}
+
+/// `fields=a,b` of a query.
+fn asked_fields(req: &Request) -> Option<Vec<String>> {
+    query(req)
+        .get("fields")
+        .map(|f| f.split(',').map(str::to_string).collect())
+}
+
 fn issue_json(s: &State, i: &Issue) -> Value {
     json!({
         "id": i.key.trim_start_matches(&format!("{PROJECT}-")),
@@ -106,14 +173,14 @@ fn parse_jql(jql: &str) -> Result<(Vec<String>, Vec<String>), String> {
     Ok((statuses, labels))
 }
 
-fn search(s: &State, jql: &str) -> Result<Vec<Value>, Answer> {
+fn search(s: &State, jql: &str, fields: Option<&[String]>) -> Result<Vec<Value>, Answer> {
     let (statuses, labels) = parse_jql(jql).map_err(|m| errors(400, &[m.as_str()], &[]))?;
     Ok(s.issues
         .values()
         // JQL compares status names ignoring case, as Jira does.
         .filter(|i| statuses.iter().any(|st| st.eq_ignore_ascii_case(&i.status)))
         .filter(|i| labels.iter().all(|l| i.labels.contains(l)))
-        .map(|i| issue_json(s, i))
+        .map(|i| issue_fields(s, i, fields))
         .collect())
 }
 
@@ -181,7 +248,12 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
         }
         ("POST", ["search", "jql"]) if mode == Mode::Cloud => {
             let jql = body["jql"].as_str().unwrap_or("");
-            let all = match search(s, jql) {
+            let fields: Option<Vec<String>> = body["fields"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str().map(str::to_string))
+                    .collect()
+            });
+            let all = match search(s, jql, fields.as_deref()) {
                 Ok(all) => all,
                 Err(e) => return e,
             };
@@ -201,7 +273,9 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
         }
         ("GET", ["search"]) if mode == Mode::DataCenter => {
             let q = query(req);
-            let all = match search(s, q.get("jql").map(String::as_str).unwrap_or("")) {
+            let fields = asked_fields(req);
+            let jql = q.get("jql").map(String::as_str).unwrap_or("");
+            let all = match search(s, jql, fields.as_deref()) {
                 Ok(all) => all,
                 Err(e) => return e,
             };
@@ -222,7 +296,7 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
                 let issue = s.issues.get(&new).cloned();
                 return match issue {
                     Some(i) => {
-                        let mut out = issue_json(s, &i);
+                        let mut out = issue_fields(s, &i, asked_fields(req).as_deref());
                         if query(req)
                             .get("expand")
                             .is_some_and(|e| e.contains("transitions"))
@@ -240,7 +314,7 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
             }
             match s.issues.get(*key).cloned() {
                 Some(i) => {
-                    let mut out = issue_json(s, &i);
+                    let mut out = issue_fields(s, &i, asked_fields(req).as_deref());
                     if query(req)
                         .get("expand")
                         .is_some_and(|e| e.split(',').any(|x| x == "transitions"))
