@@ -201,7 +201,8 @@ pub(crate) fn normalize_git(
     })
 }
 
-/// `pull_request:` checked against the stages and `workspace.git`.
+/// `pull_request:` checked against the stages and `workspace.git`; `on_forge` says
+/// whether pull requests have a forge to open on (`forge:`, or a forge tracker).
 pub(crate) fn normalize_pull_request(
     raw: Option<RawPullRequest>,
     stages: &[Stage],
@@ -214,8 +215,9 @@ pub(crate) fn normalize_pull_request(
     if on_forge == Some(false) {
         problems.at_key(
             &path,
-            "pull requests are opened on the tracker's forge: only forge trackers \
-             (`kind: github`, `gitlab`, `gitea`) open them; remove `pull_request` or use one",
+            "pull requests open on a forge, and this tracker is none: name the repository \
+             they open on with `forge: {kind: github, repo: owner/name}` (or `kind: gitlab`, \
+             `gitea`), use a forge tracker, or remove `pull_request`",
         );
     }
     let after = raw.after.unwrap_or_default();

@@ -59,6 +59,11 @@ pub struct Config {
     /// `pull_request:`: open one pull request per ticket branch after a stage's
     /// success (needs `workspace.git` with `push: true`). Default none.
     pub pull_request: Option<PullRequestConfig>,
+    /// `forge:`: the GitHub, GitLab or Gitea repository pull requests open on, when it
+    /// is not the tracker (always one of those three kinds, its label settings at their
+    /// defaults and unused). Default none: they open on the tracker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forge: Option<TrackerConfig>,
 }
 
 /// `ledger:`: where claims, leases, the outbox and history live.
@@ -321,6 +326,23 @@ impl TrackerConfig {
     /// tracker has them, except GitLab, whose blocking links need a paid tier.
     pub fn blockers_by_default(&self) -> bool {
         self.can_read_blockers() && !matches!(self, TrackerConfig::Gitlab { .. })
+    }
+
+    /// The environment variables holding this adapter's credentials.
+    pub fn secret_envs(&self) -> Vec<&String> {
+        match self {
+            TrackerConfig::Local { .. } => Vec::new(),
+            TrackerConfig::Github { token_env, .. }
+            | TrackerConfig::Gitlab { token_env, .. }
+            | TrackerConfig::Gitea { token_env, .. }
+            | TrackerConfig::Linear { token_env, .. } => vec![token_env],
+            TrackerConfig::Jira {
+                email_env,
+                token_env,
+                ..
+            } => email_env.iter().chain(std::iter::once(token_env)).collect(),
+            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env],
+        }
     }
 
     /// The tracker identity used in ledger keys and idempotency keys; adapters'
@@ -640,24 +662,16 @@ impl Config {
     }
 
     /// Names of the environment variables holding secrets this config uses: the
-    /// tracker's token, the HTTP API bearer token (`http.token_env`), the webhook
+    /// tracker's token, the forge's token (`forge.token_env`), the HTTP API bearer token (`http.token_env`), the webhook
     /// secrets (`http.*_webhook_secret_env`) and every hook's `secret_env`; each once,
     /// in that order. They are removed from agents' environments unless `agent.env`
     /// passes them on explicitly.
     pub fn secret_env_names(&self) -> Vec<String> {
-        let tracker: Vec<&String> = match &self.tracker {
-            TrackerConfig::Local { .. } => Vec::new(),
-            TrackerConfig::Github { token_env, .. }
-            | TrackerConfig::Gitlab { token_env, .. }
-            | TrackerConfig::Gitea { token_env, .. }
-            | TrackerConfig::Linear { token_env, .. } => vec![token_env],
-            TrackerConfig::Jira {
-                email_env,
-                token_env,
-                ..
-            } => email_env.iter().chain(std::iter::once(token_env)).collect(),
-            TrackerConfig::Redmine { api_key_env, .. } => vec![api_key_env],
-        };
+        let tracker = self
+            .tracker
+            .secret_envs()
+            .into_iter()
+            .chain(self.forge.iter().flat_map(TrackerConfig::secret_envs));
         let http = [
             &self.http.token_env,
             &self.http.github_webhook_secret_env,
@@ -677,7 +691,7 @@ impl Config {
             LedgerConfig::Sqlite => None,
         };
         let mut out: Vec<String> = Vec::new();
-        for name in tracker.into_iter().chain(http).chain(hooks).chain(ledger) {
+        for name in tracker.chain(http).chain(hooks).chain(ledger) {
             if !out.contains(name) {
                 out.push(name.clone());
             }

@@ -18,7 +18,7 @@ use super::model::{
 };
 use super::raw::RawConfig;
 use super::stages::{build_stages, check_status};
-use super::tracker::{normalize_blockers, normalize_filter, normalize_tracker};
+use super::tracker::{normalize_blockers, normalize_filter, normalize_forge, normalize_tracker};
 use super::values::{argv_value, at_least, env_name, path_value};
 
 /// Build the `Config` from `raw`, recording every problem. `base` is the directory relative
@@ -31,6 +31,7 @@ pub(crate) fn normalize(
 ) -> Option<Config> {
     let root = FieldPath::root();
     let tracker = normalize_tracker(raw.tracker.take(), base, problems);
+    let forge = normalize_forge(raw.forge.take(), base, problems);
     let filter = normalize_filter(
         raw.tracker_filter.take(),
         &root.key("tracker").key("filter"),
@@ -222,16 +223,25 @@ pub(crate) fn normalize(
         raw.pull_request.take(),
         &stages,
         workspace.git.as_ref(),
-        tracker.as_ref().map(|t| {
-            matches!(
-                t,
-                TrackerConfig::Github { .. }
-                    | TrackerConfig::Gitlab { .. }
-                    | TrackerConfig::Gitea { .. }
-            )
+        forge.is_some().then_some(true).or_else(|| {
+            tracker.as_ref().map(|t| {
+                matches!(
+                    t,
+                    TrackerConfig::Github { .. }
+                        | TrackerConfig::Gitlab { .. }
+                        | TrackerConfig::Gitea { .. }
+                )
+            })
         }),
         problems,
     );
+    if forge.is_some() && pull_request.is_none() {
+        problems.at_key(
+            &root.key("forge"),
+            "`forge` is where pull requests open, and nothing opens one: add `pull_request` \
+             (e.g. `pull_request: {after: backend}`) or remove `forge`",
+        );
+    }
     let b = std::mem::take(&mut raw.budgets);
     let budgets_path = root.key("budgets");
     if b.max_cost_usd_per_ticket
@@ -322,6 +332,7 @@ pub(crate) fn normalize(
         shutdown_grace: Duration::from_secs(grace_s),
         http,
         pull_request,
+        forge,
     })
 }
 

@@ -106,6 +106,42 @@ pub(crate) enum RawTracker {
     },
 }
 
+/// `forge:`: where pull requests open when the tracker is not that forge. The keys of a
+/// tracker section of the same kind, less the label keys.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum RawForge {
+    /// A GitHub (or GitHub Enterprise Server) repository.
+    Github {
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// REST API base URL.
+        api_url: Option<String>,
+    },
+    /// A GitLab project.
+    Gitlab {
+        /// Instance URL (`https://gitlab.com`).
+        url: Option<String>,
+        /// Project path (`group/sub/repo`) or numeric id.
+        project: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// How the token is sent: `private-token` or `bearer`.
+        auth: Option<String>,
+    },
+    /// A Gitea or Forgejo repository.
+    Gitea {
+        /// Instance URL (`https://gitea.example.com`).
+        url: String,
+        /// `owner/name`.
+        repo: String,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+    },
+}
+
 /// `filter:` under `tracker:` (the whole board) or on a stage.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -318,6 +354,7 @@ pub(crate) struct RawConfig {
     /// `None` when absent; one entry per hook, `None` for a hook that failed to parse.
     pub(crate) hooks: Option<Vec<Option<RawHook>>>,
     pub(crate) pull_request: Option<RawPullRequest>,
+    pub(crate) forge: Option<RawForge>,
 }
 
 /// The top-level keys, in the order the documentation lists them.
@@ -344,6 +381,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "role",
     "hooks",
     "pull_request",
+    "forge",
 ];
 
 /// The single-role form's keys, which cannot be combined with `pipeline_stages`.
@@ -422,6 +460,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "pipeline_stages" => raw.pipeline_stages = Some(read_list(value, &path, "stages", p)),
             "hooks" => raw.hooks = Some(read_list(value, &path, "hooks", p)),
             "pull_request" => raw.pull_request = section(value, &path, p),
+            "forge" => raw.forge = section(value, &path, p),
             "active_states" => raw.active_states = section(value, &path, p),
             "in_progress_state" => raw.in_progress_state = section(value, &path, p),
             "handoff_state" => raw.handoff_state = section(value, &path, p),

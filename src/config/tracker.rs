@@ -6,7 +6,7 @@ use super::defaults::{DEFAULT_BLOCKER_READS_PER_TICK, DEFAULT_LINEAR_API_URL};
 use super::diagnostic::Problems;
 use super::locate::{FieldPath, Position};
 use super::model::{BlockersConfig, LinearTokenType, TicketFilter, TrackerConfig};
-use super::raw::{RawBlockers, RawFilter, RawTracker};
+use super::raw::{RawBlockers, RawFilter, RawForge, RawTracker};
 use super::values::{check_url, env_name, path_value};
 
 /// Build the tracker config from its raw section, recording every problem; `base` is the
@@ -18,35 +18,109 @@ pub(super) fn normalize_tracker(
 ) -> Option<TrackerConfig> {
     let root = FieldPath::root();
     match raw {
-        Some(RawTracker::Local { path }) => {
-            let p = root.key("tracker").key("path");
-            Some(TrackerConfig::Local {
-                path: path_value(problems, &p, Some(path), "", base),
-            })
+        Some(raw) => Some(normalize_kind(raw, &root.key("tracker"), base, problems)),
+        None => {
+            problems.at(
+                Position::START,
+                &root.key("tracker"),
+                "missing required key `tracker`; expected e.g. `tracker: {kind: local, path: board}`",
+            );
+            None
         }
-        Some(RawTracker::Github {
+    }
+}
+
+/// `forge:`: the GitHub, GitLab or Gitea repository pull requests open on, with the
+/// same keys, defaults and checks as a tracker section of that kind (less the label
+/// keys, which a forge that only opens pull requests does not use).
+pub(super) fn normalize_forge(
+    raw: Option<RawForge>,
+    base: &Path,
+    problems: &mut Problems,
+) -> Option<TrackerConfig> {
+    let raw = match raw? {
+        RawForge::Github {
+            repo,
+            token_env,
+            api_url,
+        } => RawTracker::Github {
+            repo,
+            token_env,
+            api_url,
+            status_label_prefix: None,
+            priority_label_prefix: None,
+        },
+        RawForge::Gitlab {
+            url,
+            project,
+            token_env,
+            auth,
+        } => RawTracker::Gitlab {
+            url,
+            project,
+            token_env,
+            auth,
+            status_label_prefix: None,
+            priority_label_prefix: None,
+            close_on: None,
+        },
+        RawForge::Gitea {
+            url,
+            repo,
+            token_env,
+        } => RawTracker::Gitea {
+            url,
+            repo,
+            token_env,
+            status_label_prefix: None,
+            priority_label_prefix: None,
+            close_on: None,
+        },
+    };
+    Some(normalize_kind(
+        raw,
+        &FieldPath::root().key("forge"),
+        base,
+        problems,
+    ))
+}
+
+/// One adapter's section, found at `t` (`tracker` or `forge`), with its defaults.
+fn normalize_kind(
+    raw: RawTracker,
+    t: &FieldPath,
+    base: &Path,
+    problems: &mut Problems,
+) -> TrackerConfig {
+    match raw {
+        RawTracker::Local { path } => {
+            let p = t.key("path");
+            TrackerConfig::Local {
+                path: path_value(problems, &p, Some(path), "", base),
+            }
+        }
+        RawTracker::Github {
             repo,
             token_env,
             api_url,
             status_label_prefix,
             priority_label_prefix,
-        }) => {
-            let t = root.key("tracker");
+        } => {
             check_repo(problems, &t.key("repo"), &repo);
             let api_url = api_url.unwrap_or_else(|| "https://api.github.com".to_string());
             check_url(problems, &t.key("api_url"), &api_url);
             let token_env = env_name(problems, &t.key("token_env"), token_env, "GITHUB_TOKEN");
-            let status_label_prefix = label_prefix(problems, &t, status_label_prefix, "status:");
-            Some(TrackerConfig::Github {
+            let status_label_prefix = label_prefix(problems, t, status_label_prefix, "status:");
+            TrackerConfig::Github {
                 repo,
                 token_env,
                 api_url: api_url.trim_end_matches('/').to_string(),
                 status_label_prefix,
                 priority_label_prefix: priority_label_prefix
                     .unwrap_or_else(|| "priority:".to_string()),
-            })
+            }
         }
-        Some(RawTracker::Gitlab {
+        RawTracker::Gitlab {
             url,
             project,
             token_env,
@@ -54,8 +128,7 @@ pub(super) fn normalize_tracker(
             status_label_prefix,
             priority_label_prefix,
             close_on,
-        }) => {
-            let t = root.key("tracker");
+        } => {
             let url = url.unwrap_or_else(|| "https://gitlab.com".to_string());
             check_url(problems, &t.key("url"), &url);
             let project = project.trim().trim_matches('/').to_string();
@@ -82,44 +155,42 @@ pub(super) fn normalize_tracker(
                     false
                 }
             };
-            Some(TrackerConfig::Gitlab {
+            TrackerConfig::Gitlab {
                 url: url.trim_end_matches('/').to_string(),
                 project,
                 token_env: env_name(problems, &t.key("token_env"), token_env, "GITLAB_TOKEN"),
                 bearer,
-                status_label_prefix: label_prefix(problems, &t, status_label_prefix, "status::"),
+                status_label_prefix: label_prefix(problems, t, status_label_prefix, "status::"),
                 priority_label_prefix: priority_label_prefix
                     .unwrap_or_else(|| "priority::".to_string()),
-                close_on: close_on_list(problems, &t, close_on),
-            })
+                close_on: close_on_list(problems, t, close_on),
+            }
         }
-        Some(RawTracker::Gitea {
+        RawTracker::Gitea {
             url,
             repo,
             token_env,
             status_label_prefix,
             priority_label_prefix,
             close_on,
-        }) => {
-            let t = root.key("tracker");
+        } => {
             check_url(problems, &t.key("url"), &url);
             check_repo(problems, &t.key("repo"), &repo);
-            Some(TrackerConfig::Gitea {
+            TrackerConfig::Gitea {
                 url: url.trim_end_matches('/').to_string(),
                 repo,
                 token_env: env_name(problems, &t.key("token_env"), token_env, "GITEA_TOKEN"),
-                status_label_prefix: label_prefix(problems, &t, status_label_prefix, "status/"),
+                status_label_prefix: label_prefix(problems, t, status_label_prefix, "status/"),
                 priority_label_prefix: priority_label_prefix
                     .unwrap_or_else(|| "priority/".to_string()),
-                close_on: close_on_list(problems, &t, close_on),
-            })
+                close_on: close_on_list(problems, t, close_on),
+            }
         }
-        Some(RawTracker::Redmine {
+        RawTracker::Redmine {
             url,
             project,
             api_key_env,
-        }) => {
-            let t = root.key("tracker");
+        } => {
             check_url(problems, &t.key("url"), &url);
             if project.trim().is_empty() {
                 problems.at_value(&t.key("project"), "expected the project identifier");
@@ -130,19 +201,18 @@ pub(super) fn normalize_tracker(
                 api_key_env,
                 "REDMINE_API_KEY",
             );
-            Some(TrackerConfig::Redmine {
+            TrackerConfig::Redmine {
                 url: url.trim_end_matches('/').to_string(),
                 project,
                 api_key_env,
-            })
+            }
         }
-        Some(RawTracker::Linear {
+        RawTracker::Linear {
             team,
             token_env,
             api_url,
             token_type,
-        }) => {
-            let t = root.key("tracker");
+        } => {
             let team = team.trim().to_string();
             if team.is_empty() || !team.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 problems.at_value(
@@ -164,14 +234,14 @@ pub(super) fn normalize_tracker(
                     LinearTokenType::ApiKey
                 }
             };
-            Some(TrackerConfig::Linear {
+            TrackerConfig::Linear {
                 team,
                 token_env,
                 api_url: api_url.trim_end_matches('/').to_string(),
                 token_type,
-            })
+            }
         }
-        Some(RawTracker::Jira {
+        RawTracker::Jira {
             url,
             project,
             api_version,
@@ -180,8 +250,7 @@ pub(super) fn normalize_tracker(
             jql,
             transitions,
             priority_order,
-        }) => {
-            let t = root.key("tracker");
+        } => {
             check_url(problems, &t.key("url"), &url);
             let key_ok = !project.is_empty()
                 && project
@@ -250,7 +319,7 @@ pub(super) fn normalize_tracker(
                     );
                 }
             }
-            Some(TrackerConfig::Jira {
+            TrackerConfig::Jira {
                 url: url.trim_end_matches('/').to_string(),
                 project,
                 api_version,
@@ -259,15 +328,7 @@ pub(super) fn normalize_tracker(
                 jql: jql.map(|q| q.trim().to_string()),
                 transitions,
                 priority_order,
-            })
-        }
-        None => {
-            problems.at(
-                Position::START,
-                &root.key("tracker"),
-                "missing required key `tracker`; expected e.g. `tracker: {kind: local, path: board}`",
-            );
-            None
+            }
         }
     }
 }

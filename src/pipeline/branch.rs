@@ -156,7 +156,7 @@ async fn open_pull_request(
         body,
         draft: pr.draft,
     };
-    match ctx.tracker.open_pull_request(&spec).await {
+    match ctx.forge.open_pull_request(&spec).await {
         Ok(found) => {
             tracing::info!(url = %found.url, reused = found.reused, "pull request");
             Ok(found.url)

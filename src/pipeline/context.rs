@@ -57,6 +57,8 @@ pub(crate) struct Context {
     pub config: Config,
     /// The board.
     pub tracker: Arc<dyn Tracker>,
+    /// Where pull requests open: the `forge:` adapter, else the tracker itself.
+    pub forge: Arc<dyn Tracker>,
     /// The claim ledger.
     pub ledger: Arc<dyn Ledger>,
     /// Role prompt templates, loaded and checked.

@@ -168,6 +168,7 @@ pub struct TickOptions {
 pub struct PipelineBuilder {
     config: Config,
     tracker: Arc<dyn Tracker>,
+    forge: Option<Arc<dyn Tracker>>,
     ledger: Arc<dyn Ledger>,
     clock: Arc<dyn Clock>,
     faults: Faults,
@@ -180,6 +181,13 @@ impl PipelineBuilder {
     /// Use this clock instead of the system clock.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Open pull requests on `forge` instead of the one `config.forge` names (or, without
+    /// one, the tracker).
+    pub fn forge(mut self, forge: Arc<dyn Tracker>) -> Self {
+        self.forge = Some(forge);
         self
     }
 
@@ -210,7 +218,8 @@ impl PipelineBuilder {
         self
     }
 
-    /// Load and check the role templates, ask the tracker who sortie is, and bind.
+    /// Load and check the role templates, ask the tracker who sortie is, open the
+    /// `forge:` (reading its token), and bind.
     pub async fn build(self) -> Result<Pipeline, PipelineError> {
         let config = self.config;
         let templates = RoleTemplates::for_config(&config)?;
@@ -220,6 +229,10 @@ impl PipelineBuilder {
             }
         }
         let identity = self.tracker.identity().await?;
+        let forge = match self.forge {
+            Some(forge) => forge,
+            None => crate::tracker::open_forge(&config)?.unwrap_or_else(|| self.tracker.clone()),
+        };
         let trusted = std::iter::once(identity.clone())
             .chain(config.trusted_authors.iter().cloned())
             .collect();
@@ -234,6 +247,7 @@ impl PipelineBuilder {
         let ctx = Context {
             config,
             tracker: self.tracker,
+            forge,
             ledger: self.ledger,
             templates,
             clock: self.clock,
@@ -282,6 +296,7 @@ impl Pipeline {
         PipelineBuilder {
             config,
             tracker,
+            forge: None,
             ledger,
             clock: Arc::new(SystemClock::from_env()),
             faults: Faults::from_env(),

@@ -395,3 +395,59 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
         TrackerConfig::Jira { .. } => Ok(std::sync::Arc::new(jira::JiraTracker::open(config)?)),
     }
 }
+
+/// Open the forge a config's `forge:` names (where pull requests open), `None` without
+/// one. Its token is read from `forge.token_env` here, once, like the tracker's.
+pub fn open_forge(
+    config: &crate::config::Config,
+) -> Result<Option<std::sync::Arc<dyn Tracker>>, TrackerError> {
+    use crate::config::TrackerConfig;
+    const DOC: &str = "docs/workspaces.md#pull-requests";
+    let Some(forge) = &config.forge else {
+        return Ok(None);
+    };
+    let opened: std::sync::Arc<dyn Tracker> = match forge {
+        TrackerConfig::Github { token_env, .. } => {
+            let token = read_token(token_env, "GitHub", DOC)?;
+            let settings =
+                github::GithubSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
+            // The ETag cache stays in memory: the file under the state root belongs to a
+            // GitHub tracker, and the pull request lookups are few.
+            std::sync::Arc::new(github::GithubTracker::new(
+                settings,
+                token,
+                github::GithubOptions::default(),
+            )?)
+        }
+        TrackerConfig::Gitlab { token_env, .. } => {
+            let token = read_token(token_env, "GitLab", DOC)?;
+            let settings =
+                gitlab::GitlabSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
+            std::sync::Arc::new(gitlab::GitlabTracker::new(
+                settings,
+                token,
+                gitlab::GitlabOptions::default(),
+            )?)
+        }
+        TrackerConfig::Gitea { token_env, .. } => {
+            let token = read_token(token_env, "Gitea", DOC)?;
+            let settings =
+                gitea::GiteaSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
+            std::sync::Arc::new(gitea::GiteaTracker::new(
+                settings,
+                token,
+                gitea::GiteaOptions::default(),
+            )?)
+        }
+        other => return Err(not_a_forge(other)),
+    };
+    Ok(Some(opened))
+}
+
+/// A `forge:` of a kind that opens no pull requests (the config loader refuses it).
+fn not_a_forge(forge: &crate::config::TrackerConfig) -> TrackerError {
+    TrackerError::Invalid(format!(
+        "forge {} is not a GitHub, GitLab or Gitea repository",
+        forge.name()
+    ))
+}

@@ -132,6 +132,7 @@ fn three_stage_fixture_loads_with_every_field() {
         shutdown_grace: Duration::from_secs(30),
         http: sortie::config::HttpConfig::default(),
         pull_request: None,
+        forge: None,
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));

@@ -32,7 +32,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A bare repository at `root/remote.git` whose `main` has one commit, "initial".
 /// Every update of its refs is logged, so a test can count pushes.
-fn bare_remote(root: &Path) -> PathBuf {
+pub(crate) fn bare_remote(root: &Path) -> PathBuf {
     let remote = root.join("remote.git");
     git(
         root,
@@ -132,7 +132,7 @@ pipeline_stages:
     (sb, remote)
 }
 
-fn successes(blocks: &[OutcomeBlock]) -> Vec<&SuccessBlock> {
+pub(crate) fn successes(blocks: &[OutcomeBlock]) -> Vec<&SuccessBlock> {
     blocks
         .iter()
         .filter_map(|b| match b {

@@ -45,6 +45,7 @@ mod flow_routes;
 mod forge_adapter;
 mod forge_pipeline;
 mod forge_rules;
+mod git_forge;
 mod git_workspaces;
 mod github_adapter;
 mod github_cli;
