@@ -16,6 +16,11 @@
 //!   the tracker's clock, so host clocks do not matter. A person who moves the ticket
 //!   back to the stage afterwards bumps `updated_at` past the comment, and the stage
 //!   runs again as asked.
+//! - it moved the ticket out of the stage and its comment carries the same time as the
+//!   listed `updated_at`. Trackers keep whole seconds, so this is a tie (a run that
+//!   ended within the second of the listing's last change, or a person who moved the
+//!   card back within the second of the block): one more read of the ticket settles
+//!   it, stale when its current status is outside the stage. Only ties cost the read.
 //!
 //! A status move without a block (a person dragging the card) needs no re-read here:
 //! the in-progress transition refuses it (`Conflict`) and the write-back re-reads the
@@ -57,10 +62,30 @@ pub(crate) async fn recheck(
             })
         }
     };
+    let current = || Recheck::Current(TicketHistory::from_comments(&comments, &ctx.trusted));
     match ended_since_listing(&comments, &ctx.trusted, ticket, stage, planned) {
-        Some(reason) => Recheck::Stale(reason),
-        None => Recheck::Current(TicketHistory::from_comments(&comments, &ctx.trusted)),
+        Ended::Since(reason) => Recheck::Stale(reason),
+        Ended::No => current(),
+        Ended::Tie(reason) => match ctx.tracker.get(&ticket.id).await {
+            Ok(now) if stage.owned_statuses().any(|s| same_name(s, &now.status)) => current(),
+            Ok(_) => Recheck::Stale(reason),
+            Err(err) => Recheck::Stale(SkipReason::TrackerError {
+                message: format!("could not re-read the ticket after claiming it: {err}"),
+            }),
+        },
     }
+}
+
+/// Whether a run of the stage ended since the listing.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// No: nothing newer than the listing.
+    No,
+    /// Yes, for this reason.
+    Since(SkipReason),
+    /// A block that moved the ticket out of the stage was written in the same second as
+    /// the listed `updated_at`: the ticket's current status decides.
+    Tie(SkipReason),
 }
 
 /// The newest block of `stage` on the ticket that is newer than the listing (module
@@ -71,9 +96,10 @@ pub(crate) fn ended_since_listing(
     listed: &Ticket,
     stage: &Stage,
     planned: Option<&TicketHistory>,
-) -> Option<SkipReason> {
+) -> Ended {
     let listed_at: DateTime<Utc> = listed.updated_at;
-    comments
+    let mut tie = None;
+    let since = comments
         .iter()
         .filter(|c| trusted.contains(&c.author))
         .flat_map(|c| {
@@ -90,15 +116,27 @@ pub(crate) fn ended_since_listing(
             let moved_out = !stage
                 .owned_statuses()
                 .any(|owned| same_name(owned, block.to_status()));
+            if moved_out && !unseen && *written_at == listed_at && tie.is_none() {
+                tie = Some(reason(block));
+            }
             unseen || (moved_out && *written_at > listed_at)
         })
-        .map(|(_, block)| SkipReason::EndedSinceListing {
-            outcome: match &block {
-                OutcomeBlock::Success(_) => "success".to_string(),
-                OutcomeBlock::Failure(f) => format!("failure ({})", f.reason_code),
-            },
-            attempt: block.stage_attempt(),
-        })
+        .map(|(_, block)| reason(&block));
+    match (since, tie) {
+        (Some(reason), _) => Ended::Since(reason),
+        (None, Some(reason)) => Ended::Tie(reason),
+        (None, None) => Ended::No,
+    }
+}
+
+fn reason(block: &OutcomeBlock) -> SkipReason {
+    SkipReason::EndedSinceListing {
+        outcome: match block {
+            OutcomeBlock::Success(_) => "success".to_string(),
+            OutcomeBlock::Failure(f) => format!("failure ({})", f.reason_code),
+        },
+        attempt: block.stage_attempt(),
+    }
 }
 
 #[cfg(test)]
@@ -156,32 +194,47 @@ mod tests {
             ended_since_listing(comments, &trusted, &listed(t0), &stage(), Some(&seen))
         };
         // Seen by the plan and older than the listing: a person moved it back since.
-        assert_eq!(
+        assert!(matches!(
             check(&[comment(block("k1", "architect", "designed"), before)]),
-            None
-        );
+            Ended::No
+        ));
         // Written after the listing and moved the ticket away: stale.
-        assert!(check(&[comment(block("k1", "architect", "designed"), after)]).is_some());
+        assert!(matches!(
+            check(&[comment(block("k1", "architect", "designed"), after)]),
+            Ended::Since(_)
+        ));
+        // Written in the listing's second (trackers keep whole seconds): a tie, which
+        // the ticket's current status settles.
+        assert!(matches!(
+            check(&[comment(block("k1", "architect", "designed"), t0)]),
+            Ended::Tie(_)
+        ));
         // Not in the plan's history: stale, even when it keeps the ticket in the stage.
-        assert!(check(&[comment(block("k2", "architect", "ready"), before)]).is_some());
-        assert!(check(&[comment(block("k2", "architect", "designing"), before)]).is_some());
+        assert!(matches!(
+            check(&[comment(block("k2", "architect", "ready"), before)]),
+            Ended::Since(_)
+        ));
+        assert!(matches!(
+            check(&[comment(block("k2", "architect", "designing"), before)]),
+            Ended::Since(_)
+        ));
         // Another role's block, or one by an untrusted author: not this stage's run.
-        assert_eq!(
+        assert!(matches!(
             check(&[comment(block("k3", "backend", "designed"), after)]),
-            None
-        );
+            Ended::No
+        ));
         let mut pasted = comment(block("k4", "architect", "designed"), after);
         pasted.author = "mallory".into();
-        assert_eq!(check(&[pasted]), None);
+        assert!(matches!(check(&[pasted]), Ended::No));
         // A stage block that stayed in the stage, seen by the plan: a retry, not stale.
         let retry = TicketHistory::from_comments(
             &[comment(block("k5", "architect", "ready"), after)],
             &trusted,
         );
         let comments = [comment(block("k5", "architect", "ready"), after)];
-        assert_eq!(
+        assert!(matches!(
             ended_since_listing(&comments, &trusted, &listed(t0), &stage(), Some(&retry)),
-            None
-        );
+            Ended::No
+        ));
     }
 }

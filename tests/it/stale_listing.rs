@@ -259,3 +259,50 @@ async fn a_claim_is_given_back_when_the_stage_failed_between_the_history_read_an
     assert!(f.ledger.claims(Scope::All).unwrap().is_empty());
     assert_eq!(f.board.snapshot("1").unwrap().status, "ready");
 }
+
+impl Stale {
+    /// Make the frozen listing's `updated_at` of ticket `id` equal `at`: trackers keep
+    /// whole seconds, so a block written within the second of the listing's last change
+    /// carries the same time.
+    fn listed_at(&self, id: &str, at: chrono::DateTime<chrono::Utc>) {
+        let mut frozen = self.frozen.lock().unwrap();
+        let listing = frozen.as_mut().expect("a frozen listing");
+        for t in listing.tickets.iter_mut().filter(|t| t.id == id) {
+            t.updated_at = at;
+        }
+    }
+}
+
+fn last_comment_time(board: &MemoryTracker, id: &str) -> chrono::DateTime<chrono::Utc> {
+    board
+        .comment_snapshot(id)
+        .last()
+        .expect("a block on the ticket")
+        .created_at
+}
+
+#[tokio::test]
+async fn a_block_written_in_the_listing_s_second_is_settled_by_the_ticket_s_status() {
+    let f = fleet(0, false).await;
+    f.b.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(f.board.snapshot("1").unwrap().status, "designed");
+    // A's stale listing and B's block share one second (a fast run on a board that
+    // keeps whole seconds: seen in the three-host Postgres test).
+    f.a_view.listed_at("1", last_comment_time(&f.board, "1"));
+    let ra = f.a.tick(TickOptions::default()).await.unwrap();
+    assert!(ra.runs.is_empty(), "A ran it again: {}", ra.to_text());
+    assert_eq!(runs(&f.marker), 1, "the agent ran twice for one stage");
+    assert!(f.ledger.claims(Scope::All).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_person_moving_the_ticket_back_within_the_block_s_second_runs_it_again() {
+    let f = fleet(0, false).await;
+    f.b.tick(TickOptions::default()).await.unwrap();
+    f.board.set_status("1", "ready");
+    f.a_view.freeze(&f.a.config().pipeline_statuses()).await;
+    f.a_view.listed_at("1", last_comment_time(&f.board, "1"));
+    let ra = f.a.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(ra.runs.len(), 1, "{}", ra.to_text());
+    assert_eq!(runs(&f.marker), 2);
+}
