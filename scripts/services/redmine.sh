@@ -47,6 +47,12 @@ extra_env="$root/config/additional_environment.rb"
 if ! grep -qs 'Rack::Lock' "$extra_env"; then
   echo "config.middleware.insert_before 0, Rack::Lock # sortie test service: SQLite" >>"$extra_env"
 fi
+# Background jobs (Redmine sends its notification mails from ActiveJob's async pool)
+# write outside that lock and hit the same "database is locked": run them inline,
+# inside the request that enqueued them.
+if ! grep -qs 'queue_adapter = :inline' "$extra_env"; then
+  echo "config.active_job.queue_adapter = :inline # sortie test service: SQLite" >>"$extra_env"
+fi
 
 cd "$root"
 key_line=$(RAILS_ENV=production bin/rails runner "$here/redmine/setup.rb" 2>>"$log" | tail -n 1)
