@@ -2,76 +2,17 @@
 //! shutdown and its pipeline factory are injected, so these need no signal and no
 //! binary. Issue #12: reload and start while the tracker is down, work-conserving loop.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use sortie::config::{Config, TicketFilter};
+use crate::common::switchable::Switchable;
+use sortie::config::Config;
 use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
 use sortie::ledger::{Ledger, SqliteLedger};
 use sortie::pipeline::{Pipeline, SystemClock};
 use sortie::tracker::memory::MemoryTracker;
-use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
 use tokio::sync::Notify;
-
-/// The memory tracker, unreachable while `down` is set.
-struct Switchable {
-    inner: MemoryTracker,
-    down: AtomicBool,
-}
-
-impl Switchable {
-    fn check(&self) -> Result<(), TrackerError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(TrackerError::Unavailable(
-                "connection refused (test)".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Tracker for Switchable {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn identity(&self) -> Result<String, TrackerError> {
-        self.check()?;
-        self.inner.identity().await
-    }
-    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        self.check()?;
-        self.inner.list(statuses).await
-    }
-    async fn list_filtered(
-        &self,
-        statuses: &[String],
-        _filter: &TicketFilter,
-    ) -> Result<Listing, TrackerError> {
-        self.list(statuses).await
-    }
-    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
-        self.check()?;
-        self.inner.get(id).await
-    }
-    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
-        self.check()?;
-        self.inner.comments(id).await
-    }
-    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
-        self.check()?;
-        self.inner.post_comment(id, body, key).await
-    }
-    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
-        self.check()?;
-        self.inner.transition(id, from, to).await
-    }
-}
 
 fn config_text(dir: &std::path::Path, poll: u64, per_role: u32, agent: &str) -> String {
     format!(
@@ -175,10 +116,7 @@ impl Daemon {
 }
 
 fn tracker(down: bool) -> Arc<Switchable> {
-    Arc::new(Switchable {
-        inner: MemoryTracker::new(),
-        down: AtomicBool::new(down),
-    })
+    Arc::new(Switchable::new(down))
 }
 
 /// Regression (#12, defect 3): a valid edit made while the tracker is down is applied

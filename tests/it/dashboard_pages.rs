@@ -1,13 +1,12 @@
 //! The dashboard pages and the run log endpoint, driven in-process through
 //! `sortie::daemon::serve` (issue #22; the JSON error envelope of #14).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use sortie::config::TicketFilter;
-use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
+use crate::common::switchable::Switchable;
+use sortie::tracker::Tracker;
 
 use sortie::config::Config;
 use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
@@ -34,64 +33,6 @@ pipeline_stages:
         state = dir.join("state").display(),
         roles = crate::common::repo().join("roles").display(),
     )
-}
-
-/// The memory tracker, unreachable while `down` is set.
-struct Flaky {
-    inner: MemoryTracker,
-    down: AtomicBool,
-}
-
-impl Flaky {
-    fn check(&self) -> Result<(), TrackerError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(TrackerError::Unavailable(
-                "connection refused (test)".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Tracker for Flaky {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn identity(&self) -> Result<String, TrackerError> {
-        self.check()?;
-        self.inner.identity().await
-    }
-    async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
-        self.check()?;
-        self.inner.list(statuses).await
-    }
-    async fn list_filtered(
-        &self,
-        statuses: &[String],
-        _filter: &TicketFilter,
-    ) -> Result<Listing, TrackerError> {
-        self.list(statuses).await
-    }
-    async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
-        self.check()?;
-        self.inner.get(id).await
-    }
-    async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
-        self.check()?;
-        self.inner.comments(id).await
-    }
-    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
-        self.check()?;
-        self.inner.post_comment(id, body, key).await
-    }
-    async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
-        self.check()?;
-        self.inner.transition(id, from, to).await
-    }
 }
 
 struct Daemon {
@@ -723,10 +664,7 @@ async fn banners_say_when_the_daemon_is_not_ready_and_when_the_last_tick_failed(
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pipeline.yaml");
     std::fs::write(&path, config_text(dir.path(), "")).unwrap();
-    let board = Arc::new(Flaky {
-        inner: MemoryTracker::new(),
-        down: AtomicBool::new(true),
-    });
+    let board = Arc::new(Switchable::new(true));
     let d = Daemon::start(path, board.clone()).await;
     let page = d
         .page_with("/", "the daemon is not ready", Duration::from_secs(10))

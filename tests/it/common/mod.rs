@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod switchable;
+
 use sortie::block::{parse_blocks, OutcomeBlock};
 use sortie::tracker::local::LocalBoard;
 use sortie::tracker::{Comment, Ticket, Tracker};
