@@ -56,11 +56,7 @@ pub(crate) async fn recheck(
     let comments = match ctx.tracker.comments(&ticket.id).await {
         Ok(comments) => comments,
         // Unknown is not "nothing happened": the next tick looks again.
-        Err(err) => {
-            return Recheck::Stale(SkipReason::TrackerError {
-                message: format!("could not re-read the ticket after claiming it: {err}"),
-            })
-        }
+        Err(err) => return unread(err),
     };
     let current = || Recheck::Current(TicketHistory::from_comments(&comments, &ctx.trusted));
     match ended_since_listing(&comments, &ctx.trusted, ticket, stage, planned) {
@@ -69,11 +65,16 @@ pub(crate) async fn recheck(
         Ended::Tie(reason) => match ctx.tracker.get(&ticket.id).await {
             Ok(now) if stage.owned_statuses().any(|s| same_name(s, &now.status)) => current(),
             Ok(_) => Recheck::Stale(reason),
-            Err(err) => Recheck::Stale(SkipReason::TrackerError {
-                message: format!("could not re-read the ticket after claiming it: {err}"),
-            }),
+            Err(err) => unread(err),
         },
     }
+}
+
+/// A re-read that failed: the claim goes back, and the next tick looks again.
+fn unread(err: crate::tracker::TrackerError) -> Recheck {
+    Recheck::Stale(SkipReason::TrackerError {
+        message: format!("could not re-read the ticket after claiming it: {err}"),
+    })
 }
 
 /// Whether a run of the stage ended since the listing.
