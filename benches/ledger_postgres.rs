@@ -87,60 +87,6 @@ fn run(ledger: &dyn Ledger, worker: usize, capped: bool, duration: Duration) -> 
     (cycles, acquired)
 }
 
-/// The claim function's call as the ledger makes it (`src/ledger/postgres/claims.rs`).
-const CLAIM_SQL: &str =
-    "SELECT o_outcome FROM sortie_try_claim($1, $2, 'backend', 'ready', $3, $4, \
-     $5, $6, 100000, 100000, NULL, 0)";
-const RELEASE_SQL: &str =
-    "DELETE FROM claims WHERE tracker = 'local' AND ticket_id = $1 AND role = 'backend' AND claimer_id = $2";
-/// A release of the previous ticket and the claim of the next as one statement.
-const RELEASE_AND_CLAIM_SQL: &str = "WITH released AS (DELETE FROM claims WHERE tracker = 'local' \
-     AND ticket_id = $7 AND role = 'backend' AND claimer_id = $3 RETURNING 1) \
-     SELECT o_outcome, (SELECT count(*) FROM released) FROM sortie_try_claim($1, $2, 'backend', \
-     'ready', $3, $4, $5, $6, 100000, 100000, NULL, 0)";
-
-/// What the pool costs: the same cycles with a client on this thread (no hop to a
-/// worker thread and back), as two statements, then as one statement per cycle.
-fn raw_cycles(url: &str, one_statement: bool, duration: Duration) -> u64 {
-    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
-    client
-        .batch_execute("SET synchronous_commit = off")
-        .unwrap();
-    let claim = client.prepare(CLAIM_SQL).unwrap();
-    let release = client.prepare(RELEASE_SQL).unwrap();
-    let both = client.prepare(RELEASE_AND_CLAIM_SQL).unwrap();
-    let claimer = format!("raw:{}:x", std::process::id());
-    let started = Instant::now();
-    let mut cycles = 0u64;
-    let ticket = |n: u64| format!("R-{}", n % 2);
-    while started.elapsed() < duration {
-        let now = Utc::now().timestamp_millis();
-        let (t, run) = (ticket(cycles), format!("run-{cycles}"));
-        let expires = now + 600_000;
-        if one_statement {
-            let previous = ticket(cycles + 1);
-            let row = client
-                .query_one(
-                    &both,
-                    &[&"local", &t, &claimer, &run, &now, &expires, &previous],
-                )
-                .unwrap();
-            assert_eq!(row.get::<_, String>(0), "acquired");
-        } else {
-            let row = client
-                .query_one(&claim, &[&"local", &t, &claimer, &run, &now, &expires])
-                .unwrap();
-            assert_eq!(row.get::<_, String>(0), "acquired");
-            assert_eq!(client.execute(&release, &[&t, &claimer]).unwrap(), 1);
-        }
-        cycles += 1;
-    }
-    client
-        .batch_execute("DELETE FROM claims WHERE ticket_id LIKE 'R-%'")
-        .unwrap();
-    cycles
-}
-
 fn contender(url: &str) {
     let worker: usize = std::env::var(CONTENDER_ENV).unwrap().parse().unwrap();
     let capped = std::env::var("SORTIE_BENCH_CAPPED").is_ok();
@@ -185,9 +131,12 @@ fn processes(url: &str, capped: bool, secs: f64) -> (u64, u64, Duration, usize) 
             let ledger = PostgresLedger::open_with(&url, 1).unwrap();
             let started = Instant::now();
             let mut worst = 0;
+            // A sample every millisecond: often enough to catch an excess that lasts a
+            // claim's round trip, without taking a ninth client's share of the CPU.
             while started.elapsed() < Duration::from_secs_f64(secs) {
                 let live = ledger.claims(Scope::All).unwrap().len();
                 worst = worst.max(live);
+                std::thread::sleep(Duration::from_millis(1));
             }
             worst
         })
@@ -265,14 +214,6 @@ fn main() {
     let (cycles, _) = run(&ledger, 99, false, Duration::from_secs_f64(secs));
     let rate = cycles as f64 / started.elapsed().as_secs_f64();
     println!("1 contender:                 {rate:>8.0} claim+release cycles/s");
-    for (one_statement, what) in [(false, "2 statements"), (true, "1 statement ")] {
-        let started = Instant::now();
-        let cycles = raw_cycles(&url, one_statement, Duration::from_secs_f64(secs));
-        let rate = cycles as f64 / started.elapsed().as_secs_f64();
-        println!(
-            "1 contender, no pool, {what}: {rate:>8.0} cycles/s (the ledger's SQL on the caller's thread)"
-        );
-    }
 
     let (cycles, _, elapsed, _) = processes(&url, false, secs);
     let rate = cycles as f64 / elapsed.as_secs_f64();

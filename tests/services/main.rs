@@ -23,6 +23,7 @@ mod jira_contract;
 mod ledger_postgres;
 mod ledger_postgres_hosts;
 mod ledger_postgres_outage;
+mod ledger_postgres_slots;
 mod model_server;
 mod redmine_contract;
 mod redmine_e2e;

@@ -56,20 +56,84 @@ fn find(conn: &mut Conn, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
     .transpose()
 }
 
-/// The claim, as one call of the `sortie_try_claim` SQL function (migrations.rs), which
-/// runs as one statement in its own `READ COMMITTED` transaction and first takes a
-/// transaction-scoped advisory lock on the tracker (released by that commit):
+/// The common claim in one statement: one read of the tracker's rows (the live counts
+/// of the role, of all roles and of the stage; the slots taken; whether the key has a row;
+/// whether a row sits at or above a cap), then, if the key is free and every scope has
+/// room, the insert with a free slot per scope and the attempts upsert. No lock: the
+/// unique slot indexes (migration 2, `migrations::SLOTS`) are what keep two racing
+/// claims from both fitting under a cap. Its answer row is `(attempt, role_live,
+/// global_live, stage_live, key_taken, above)`; `attempt` is NULL when nothing was
+/// inserted.
+const CLAIM_SQL: &str = "\
+WITH s AS (
+  SELECT COUNT(*) FILTER (WHERE c.role = $3 AND c.lease_expires_at > $7) AS role_live,
+         COUNT(*) FILTER (WHERE c.lease_expires_at > $7) AS global_live,
+         COUNT(*) FILTER (WHERE c.stage = $4 AND c.lease_expires_at > $7) AS stage_live,
+         COALESCE(bool_or(c.ticket_id = $2 AND c.role = $3), FALSE) AS key_taken,
+         COALESCE(bool_or((c.role = $3 AND c.role_slot >= $9) OR c.global_slot >= $10
+                          OR ($11::BIGINT IS NOT NULL AND c.stage = $4
+                              AND c.status_slot >= $11::BIGINT)), FALSE) AS above,
+         COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = $3), '{}') AS role_taken,
+         COALESCE(array_agg(c.global_slot), '{}') AS global_taken,
+         COALESCE(array_agg(c.status_slot) FILTER (WHERE c.stage = $4), '{}') AS status_taken
+    FROM claims c WHERE c.tracker = $1
+), pick AS MATERIALIZED (
+  SELECT sortie_free_slot(s.role_taken, $9, $13) AS r,
+         sortie_free_slot(s.global_taken, $10, $13) AS g,
+         sortie_free_slot(s.status_taken, COALESCE($11::BIGINT, 1::BIGINT << 32), $13) AS st
+    FROM s
+   WHERE NOT s.key_taken AND NOT s.above AND s.role_live < $9 AND s.global_live < $10
+     AND ($11::BIGINT IS NULL OR s.stage_live < $11::BIGINT)
+), ins AS (
+  INSERT INTO claims (tracker, ticket_id, role, stage, claimer_id, claimed_at, lease_expires_at,
+                      stage_attempt, run_id, cancel_requested, agent_pid,
+                      role_slot, global_slot, status_slot)
+  SELECT $1, $2, $3, $4, $5, $7, $8,
+         GREATEST(COALESCE((SELECT a.last_attempt FROM attempts a
+                             WHERE a.tracker = $1 AND a.ticket_id = $2 AND a.role = $3), 0) + 1,
+                  $12, 1),
+         $6, FALSE, NULL, pick.r, pick.g, pick.st
+    FROM pick WHERE pick.r IS NOT NULL AND pick.g IS NOT NULL AND pick.st IS NOT NULL
+  ON CONFLICT DO NOTHING
+  RETURNING stage_attempt
+), up AS (
+  INSERT INTO attempts (tracker, ticket_id, role, last_attempt)
+  SELECT $1, $2, $3, stage_attempt FROM ins
+  ON CONFLICT (tracker, ticket_id, role) DO UPDATE SET last_attempt = excluded.last_attempt
+)
+SELECT (SELECT stage_attempt FROM ins), s.role_live, s.global_live, s.stage_live,
+       s.key_taken, s.above
+  FROM s";
+
+/// Every case of a claim, as the `sortie_try_claim` SQL function (migration 2).
+const CLAIM_FUNCTION_SQL: &str = "\
+SELECT o_outcome, o_claimer, o_stage, o_claimed_at, o_expires, o_attempt, o_run, o_cancel, o_pid \
+  FROM sortie_try_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+
+/// How often the one-statement claim is tried again after it lost a slot to a racing
+/// claim, before the function (which loops until it has an answer) takes over.
+const STATEMENT_TRIES: usize = 2;
+
+/// The claim: [`CLAIM_SQL`] first, which answers the common cases in one round trip
+/// (acquired; a ceiling), and the `sortie_try_claim` function for the rest (the key has
+/// a row: held, renewed, or expired and taken over; a row sits at or above a cap; the
+/// free slots are held by expired rows). Both are one statement in its own `READ
+/// COMMITTED` transaction. Why the caps hold fleet-wide without a lock:
 ///
-/// 1. a live row of another claimer: `Held`; of the same claimer: renewed, `Acquired`
-///    with the unchanged attempt; an expired row is deleted (nobody's);
-/// 2. count the tracker's live claims (role, all, stage): every claim of this tracker
-///    that committed before the lock was granted is counted, and no other claim can
-///    commit while it is held, so the check and the insert are one step for every host;
-/// 3. insert the claim with attempt `max(last + 1, floor, 1)` and record that attempt.
+/// - a claim under cap N takes a slot of 0..N-1 in each scope, and the slot indexes are
+///   unique, so however many claims race, at most N rows hold slots below N;
+/// - a claim inserts only if no row of the scope sits at or above its cap (a row claimed
+///   under a larger cap before a config change, or a parked expired row that a late
+///   renewal could bring back), so when it inserts, every row of the scope is one of
+///   those N;
+/// - when such a row exists, the function takes the tracker's advisory lock and counts
+///   (the version 1 claim, exact for the same reason as before: every claim that takes
+///   the lock sees every claim committed before it, and one that does not take it
+///   inserts only once no such row is left).
 ///
-/// Release, expiry and cancel only lower the counts, so they take no lock. One round
-/// trip instead of six (BEGIN, lock, read, count, insert, COMMIT) is what makes a claim
-/// cheap: `docs/ledger.md` has both measured.
+/// Ceilings are answered from the live counts, as in SQLite, in the same order (role,
+/// global, status). A claim that loses its slot to a racing one learns it from the
+/// unique index (`ON CONFLICT DO NOTHING` waits for the racer's commit) and looks again.
 pub(super) fn try_claim(
     conn: &mut Conn,
     req: &ClaimRequest,
@@ -78,26 +142,67 @@ pub(super) fn try_claim(
     let key = &req.key;
     let now_ms = to_millis(now);
     let expires_ms = expiry_millis(now, req.ttl);
+    let role_cap = i64::from(req.limits.role);
+    let global_cap = i64::from(req.limits.global);
+    let status_cap = req.limits.status.map(i64::from);
+    let floor = i64::from(req.attempt_floor);
+    let seed = slot_seed(req);
+    let params: [&(dyn postgres::types::ToSql + Sync); 13] = [
+        &key.tracker,
+        &key.ticket_id,
+        &key.role,
+        &req.stage,
+        &req.claimer_id,
+        &req.run_id,
+        &now_ms,
+        &expires_ms,
+        &role_cap,
+        &global_cap,
+        &status_cap,
+        &floor,
+        &seed,
+    ];
+    for _ in 0..STATEMENT_TRIES {
+        let row = conn
+            .row(CLAIM_SQL, &params)?
+            .ok_or_else(|| LedgerError::Corrupt("the claim statement returned no row".into()))?;
+        let attempt: Option<i64> = row.try_get(0).map_err(corrupt)?;
+        if let Some(attempt) = attempt {
+            return Ok(ClaimOutcome::Acquired(Claim {
+                key: key.clone(),
+                stage: req.stage.clone(),
+                claimer_id: req.claimer_id.clone(),
+                claimed_at: from_millis(now_ms)?,
+                lease_expires_at: from_millis(expires_ms)?,
+                stage_attempt: to_u32(attempt, "stage_attempt")?,
+                run_id: req.run_id.clone(),
+                cancel_requested: false,
+                agent_pid: None,
+            }));
+        }
+        let count = |index: usize| -> Result<i64, LedgerError> {
+            row.try_get::<_, i64>(index).map_err(corrupt)
+        };
+        let (role_live, global_live, stage_live) = (count(1)?, count(2)?, count(3)?);
+        let key_taken: bool = row.try_get(4).map_err(corrupt)?;
+        let above: bool = row.try_get(5).map_err(corrupt)?;
+        if key_taken || above {
+            break;
+        }
+        if role_live >= role_cap {
+            return Ok(ClaimOutcome::Ceiling(CeilingScope::Role));
+        }
+        if global_live >= global_cap {
+            return Ok(ClaimOutcome::Ceiling(CeilingScope::Global));
+        }
+        if status_cap.is_some_and(|cap| stage_live >= cap) {
+            return Ok(ClaimOutcome::Ceiling(CeilingScope::Status));
+        }
+        // Room in every scope but no insert: a racing claim took the slot (or the key)
+        // first, or expired rows hold the free slots. Look again.
+    }
     let row = conn
-        .row(
-            "SELECT o_outcome, o_claimer, o_stage, o_claimed_at, o_expires, o_attempt, o_run, \
-                    o_cancel, o_pid \
-             FROM sortie_try_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            &[
-                &key.tracker,
-                &key.ticket_id,
-                &key.role,
-                &req.stage,
-                &req.claimer_id,
-                &req.run_id,
-                &now_ms,
-                &expires_ms,
-                &i64::from(req.limits.role),
-                &i64::from(req.limits.global),
-                &req.limits.status.map(i64::from),
-                &i64::from(req.attempt_floor),
-            ],
-        )?
+        .row(CLAIM_FUNCTION_SQL, &params)?
         .ok_or_else(|| LedgerError::Corrupt("sortie_try_claim returned no row".into()))?;
     let outcome: String = row.try_get(0).map_err(corrupt)?;
     let claim = || -> Result<Claim, LedgerError> {
@@ -132,6 +237,20 @@ pub(super) fn try_claim(
             )))
         }
     })
+}
+
+/// Where a claim starts looking for a free slot in each scope: a hash of the key, so
+/// claims of different tickets racing for one scope mostly try different slots, and a
+/// ticket claimed again lands on the slot it had, where the unique index's check marks
+/// the entries of its released rows dead (entries of released rows on slots nobody
+/// reuses stay until vacuum, and every read of the scope walks them). Any value is
+/// correct; this one only spreads the claims.
+fn slot_seed(req: &ClaimRequest) -> i64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (&req.key.tracker, &req.key.ticket_id, &req.key.role).hash(&mut hasher);
+    // Non-negative and below 2^62, so `abs(seed) % cap` never overflows in SQL.
+    (hasher.finish() >> 2) as i64
 }
 
 /// Extend the lease while `claimer_id`'s row is still there (one statement).

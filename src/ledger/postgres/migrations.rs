@@ -10,7 +10,8 @@ use super::pool::Conn;
 use crate::ledger::LedgerError;
 
 /// Every migration in order; the schema version of this build is its length.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE claims (
         tracker          TEXT COLLATE "C"    NOT NULL,
         ticket_id        TEXT COLLATE "C"    NOT NULL,
@@ -200,7 +201,236 @@ const MIGRATIONS: &[&str] = &[r#"
             p_run, FALSE, NULL::BIGINT;
     END
     $fn$;
-    "#];
+    "#,
+    SLOTS,
+];
+
+/// Migration 2: claims hold slots, so the caps hold without a lock.
+///
+/// A claim of a scope capped at N (the role, the tracker, the claim status) takes one of
+/// the slot numbers 0..N-1 of that scope, and a unique index per scope stops two rows
+/// from sharing one: at most N rows hold slots below N, whoever inserts them and however
+/// they race. A claim without a status cap takes a slot of 0..2^32-1. Expired rows that
+/// sit on slots a claim needs are "parked" (moved to a unique slot at or above 2^40, far
+/// above any cap) and otherwise kept, for reaping and a late renewal. A row whose slot is
+/// at or above the caller's cap (claimed under a larger cap, or parked) is not bounded by
+/// the index, so while one exists in a scope the claim falls back to counting under the
+/// tracker's advisory lock, as version 1 always did. `claims::try_claim` has the steps
+/// and why each answer is exact.
+///
+/// Rows of version 1 are parked (they were claimed with no slot); the 12-argument
+/// `sortie_try_claim` of version 1 stays, as a wrapper, for hosts still running it.
+const SLOTS: &str = r#"
+    ALTER TABLE claims ADD COLUMN role_slot BIGINT, ADD COLUMN global_slot BIGINT,
+                       ADD COLUMN status_slot BIGINT;
+    CREATE SEQUENCE sortie_parked_slot;
+    UPDATE claims
+       SET role_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot'),
+           global_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot'),
+           status_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot');
+    ALTER TABLE claims ALTER COLUMN role_slot SET NOT NULL,
+                       ALTER COLUMN global_slot SET NOT NULL,
+                       ALTER COLUMN status_slot SET NOT NULL;
+    CREATE UNIQUE INDEX claims_role_slot ON claims (tracker, role, role_slot);
+    CREATE UNIQUE INDEX claims_global_slot ON claims (tracker, global_slot);
+    CREATE UNIQUE INDEX claims_status_slot ON claims (tracker, stage, status_slot);
+    -- Every claim inserts a row and its release deletes it: vacuum by count of dead rows,
+    -- not by a fraction of a table that is always nearly empty.
+    ALTER TABLE claims SET (autovacuum_vacuum_scale_factor = 0,
+                            autovacuum_vacuum_threshold = 1000);
+
+    -- The first slot of 0..cap-1 from `seed` on that is not in `taken`; NULL if none.
+    CREATE FUNCTION sortie_free_slot(taken BIGINT[], cap BIGINT, seed BIGINT) RETURNS BIGINT
+    LANGUAGE plpgsql IMMUTABLE AS $fn$
+    DECLARE
+        s BIGINT;
+        tried BIGINT := 1;
+    BEGIN
+        IF cap <= 0 THEN
+            RETURN NULL;
+        END IF;
+        s := abs(seed) % cap;
+        WHILE s = ANY (taken) LOOP
+            IF tried >= cap THEN
+                RETURN NULL;
+            END IF;
+            tried := tried + 1;
+            s := (s + 1) % cap;
+        END LOOP;
+        RETURN s;
+    END
+    $fn$;
+
+    DROP FUNCTION sortie_try_claim(TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, BIGINT, BIGINT, BIGINT,
+                                   BIGINT, BIGINT, BIGINT);
+    -- Every case of a claim (claims::try_claim sends the common ones as one statement
+    -- first): a live row of another claimer is `held`; of the same claimer, renewed; an
+    -- expired row of the key is deleted. Then, in one read of the tracker's rows: the
+    -- live counts of the three scopes, the slots taken, and whether a row sits at or
+    -- above a cap; if one does, take the tracker's lock and read again, so the counts are
+    -- exact. Ceilings as in SQLite (role, global, status); then a free slot per scope
+    -- (parking expired rows that hold the last ones) and the insert, which a unique index
+    -- refuses if a racing claim took the key or a slot: then look again.
+    CREATE FUNCTION sortie_try_claim(
+        p_tracker TEXT, p_ticket TEXT, p_role TEXT, p_stage TEXT, p_claimer TEXT, p_run TEXT,
+        p_now BIGINT, p_expires BIGINT, p_role_cap BIGINT, p_global_cap BIGINT,
+        p_status_cap BIGINT, p_floor BIGINT, p_seed BIGINT)
+    RETURNS TABLE (o_outcome TEXT, o_claimer TEXT, o_stage TEXT, o_claimed_at BIGINT,
+                   o_expires BIGINT, o_attempt BIGINT, o_run TEXT, o_cancel BOOLEAN,
+                   o_pid BIGINT)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur claims%ROWTYPE;
+        status_cap BIGINT := COALESCE(p_status_cap, 1::BIGINT << 32);
+        role_live BIGINT;
+        global_live BIGINT;
+        stage_live BIGINT;
+        above BOOLEAN;
+        role_taken BIGINT[];
+        global_taken BIGINT[];
+        status_taken BIGINT[];
+        r_slot BIGINT;
+        g_slot BIGINT;
+        s_slot BIGINT;
+        locked BOOLEAN := FALSE;
+        last BIGINT;
+        attempt BIGINT;
+        inserted INT;
+        tries INT := 0;
+    BEGIN
+        LOOP
+            tries := tries + 1;
+            IF tries > 50 THEN
+                RAISE EXCEPTION 'sortie_try_claim: no free slot after 50 looks'
+                    USING ERRCODE = '40001';
+            END IF;
+            SELECT * INTO cur FROM claims c
+             WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+            IF FOUND THEN
+                IF cur.lease_expires_at > p_now THEN
+                    IF cur.claimer_id <> p_claimer THEN
+                        RETURN QUERY SELECT 'held'::TEXT, cur.claimer_id, cur.stage,
+                            cur.claimed_at, cur.lease_expires_at, cur.stage_attempt, cur.run_id,
+                            cur.cancel_requested, cur.agent_pid;
+                        RETURN;
+                    END IF;
+                    UPDATE claims c SET lease_expires_at = p_expires
+                     WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role;
+                    RETURN QUERY SELECT 'acquired'::TEXT, cur.claimer_id, cur.stage,
+                        cur.claimed_at, p_expires, cur.stage_attempt, cur.run_id,
+                        cur.cancel_requested, cur.agent_pid;
+                    RETURN;
+                END IF;
+                DELETE FROM claims c
+                 WHERE c.tracker = p_tracker AND c.ticket_id = p_ticket AND c.role = p_role
+                   AND c.lease_expires_at <= p_now;
+                CONTINUE;
+            END IF;
+            SELECT COUNT(*) FILTER (WHERE c.role = p_role AND c.lease_expires_at > p_now),
+                   COUNT(*) FILTER (WHERE c.lease_expires_at > p_now),
+                   COUNT(*) FILTER (WHERE c.stage = p_stage AND c.lease_expires_at > p_now),
+                   COALESCE(bool_or((c.role = p_role AND c.role_slot >= p_role_cap)
+                                    OR c.global_slot >= p_global_cap
+                                    OR (p_status_cap IS NOT NULL AND c.stage = p_stage
+                                        AND c.status_slot >= p_status_cap)),
+                            FALSE),
+                   COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = p_role), '{}'),
+                   COALESCE(array_agg(c.global_slot), '{}'),
+                   COALESCE(array_agg(c.status_slot) FILTER (WHERE c.stage = p_stage), '{}')
+              INTO role_live, global_live, stage_live, above,
+                   role_taken, global_taken, status_taken
+              FROM claims c WHERE c.tracker = p_tracker;
+            IF above AND NOT locked THEN
+                PERFORM pg_advisory_xact_lock(hashtext('sortie.claims'),
+                    hashtext(COALESCE(current_schema(), '') || '/' || p_tracker));
+                locked := TRUE;
+                CONTINUE;
+            END IF;
+            IF role_live >= p_role_cap THEN
+                RETURN QUERY SELECT 'ceiling_role'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+                    NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
+                RETURN;
+            END IF;
+            IF global_live >= p_global_cap THEN
+                RETURN QUERY SELECT 'ceiling_global'::TEXT, NULL::TEXT, NULL::TEXT,
+                    NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN,
+                    NULL::BIGINT;
+                RETURN;
+            END IF;
+            IF p_status_cap IS NOT NULL AND stage_live >= p_status_cap THEN
+                RETURN QUERY SELECT 'ceiling_status'::TEXT, NULL::TEXT, NULL::TEXT,
+                    NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN,
+                    NULL::BIGINT;
+                RETURN;
+            END IF;
+            r_slot := sortie_free_slot(role_taken, p_role_cap, p_seed);
+            g_slot := sortie_free_slot(global_taken, p_global_cap, p_seed);
+            s_slot := sortie_free_slot(status_taken, status_cap, p_seed);
+            IF r_slot IS NULL OR g_slot IS NULL OR s_slot IS NULL THEN
+                -- Fewer live claims than the cap, so expired rows hold the rest of the
+                -- slots: park them (rows another claim is parking or renewing are skipped).
+                UPDATE claims c SET role_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot')
+                 WHERE (c.tracker, c.ticket_id, c.role) IN (
+                       SELECT e.tracker, e.ticket_id, e.role FROM claims e
+                        WHERE r_slot IS NULL AND e.tracker = p_tracker AND e.role = p_role
+                          AND e.lease_expires_at <= p_now AND e.role_slot < p_role_cap
+                          FOR UPDATE SKIP LOCKED);
+                UPDATE claims c SET global_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot')
+                 WHERE (c.tracker, c.ticket_id, c.role) IN (
+                       SELECT e.tracker, e.ticket_id, e.role FROM claims e
+                        WHERE g_slot IS NULL AND e.tracker = p_tracker
+                          AND e.lease_expires_at <= p_now AND e.global_slot < p_global_cap
+                          FOR UPDATE SKIP LOCKED);
+                UPDATE claims c SET status_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot')
+                 WHERE (c.tracker, c.ticket_id, c.role) IN (
+                       SELECT e.tracker, e.ticket_id, e.role FROM claims e
+                        WHERE s_slot IS NULL AND e.tracker = p_tracker AND e.stage = p_stage
+                          AND e.lease_expires_at <= p_now AND e.status_slot < status_cap
+                          FOR UPDATE SKIP LOCKED);
+                CONTINUE;
+            END IF;
+            SELECT a.last_attempt INTO last FROM attempts a
+             WHERE a.tracker = p_tracker AND a.ticket_id = p_ticket AND a.role = p_role;
+            attempt := GREATEST(COALESCE(last, 0) + 1, p_floor, 1);
+            INSERT INTO claims (tracker, ticket_id, role, stage, claimer_id, claimed_at,
+                                lease_expires_at, stage_attempt, run_id, cancel_requested,
+                                agent_pid, role_slot, global_slot, status_slot)
+            VALUES (p_tracker, p_ticket, p_role, p_stage, p_claimer, p_now, p_expires, attempt,
+                    p_run, FALSE, NULL, r_slot, g_slot, s_slot)
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS inserted = ROW_COUNT;
+            IF inserted = 1 THEN
+                INSERT INTO attempts AS a (tracker, ticket_id, role, last_attempt)
+                VALUES (p_tracker, p_ticket, p_role, attempt)
+                ON CONFLICT (tracker, ticket_id, role)
+                DO UPDATE SET last_attempt = excluded.last_attempt;
+                RETURN QUERY SELECT 'acquired'::TEXT, p_claimer, p_stage, p_now, p_expires,
+                    attempt, p_run, FALSE, NULL::BIGINT;
+                RETURN;
+            END IF;
+        END LOOP;
+    END
+    $fn$;
+
+    -- Version 1's signature, for a host that still runs it during an upgrade.
+    CREATE FUNCTION sortie_try_claim(
+        p_tracker TEXT, p_ticket TEXT, p_role TEXT, p_stage TEXT, p_claimer TEXT, p_run TEXT,
+        p_now BIGINT, p_expires BIGINT, p_role_cap BIGINT, p_global_cap BIGINT,
+        p_status_cap BIGINT, p_floor BIGINT)
+    RETURNS TABLE (o_outcome TEXT, o_claimer TEXT, o_stage TEXT, o_claimed_at BIGINT,
+                   o_expires BIGINT, o_attempt BIGINT, o_run TEXT, o_cancel BOOLEAN,
+                   o_pid BIGINT)
+    LANGUAGE sql AS $fn$
+        SELECT * FROM sortie_try_claim(p_tracker, p_ticket, p_role, p_stage, p_claimer, p_run,
+            p_now, p_expires, p_role_cap, p_global_cap, p_status_cap, p_floor,
+            hashtext(p_ticket || '/' || p_role)::BIGINT)
+    $fn$;
+"#;
+
+/// The SQL of migration `version` (1-based), if this build has it.
+pub(super) fn sql(version: usize) -> Option<&'static str> {
+    MIGRATIONS.get(version.checked_sub(1)?).copied()
+}
 
 /// The schema version this build writes and understands.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

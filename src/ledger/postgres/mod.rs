@@ -109,6 +109,13 @@ impl PostgresLedger {
         Ok(PostgresLedger { pool })
     }
 
+    /// The SQL of schema migration `version` (1-based): for tests that build the schema
+    /// an older sortie left, to prove the upgrade.
+    #[doc(hidden)]
+    pub fn migration_sql(version: usize) -> Option<&'static str> {
+        migrations::sql(version)
+    }
+
     /// Open as a shared trait object.
     pub fn open_shared(url: &str) -> Result<Arc<dyn Ledger>, LedgerError> {
         Ok(Arc::new(Self::open(url)?))

@@ -102,6 +102,16 @@ struct Worker {
 }
 
 impl Worker {
+    /// A worker with the same settings and no connection yet.
+    fn unopened(&self) -> Worker {
+        Worker {
+            config: self.config.clone(),
+            target: self.target.clone(),
+            setup: self.setup,
+            conn: None,
+        }
+    }
+
     fn conn(&mut self) -> Result<&mut Conn, LedgerError> {
         if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
             self.conn = None;
@@ -128,10 +138,16 @@ impl Worker {
     }
 }
 
-/// The connection pool: `size` worker threads sharing one request queue.
+/// The connection pool: `size` worker threads sharing one request queue, and connections
+/// for callers outside any tokio runtime (CLI commands, benches), who run their call on
+/// their own thread and skip the two thread hand-offs.
 pub(super) struct Pool {
     jobs: Mutex<Sender<Job>>,
     target: String,
+    idle: Mutex<Vec<Worker>>,
+    /// The settings of new connections (a worker that never opens one).
+    fresh: Mutex<Worker>,
+    size: usize,
 }
 
 impl Pool {
@@ -145,14 +161,15 @@ impl Pool {
     ) -> Pool {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
+        let fresh = Worker {
+            config,
+            target: target.clone(),
+            setup,
+            conn: None,
+        };
         for index in 0..size.max(1) {
             let queue = Arc::clone(&queue);
-            let mut worker = Worker {
-                config: config.clone(),
-                target: target.clone(),
-                setup,
-                conn: None,
-            };
+            let mut worker = fresh.unopened();
             // A worker that cannot be spawned only makes the pool smaller; with none at
             // all, every call reports the ledger unavailable instead of hanging.
             let _ = std::thread::Builder::new()
@@ -162,6 +179,9 @@ impl Pool {
         Pool {
             jobs: Mutex::new(jobs),
             target,
+            idle: Mutex::new(Vec::new()),
+            fresh: Mutex::new(fresh),
+            size: size.max(1),
         }
     }
 
@@ -177,24 +197,33 @@ impl Pool {
     /// connection: every ledger operation gives the same result when repeated with the same
     /// arguments (claims renew for the same claimer, puts answer `Exists`, updates and
     /// upserts write the same row), so a repeat after a lost answer is harmless.
+    ///
+    /// A caller outside any tokio runtime runs `body` on its own thread, on an idle
+    /// connection of its own (at most `size` are kept idle); inside a runtime, where the
+    /// `postgres` client would panic, a worker thread runs it.
     pub(super) fn call<T: Send + 'static>(
         &self,
         body: impl Fn(&mut Conn) -> Result<T, LedgerError> + Send + 'static,
     ) -> Result<T, LedgerError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            let idle = || self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let popped = idle().pop();
+            let mut worker = popped.unwrap_or_else(|| {
+                self.fresh
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unopened()
+            });
+            let result = run(&mut worker, &body);
+            let mut idle = idle();
+            if idle.len() < self.size {
+                idle.push(worker);
+            }
+            return result;
+        }
         let (reply, answer) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |worker: &mut Worker| {
-            let reused = worker.conn.is_some();
-            let mut result = worker.conn().and_then(&body);
-            if matches!(result, Err(LedgerError::Unavailable(_))) {
-                worker.conn = None;
-                if reused {
-                    result = worker.conn().and_then(&body);
-                    if matches!(result, Err(LedgerError::Unavailable(_))) {
-                        worker.conn = None;
-                    }
-                }
-            }
-            let _ = reply.send(result);
+            let _ = reply.send(run(worker, &body));
         });
         let sent = self
             .jobs
@@ -206,6 +235,26 @@ impl Pool {
         sent.map_err(|_| stopped())?;
         answer.recv().map_err(|_| stopped())?
     }
+}
+
+/// Run `body` on `worker`'s connection, once more on a fresh one if an old pooled
+/// connection turned out dead (see [`Pool::call`]).
+fn run<T>(
+    worker: &mut Worker,
+    body: &impl Fn(&mut Conn) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    let reused = worker.conn.is_some();
+    let mut result = worker.conn().and_then(body);
+    if matches!(result, Err(LedgerError::Unavailable(_))) {
+        worker.conn = None;
+        if reused {
+            result = worker.conn().and_then(body);
+            if matches!(result, Err(LedgerError::Unavailable(_))) {
+                worker.conn = None;
+            }
+        }
+    }
+    result
 }
 
 fn work(queue: &Mutex<Receiver<Job>>, worker: &mut Worker) {
