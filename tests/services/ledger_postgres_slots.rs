@@ -279,3 +279,36 @@ fn a_version_1_schema_is_upgraded_with_its_claims_counted_and_old_hosts_keep_cla
     assert_eq!(old_host_claim(&mut client, "T-4", 3), "acquired", "renewed");
     assert_eq!(live(&ledger, 1), 3);
 }
+
+#[test]
+fn a_status_cap_set_while_claims_of_that_status_run_counts_them() {
+    let ledger = PostgresLedger::open(&schema_url("slots_status")).unwrap();
+    // Three runs claimed from `ready` while it had no cap of its own (no status slot).
+    for n in 0..3 {
+        assert!(matches!(
+            claim(&ledger, &format!("T-{n}"), role_cap(10), 0),
+            ClaimOutcome::Acquired(_)
+        ));
+    }
+    let status_cap = ClaimLimits {
+        status: Some(2),
+        ..role_cap(10)
+    };
+    assert_eq!(
+        claim(&ledger, "N-1", status_cap, 1),
+        ClaimOutcome::Ceiling(CeilingScope::Status)
+    );
+    for n in 0..2 {
+        let key = ClaimKey::new("local", format!("T-{n}"), "backend");
+        assert!(ledger.release(&key, "host:1:x").unwrap());
+    }
+    assert!(matches!(
+        claim(&ledger, "N-1", status_cap, 1),
+        ClaimOutcome::Acquired(_)
+    ));
+    assert_eq!(
+        claim(&ledger, "N-2", status_cap, 1),
+        ClaimOutcome::Ceiling(CeilingScope::Status),
+        "T-2 (from before the cap) and N-1 are live"
+    );
+}

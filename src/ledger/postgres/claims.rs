@@ -72,15 +72,18 @@ WITH s AS (
          COALESCE(bool_or(c.ticket_id = $2 AND c.role = $3), FALSE) AS key_taken,
          COALESCE(bool_or((c.role = $3 AND c.role_slot >= $9) OR c.global_slot >= $10
                           OR ($11::BIGINT IS NOT NULL AND c.stage = $4
-                              AND c.status_slot >= $11::BIGINT)), FALSE) AS above,
+                              AND (c.status_slot IS NULL OR c.status_slot >= $11::BIGINT))),
+                  FALSE) AS above,
          COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = $3), '{}') AS role_taken,
          COALESCE(array_agg(c.global_slot), '{}') AS global_taken,
-         COALESCE(array_agg(c.status_slot) FILTER (WHERE c.stage = $4), '{}') AS status_taken
+         COALESCE(array_agg(c.status_slot)
+                  FILTER (WHERE $11::BIGINT IS NOT NULL AND c.stage = $4), '{}') AS status_taken
     FROM claims c WHERE c.tracker = $1
 ), pick AS MATERIALIZED (
   SELECT sortie_free_slot(s.role_taken, $9, $13) AS r,
          sortie_free_slot(s.global_taken, $10, $13) AS g,
-         sortie_free_slot(s.status_taken, COALESCE($11::BIGINT, 1::BIGINT << 32), $13) AS st
+         CASE WHEN $11::BIGINT IS NOT NULL
+              THEN sortie_free_slot(s.status_taken, $11::BIGINT, $13) END AS st
     FROM s
    WHERE NOT s.key_taken AND NOT s.above AND s.role_live < $9 AND s.global_live < $10
      AND ($11::BIGINT IS NULL OR s.stage_live < $11::BIGINT)
@@ -93,7 +96,8 @@ WITH s AS (
                              WHERE a.tracker = $1 AND a.ticket_id = $2 AND a.role = $3), 0) + 1,
                   $12, 1),
          $6, FALSE, NULL, pick.r, pick.g, pick.st
-    FROM pick WHERE pick.r IS NOT NULL AND pick.g IS NOT NULL AND pick.st IS NOT NULL
+    FROM pick WHERE pick.r IS NOT NULL AND pick.g IS NOT NULL
+                AND ($11::BIGINT IS NULL OR pick.st IS NOT NULL)
   ON CONFLICT DO NOTHING
   RETURNING stage_attempt
 ), up AS (

@@ -210,7 +210,7 @@ const MIGRATIONS: &[&str] = &[
 /// A claim of a scope capped at N (the role, the tracker, the claim status) takes one of
 /// the slot numbers 0..N-1 of that scope, and a unique index per scope stops two rows
 /// from sharing one: at most N rows hold slots below N, whoever inserts them and however
-/// they race. A claim without a status cap takes a slot of 0..2^32-1. Expired rows that
+/// they race. A claim whose status has no cap has no status slot (NULL). Expired rows that
 /// sit on slots a claim needs are "parked" (moved to a unique slot at or above 2^40, far
 /// above any cap) and otherwise kept, for reaping and a late renewal. A row whose slot is
 /// at or above the caller's cap (claimed under a larger cap, or parked) is not bounded by
@@ -226,14 +226,14 @@ const SLOTS: &str = r#"
     CREATE SEQUENCE sortie_parked_slot;
     UPDATE claims
        SET role_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot'),
-           global_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot'),
-           status_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot');
+           global_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot');
     ALTER TABLE claims ALTER COLUMN role_slot SET NOT NULL,
-                       ALTER COLUMN global_slot SET NOT NULL,
-                       ALTER COLUMN status_slot SET NOT NULL;
+                       ALTER COLUMN global_slot SET NOT NULL;
     CREATE UNIQUE INDEX claims_role_slot ON claims (tracker, role, role_slot);
     CREATE UNIQUE INDEX claims_global_slot ON claims (tracker, global_slot);
-    CREATE UNIQUE INDEX claims_status_slot ON claims (tracker, stage, status_slot);
+    -- A claim whose status has no cap has no status slot (NULL), and costs no entry here.
+    CREATE UNIQUE INDEX claims_status_slot ON claims (tracker, stage, status_slot)
+     WHERE status_slot IS NOT NULL;
     -- Every claim inserts a row and its release deletes it: vacuum by count of dead rows,
     -- not by a fraction of a table that is always nearly empty.
     ALTER TABLE claims SET (autovacuum_vacuum_scale_factor = 0,
@@ -281,7 +281,6 @@ const SLOTS: &str = r#"
     LANGUAGE plpgsql AS $fn$
     DECLARE
         cur claims%ROWTYPE;
-        status_cap BIGINT := COALESCE(p_status_cap, 1::BIGINT << 32);
         role_live BIGINT;
         global_live BIGINT;
         stage_live BIGINT;
@@ -332,11 +331,13 @@ const SLOTS: &str = r#"
                    COALESCE(bool_or((c.role = p_role AND c.role_slot >= p_role_cap)
                                     OR c.global_slot >= p_global_cap
                                     OR (p_status_cap IS NOT NULL AND c.stage = p_stage
-                                        AND c.status_slot >= p_status_cap)),
+                                        AND (c.status_slot IS NULL
+                                             OR c.status_slot >= p_status_cap))),
                             FALSE),
                    COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = p_role), '{}'),
                    COALESCE(array_agg(c.global_slot), '{}'),
-                   COALESCE(array_agg(c.status_slot) FILTER (WHERE c.stage = p_stage), '{}')
+                   COALESCE(array_agg(c.status_slot)
+                            FILTER (WHERE c.stage = p_stage AND c.status_slot IS NOT NULL), '{}')
               INTO role_live, global_live, stage_live, above,
                    role_taken, global_taken, status_taken
               FROM claims c WHERE c.tracker = p_tracker;
@@ -365,8 +366,9 @@ const SLOTS: &str = r#"
             END IF;
             r_slot := sortie_free_slot(role_taken, p_role_cap, p_seed);
             g_slot := sortie_free_slot(global_taken, p_global_cap, p_seed);
-            s_slot := sortie_free_slot(status_taken, status_cap, p_seed);
-            IF r_slot IS NULL OR g_slot IS NULL OR s_slot IS NULL THEN
+            s_slot := sortie_free_slot(status_taken, p_status_cap, p_seed);
+            IF r_slot IS NULL OR g_slot IS NULL
+               OR (p_status_cap IS NOT NULL AND s_slot IS NULL) THEN
                 -- Fewer live claims than the cap, so expired rows hold the rest of the
                 -- slots: park them (rows another claim is parking or renewing are skipped).
                 UPDATE claims c SET role_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot')
@@ -384,8 +386,9 @@ const SLOTS: &str = r#"
                 UPDATE claims c SET status_slot = (1::BIGINT << 40) + nextval('sortie_parked_slot')
                  WHERE (c.tracker, c.ticket_id, c.role) IN (
                        SELECT e.tracker, e.ticket_id, e.role FROM claims e
-                        WHERE s_slot IS NULL AND e.tracker = p_tracker AND e.stage = p_stage
-                          AND e.lease_expires_at <= p_now AND e.status_slot < status_cap
+                        WHERE p_status_cap IS NOT NULL AND s_slot IS NULL
+                          AND e.tracker = p_tracker AND e.stage = p_stage
+                          AND e.lease_expires_at <= p_now AND e.status_slot < p_status_cap
                           FOR UPDATE SKIP LOCKED);
                 CONTINUE;
             END IF;
