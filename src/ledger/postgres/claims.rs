@@ -80,8 +80,10 @@ WITH s AS (
                   FILTER (WHERE $11::BIGINT IS NOT NULL AND c.stage = $4), '{}') AS status_taken
     FROM claims c WHERE c.tracker = $1
 ), pick AS MATERIALIZED (
-  SELECT sortie_free_slot(s.role_taken, $9, $13) AS r,
-         sortie_free_slot(s.global_taken, $10, $13) AS g,
+  SELECT CASE WHEN $9 > 0 AND NOT ($13 % $9 = ANY (s.role_taken)) THEN $13 % $9
+              ELSE sortie_free_slot(s.role_taken, $9, $13) END AS r,
+         CASE WHEN $10 > 0 AND NOT ($13 % $10 = ANY (s.global_taken)) THEN $13 % $10
+              ELSE sortie_free_slot(s.global_taken, $10, $13) END AS g,
          CASE WHEN $11::BIGINT IS NOT NULL
               THEN sortie_free_slot(s.status_taken, $11::BIGINT, $13) END AS st
     FROM s
