@@ -93,21 +93,26 @@ impl Conn {
 /// A request for a worker.
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
-/// A worker thread's state: its connection, opened on first use and after a failure.
-struct Worker {
+/// How the pool's connections are opened.
+struct Settings {
     config: postgres::Config,
+    /// Where they connect to (no credentials), for messages.
     target: String,
+    /// Session settings run once on each new connection.
     setup: Option<&'static str>,
+}
+
+/// A connection's holder (a worker thread, or an idle one for inline callers): the
+/// connection is opened on first use and after a failure.
+struct Worker {
+    settings: Arc<Settings>,
     conn: Option<Conn>,
 }
 
 impl Worker {
-    /// A worker with the same settings and no connection yet.
-    fn unopened(&self) -> Worker {
+    fn new(settings: &Arc<Settings>) -> Worker {
         Worker {
-            config: self.config.clone(),
-            target: self.target.clone(),
-            setup: self.setup,
+            settings: Arc::clone(settings),
             conn: None,
         }
     }
@@ -119,14 +124,15 @@ impl Worker {
         match &mut self.conn {
             Some(conn) => Ok(conn),
             slot @ None => {
-                let mut client = self.config.connect(NoTls).map_err(|err| {
+                let settings = &self.settings;
+                let mut client = settings.config.connect(NoTls).map_err(|err| {
                     LedgerError::Unavailable(format!(
                         "cannot connect to {}: {}",
-                        self.target,
+                        settings.target,
                         with_cause(&err)
                     ))
                 })?;
-                if let Some(setup) = self.setup {
+                if let Some(setup) = settings.setup {
                     client.batch_execute(setup).map_err(db_error)?;
                 }
                 Ok(slot.insert(Conn {
@@ -143,10 +149,8 @@ impl Worker {
 /// their own thread and skip the two thread hand-offs.
 pub(super) struct Pool {
     jobs: Mutex<Sender<Job>>,
-    target: String,
+    settings: Arc<Settings>,
     idle: Mutex<Vec<Worker>>,
-    /// The settings of new connections (a worker that never opens one).
-    fresh: Mutex<Worker>,
     size: usize,
 }
 
@@ -161,15 +165,14 @@ impl Pool {
     ) -> Pool {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
-        let fresh = Worker {
+        let settings = Arc::new(Settings {
             config,
-            target: target.clone(),
+            target,
             setup,
-            conn: None,
-        };
+        });
         for index in 0..size.max(1) {
             let queue = Arc::clone(&queue);
-            let mut worker = fresh.unopened();
+            let mut worker = Worker::new(&settings);
             // A worker that cannot be spawned only makes the pool smaller; with none at
             // all, every call reports the ledger unavailable instead of hanging.
             let _ = std::thread::Builder::new()
@@ -178,16 +181,15 @@ impl Pool {
         }
         Pool {
             jobs: Mutex::new(jobs),
-            target,
+            settings,
             idle: Mutex::new(Vec::new()),
-            fresh: Mutex::new(fresh),
             size: size.max(1),
         }
     }
 
     /// Where the pool connects to (no credentials), for messages.
     pub(super) fn target(&self) -> &str {
-        &self.target
+        &self.settings.target
     }
 
     /// Run `body` on a pooled connection and wait for its answer. A connection error
@@ -208,12 +210,7 @@ impl Pool {
         if tokio::runtime::Handle::try_current().is_err() {
             let idle = || self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let popped = idle().pop();
-            let mut worker = popped.unwrap_or_else(|| {
-                self.fresh
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .unopened()
-            });
+            let mut worker = popped.unwrap_or_else(|| Worker::new(&self.settings));
             let result = run(&mut worker, &body);
             let mut idle = idle();
             if idle.len() < self.size {
@@ -231,7 +228,7 @@ impl Pool {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .send(job);
         let stopped =
-            || LedgerError::Unavailable(format!("{}: ledger workers stopped", self.target));
+            || LedgerError::Unavailable(format!("{}: ledger workers stopped", self.target()));
         sent.map_err(|_| stopped())?;
         answer.recv().map_err(|_| stopped())?
     }
