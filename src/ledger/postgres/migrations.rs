@@ -292,6 +292,7 @@ const SLOTS: &str = r#"
         g_slot BIGINT;
         s_slot BIGINT;
         locked BOOLEAN := FALSE;
+        ceiling TEXT;
         last BIGINT;
         attempt BIGINT;
         inserted INT;
@@ -347,21 +348,14 @@ const SLOTS: &str = r#"
                 locked := TRUE;
                 CONTINUE;
             END IF;
-            IF role_live >= p_role_cap THEN
-                RETURN QUERY SELECT 'ceiling_role'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
+            ceiling := CASE
+                WHEN role_live >= p_role_cap THEN 'ceiling_role'
+                WHEN global_live >= p_global_cap THEN 'ceiling_global'
+                WHEN stage_live >= p_status_cap THEN 'ceiling_status'
+            END;
+            IF ceiling IS NOT NULL THEN
+                RETURN QUERY SELECT ceiling, NULL::TEXT, NULL::TEXT, NULL::BIGINT,
                     NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN, NULL::BIGINT;
-                RETURN;
-            END IF;
-            IF global_live >= p_global_cap THEN
-                RETURN QUERY SELECT 'ceiling_global'::TEXT, NULL::TEXT, NULL::TEXT,
-                    NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN,
-                    NULL::BIGINT;
-                RETURN;
-            END IF;
-            IF p_status_cap IS NOT NULL AND stage_live >= p_status_cap THEN
-                RETURN QUERY SELECT 'ceiling_status'::TEXT, NULL::TEXT, NULL::TEXT,
-                    NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::TEXT, NULL::BOOLEAN,
-                    NULL::BIGINT;
                 RETURN;
             END IF;
             r_slot := sortie_free_slot(role_taken, p_role_cap, p_seed);
