@@ -12,6 +12,13 @@
 //! `SORTIE_BENCH_PG_CONTENDER` set for the contender processes: such a child opens the
 //! ledger, prints `READY`, waits for a line on stdin, runs for the given time, and prints
 //! `DONE <cycles> <acquired> <max_live_in_role>`.
+//!
+//! Then, in the same minute (this shared VM's speed moves by half between minutes), the
+//! same cycle from pgbench (C, libpq, 8 clients on 2 threads): the bare `INSERT` +
+//! `DELETE` of a 4-column row, the ledger's fast claim + release, and its full claim +
+//! release, each statement the text sortie sends (`PostgresLedger::claim_statements`). So
+//! the ledger's figures read against what its SQL costs the server and against what the
+//! server can do at all. `SORTIE_BENCH_PGBENCH_JOBS` sets pgbench's threads.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -164,6 +171,99 @@ fn processes(url: &str, capped: bool, secs: f64) -> (u64, u64, Duration, usize) 
     (cycles, acquired, elapsed, sampler.join().unwrap())
 }
 
+/// pgbench scripts (name, text) of one claim + release cycle per transaction: the bare
+/// two statements, and the ledger's own statements as sortie sends them
+/// (`PostgresLedger::claim_statements`, each parameter a pgbench variable with the type
+/// sortie's parameter has; the status cap is NULL, as in the bench's uncapped case).
+fn pgbench_scripts() -> Vec<(String, String)> {
+    let statements = PostgresLedger::claim_statements();
+    let sql = |name: &str| {
+        let text = statements.iter().find(|(n, _)| *n == name).unwrap().1;
+        let text = regex::Regex::new(r"\$(\d+)")
+            .unwrap()
+            .replace_all(text, |c: &regex::Captures| {
+                match c[1].parse::<usize>().unwrap() {
+                    1 => "(:tracker)::TEXT".to_string(),
+                    3 => "(:role)::TEXT".to_string(),
+                    4 => "(:stage)::TEXT".to_string(),
+                    2 | 5 | 6 => "(:ticket)::TEXT".to_string(),
+                    7 => "(:now)::BIGINT".to_string(),
+                    8 => "(:expires)::BIGINT".to_string(),
+                    9 | 10 => "(:cap)::BIGINT".to_string(),
+                    11 => "(NULL)".to_string(),
+                    12 => "(0)::BIGINT".to_string(),
+                    13 => "(:seed)::BIGINT".to_string(),
+                    n => panic!("claim statement parameter ${n} has no pgbench variable"),
+                }
+            })
+            .into_owned();
+        // One line per statement, so pgbench's error messages point at a whole one.
+        format!("{};\n", text.replace('\n', " "))
+    };
+    let head = "\\set ticket :client_id\n\\set seed :client_id * 7919\n";
+    let release = sql("release");
+    vec![
+        (
+            "bare INSERT + DELETE".to_string(),
+            format!(
+                "{head}INSERT INTO bare VALUES (:tracker, :ticket, :role, :ticket) \
+                 ON CONFLICT DO NOTHING;\n\
+                 DELETE FROM bare WHERE tracker = :tracker AND ticket_id = :ticket \
+                 AND role = :role AND claimer_id = :ticket;\n"
+            ),
+        ),
+        (
+            "the ledger's fast claim + release".to_string(),
+            format!("{head}{}{release}", sql("fast")),
+        ),
+        (
+            "the ledger's full claim + release".to_string(),
+            format!("{head}{}{release}", sql("claim")),
+        ),
+    ]
+}
+
+/// Run `script` with pgbench against `conninfo`: cycles (transactions) per second.
+fn pgbench(conninfo: &str, script: &str, smoke: bool, secs: f64) -> f64 {
+    let path = std::env::temp_dir().join(format!("sortie-pgbench-{}.sql", std::process::id()));
+    std::fs::write(&path, script).unwrap();
+    // SORTIE_BENCH_PGBENCH_JOBS: pgbench's client threads (default 2, one per core; 8 is
+    // one per client, as the ledger's 8 processes are).
+    let jobs = std::env::var("SORTIE_BENCH_PGBENCH_JOBS").unwrap_or_else(|_| "2".into());
+    let mut cmd = Command::new("pgbench");
+    let clients = CONTENDERS.to_string();
+    cmd.args(["-n", "-M", "prepared", "-c", &clients, "-j", &jobs, "-f"])
+        .arg(&path);
+    let defines = [
+        "tracker=local",
+        "role=backend",
+        "stage=ready",
+        "now=1800000000000",
+        "expires=1800000600000",
+        "cap=100000",
+    ];
+    for define in defines {
+        cmd.args(["-D", define]);
+    }
+    if smoke {
+        cmd.args(["-t", "20"]);
+    } else {
+        cmd.args(["-T", &(secs.ceil() as u64).max(1).to_string()]);
+    }
+    let out = cmd.arg(conninfo).output().unwrap_or_else(|err| {
+        panic!("pgbench: {err} (Debian: apt-get install postgresql; scripts/services/postgres.sh does)")
+    });
+    let _ = std::fs::remove_file(&path);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pgbench failed on\n{script}\n{text}");
+    text.lines()
+        .find_map(|line| line.strip_prefix("tps = "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|tps| tps.parse().ok())
+        .unwrap_or_else(|| panic!("no tps in pgbench's output:\n{text}"))
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
     // it, as a smoke test: every case briefly, against the test cluster.
@@ -229,6 +329,21 @@ fn main() {
          ({won:.0}/s acquired, each released by the next), most live claims sampled: {worst}"
     );
     assert!(worst <= CAP as usize, "cap {CAP} exceeded: {worst}");
+
+    // The same SQL from pgbench (C, libpq), in the same minute: what the ledger's statements
+    // cost the server with a client that costs next to nothing, beside the bare cycle.
+    let options = format!("-c%20search_path%3D{schema}%20-c%20synchronous_commit%3Doff{extra}");
+    let conninfo = format!("{base}{sep}options={options}");
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE {schema}.bare (tracker TEXT NOT NULL, ticket_id TEXT NOT NULL, \
+             role TEXT NOT NULL, claimer_id TEXT NOT NULL, PRIMARY KEY (tracker, ticket_id, role))"
+        ))
+        .unwrap();
+    for (name, script) in pgbench_scripts() {
+        let rate = pgbench(&conninfo, &script, smoke, secs);
+        println!("pgbench, {CONTENDERS} clients, {name}: {rate:>8.0} cycles/s");
+    }
     admin
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();

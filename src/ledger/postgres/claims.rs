@@ -56,40 +56,27 @@ fn find(conn: &mut Conn, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
     .transpose()
 }
 
-/// The common claim in one statement: one read of the tracker's rows (the live counts
-/// of the role, of all roles and of the stage; the slots taken; whether the key has a row;
-/// whether a row sits at or above a cap), then, if the key is free and every scope has
-/// room, the insert with a free slot per scope and the attempts upsert. No lock: the
-/// unique slot indexes (migration 2, `migrations::SLOTS`) are what keep two racing
-/// claims from both fitting under a cap. Its answer row is `(attempt, role_live,
-/// global_live, stage_live, key_taken, above)`; `attempt` is NULL when nothing was
-/// inserted.
-const CLAIM_SQL: &str = "\
-WITH s AS (
-  SELECT COUNT(*) FILTER (WHERE c.role = $3 AND c.lease_expires_at > $7) AS role_live,
+/// The answer columns of a read of the tracker's rows, shared by [`CLAIM_SQL`] and
+/// [`FAST_SQL`] (parameters as in [`try_claim`]): the live counts of the role, of all roles
+/// and of the stage; whether the key has a row; whether a row sits at or above a cap.
+macro_rules! tracker_counts {
+    () => {
+        "COUNT(*) FILTER (WHERE c.role = $3 AND c.lease_expires_at > $7) AS role_live,
          COUNT(*) FILTER (WHERE c.lease_expires_at > $7) AS global_live,
          COUNT(*) FILTER (WHERE c.stage = $4 AND c.lease_expires_at > $7) AS stage_live,
          COALESCE(bool_or(c.ticket_id = $2 AND c.role = $3), FALSE) AS key_taken,
          COALESCE(bool_or((c.role = $3 AND c.role_slot >= $9) OR c.global_slot >= $10
                           OR ($11::BIGINT IS NOT NULL AND c.stage = $4
                               AND (c.status_slot IS NULL OR c.status_slot >= $11::BIGINT))),
-                  FALSE) AS above,
-         COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = $3), '{}') AS role_taken,
-         COALESCE(array_agg(c.global_slot), '{}') AS global_taken,
-         COALESCE(array_agg(c.status_slot)
-                  FILTER (WHERE $11::BIGINT IS NOT NULL AND c.stage = $4), '{}') AS status_taken
-    FROM claims c WHERE c.tracker = $1
-), pick AS MATERIALIZED (
-  SELECT CASE WHEN $9 > 0 AND NOT ($13 % $9 = ANY (s.role_taken)) THEN $13 % $9
-              ELSE sortie_free_slot(s.role_taken, $9, $13) END AS r,
-         CASE WHEN $10 > 0 AND NOT ($13 % $10 = ANY (s.global_taken)) THEN $13 % $10
-              ELSE sortie_free_slot(s.global_taken, $10, $13) END AS g,
-         CASE WHEN $11::BIGINT IS NOT NULL
-              THEN sortie_free_slot(s.status_taken, $11::BIGINT, $13) END AS st
-    FROM s
-   WHERE NOT s.key_taken AND NOT s.above AND s.role_live < $9 AND s.global_live < $10
-     AND ($11::BIGINT IS NULL OR s.stage_live < $11::BIGINT)
-), ins AS (
+                  FALSE) AS above"
+    };
+}
+
+/// The claim's insert and attempts upsert, after a `WITH` of the statement has chosen the
+/// slots as `pick (r, g, st)` (shared by [`CLAIM_SQL`] and [`FAST_SQL`]).
+macro_rules! insert_claim {
+    () => {
+        "ins AS (
   INSERT INTO claims (tracker, ticket_id, role, stage, claimer_id, claimed_at, lease_expires_at,
                       stage_attempt, run_id, cancel_requested, agent_pid,
                       role_slot, global_slot, status_slot)
@@ -106,24 +93,96 @@ WITH s AS (
   INSERT INTO attempts (tracker, ticket_id, role, last_attempt)
   SELECT $1, $2, $3, stage_attempt FROM ins
   ON CONFLICT (tracker, ticket_id, role) DO UPDATE SET last_attempt = excluded.last_attempt
-)
+)"
+    };
+}
+
+/// The claim of a free key of a status without a cap, without reading the tracker's rows:
+/// two index probes check that no row of the role or of the tracker sits at or above its
+/// cap, and the insert takes the key's hashed slot in each scope (`seed % cap`); the
+/// unique indexes refuse it if the key has a row or a slot is taken. Its answer is the
+/// attempt, or NULL when nothing was inserted (then [`CLAIM_SQL`] decides). Exact for the
+/// same reasons as [`CLAIM_SQL`]: with no row at or above a cap, every row of the scope
+/// holds one of its N slots, so the unique index bounds the scope. Nothing else is in the
+/// statement: every plan node costs its start-up on each execution, run or not, and the
+/// tracker read the answer would need costs more than a second round trip when it is
+/// needed (measured: `docs/benchmarks.md`).
+const FAST_SQL: &str = concat!(
+    "WITH pick AS (
+  SELECT CASE WHEN $9::BIGINT > 0 THEN $13::BIGINT % $9::BIGINT END AS r,
+         CASE WHEN $10::BIGINT > 0 THEN $13::BIGINT % $10::BIGINT END AS g, NULL::BIGINT AS st
+   WHERE $11::BIGINT IS NULL AND $9::BIGINT > 0 AND $10::BIGINT > 0
+     AND NOT EXISTS (SELECT 1 FROM claims c
+                      WHERE c.tracker = $1 AND c.role = $3 AND c.role_slot >= $9)
+     AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.tracker = $1 AND c.global_slot >= $10)
+), ",
+    insert_claim!(),
+    "
+SELECT stage_attempt FROM ins"
+);
+
+/// The common claim in one statement: one read of the tracker's rows (the live counts
+/// of the role, of all roles and of the stage; the slots taken; whether the key has a row;
+/// whether a row sits at or above a cap), then, if the key is free and every scope has
+/// room, the insert with a free slot per scope and the attempts upsert. No lock: the
+/// unique slot indexes (migration 2, `migrations::SLOTS`) are what keep two racing
+/// claims from both fitting under a cap. Its answer row is `(attempt, role_live,
+/// global_live, stage_live, key_taken, above)`; `attempt` is NULL when nothing was
+/// inserted.
+const CLAIM_SQL: &str = concat!(
+    "WITH s AS (
+  SELECT ",
+    tracker_counts!(),
+    ",
+         COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = $3), '{}') AS role_taken,
+         COALESCE(array_agg(c.global_slot), '{}') AS global_taken,
+         COALESCE(array_agg(c.status_slot)
+                  FILTER (WHERE $11::BIGINT IS NOT NULL AND c.stage = $4), '{}') AS status_taken
+    FROM claims c WHERE c.tracker = $1
+), pick AS MATERIALIZED (
+  SELECT CASE WHEN $9 > 0 AND NOT ($13 % $9 = ANY (s.role_taken)) THEN $13 % $9
+              ELSE sortie_free_slot(s.role_taken, $9, $13) END AS r,
+         CASE WHEN $10 > 0 AND NOT ($13 % $10 = ANY (s.global_taken)) THEN $13 % $10
+              ELSE sortie_free_slot(s.global_taken, $10, $13) END AS g,
+         CASE WHEN $11::BIGINT IS NOT NULL
+              THEN sortie_free_slot(s.status_taken, $11::BIGINT, $13) END AS st
+    FROM s
+   WHERE NOT s.key_taken AND NOT s.above AND s.role_live < $9 AND s.global_live < $10
+     AND ($11::BIGINT IS NULL OR s.stage_live < $11::BIGINT)
+), ",
+    insert_claim!(),
+    "
 SELECT (SELECT stage_attempt FROM ins), s.role_live, s.global_live, s.stage_live,
        s.key_taken, s.above
-  FROM s";
+  FROM s"
+);
+
+/// The release of `claimer_id`'s row.
+const RELEASE_SQL: &str = "DELETE FROM claims \
+     WHERE tracker = $1 AND ticket_id = $2 AND role = $3 AND claimer_id = $4";
+
+/// The statements of a claim + release cycle, for the bench (`PostgresLedger::claim_statements`).
+pub(super) const STATEMENTS: [(&str, &str); 3] = [
+    ("fast", FAST_SQL),
+    ("claim", CLAIM_SQL),
+    ("release", RELEASE_SQL),
+];
 
 /// Every case of a claim, as the `sortie_try_claim` SQL function (migration 2).
 const CLAIM_FUNCTION_SQL: &str = "\
 SELECT o_outcome, o_claimer, o_stage, o_claimed_at, o_expires, o_attempt, o_run, o_cancel, o_pid \
   FROM sortie_try_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
-/// How often the one-statement claim is tried again after it lost a slot to a racing
-/// claim, before the function (which loops until it has an answer) takes over.
+/// How often the one-statement claim is tried after it lost a slot to a racing claim,
+/// before the function (which loops until it has an answer) takes over.
 const STATEMENT_TRIES: usize = 2;
 
-/// The claim: [`CLAIM_SQL`] first, which answers the common cases in one round trip
-/// (acquired; a ceiling), and the `sortie_try_claim` function for the rest (the key has
+/// The claim: [`FAST_SQL`] first when the status has no cap (a free key on its hashed
+/// slots, read nothing else), then [`CLAIM_SQL`], which answers the common cases in one
+/// round trip (acquired on any free slot; a ceiling), and the `sortie_try_claim` function
+/// for the rest (the key has
 /// a row: held, renewed, or expired and taken over; a row sits at or above a cap; the
-/// free slots are held by expired rows). Both are one statement in its own `READ
+/// free slots are held by expired rows). Each is one statement in its own `READ
 /// COMMITTED` transaction. Why the caps hold fleet-wide without a lock:
 ///
 /// - a claim under cap N takes a slot of 0..N-1 in each scope, and the slot indexes are
@@ -168,23 +227,21 @@ pub(super) fn try_claim(
         &floor,
         &seed,
     ];
+    // A status with a cap needs its rows counted (a claim of it may hold no status slot),
+    // so only claims of statuses without one try the probe-only statement first.
+    if status_cap.is_none() {
+        if let Some(row) = conn.row(FAST_SQL, &params)? {
+            let attempt: i64 = row.try_get(0).map_err(corrupt)?;
+            return acquired(req, now_ms, expires_ms, attempt);
+        }
+    }
     for _ in 0..STATEMENT_TRIES {
         let row = conn
             .row(CLAIM_SQL, &params)?
             .ok_or_else(|| LedgerError::Corrupt("the claim statement returned no row".into()))?;
         let attempt: Option<i64> = row.try_get(0).map_err(corrupt)?;
         if let Some(attempt) = attempt {
-            return Ok(ClaimOutcome::Acquired(Claim {
-                key: key.clone(),
-                stage: req.stage.clone(),
-                claimer_id: req.claimer_id.clone(),
-                claimed_at: from_millis(now_ms)?,
-                lease_expires_at: from_millis(expires_ms)?,
-                stage_attempt: to_u32(attempt, "stage_attempt")?,
-                run_id: req.run_id.clone(),
-                cancel_requested: false,
-                agent_pid: None,
-            }));
+            return acquired(req, now_ms, expires_ms, attempt);
         }
         let count = |index: usize| -> Result<i64, LedgerError> {
             row.try_get::<_, i64>(index).map_err(corrupt)
@@ -245,6 +302,26 @@ pub(super) fn try_claim(
     })
 }
 
+/// The claim a statement inserted for `req`.
+fn acquired(
+    req: &ClaimRequest,
+    now_ms: i64,
+    expires_ms: i64,
+    attempt: i64,
+) -> Result<ClaimOutcome, LedgerError> {
+    Ok(ClaimOutcome::Acquired(Claim {
+        key: req.key.clone(),
+        stage: req.stage.clone(),
+        claimer_id: req.claimer_id.clone(),
+        claimed_at: from_millis(now_ms)?,
+        lease_expires_at: from_millis(expires_ms)?,
+        stage_attempt: to_u32(attempt, "stage_attempt")?,
+        run_id: req.run_id.clone(),
+        cancel_requested: false,
+        agent_pid: None,
+    }))
+}
+
 /// Where a claim starts looking for a free slot in each scope: a hash of the key, so
 /// claims of different tickets racing for one scope mostly try different slots, and a
 /// ticket claimed again lands on the slot it had, where the unique index's check marks
@@ -297,8 +374,7 @@ pub(super) fn release(
 ) -> Result<bool, LedgerError> {
     let deleted = match claimer_id {
         Some(claimer_id) => conn.exec(
-            "DELETE FROM claims \
-             WHERE tracker = $1 AND ticket_id = $2 AND role = $3 AND claimer_id = $4",
+            RELEASE_SQL,
             &[&key.tracker, &key.ticket_id, &key.role, &claimer_id],
         )?,
         None => conn.exec(

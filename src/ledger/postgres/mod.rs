@@ -116,6 +116,15 @@ impl PostgresLedger {
         migrations::sql(version)
     }
 
+    /// The claim statements as sortie sends them, by name (`fast`: a free key of a status
+    /// without a cap; `claim`: the one-statement claim that reads the tracker's rows) and
+    /// the release, for the bench to time the same SQL from pgbench. Parameters are those
+    /// of `claims::try_claim`.
+    #[doc(hidden)]
+    pub fn claim_statements() -> [(&'static str, &'static str); 3] {
+        claims::STATEMENTS
+    }
+
     /// Open as a shared trait object.
     pub fn open_shared(url: &str) -> Result<Arc<dyn Ledger>, LedgerError> {
         Ok(Arc::new(Self::open(url)?))
