@@ -670,10 +670,10 @@ pub trait Ledger: Send + Sync {
         limit: usize,
     ) -> Result<Vec<HookDelivery>, LedgerError>;
 
-    /// When each ticket of `tracker` last had its blockers read (to rotate bounded
-    /// blocker reads fairly across ticks and processes).
+    /// When each ticket of `tracker` last had its blockers read, or tried to (to rotate
+    /// bounded blocker reads fairly across ticks and processes).
     fn blocker_checks(&self, tracker: &str) -> Result<Vec<(String, Timestamp)>, LedgerError>;
-    /// Record that the blockers of `ticket_id` were read at `at`.
+    /// Record that the blockers of `ticket_id` were read, or tried, at `at`.
     fn record_blocker_check(
         &self,
         tracker: &str,

@@ -572,8 +572,8 @@ impl Pipeline {
     /// comments and the blockers of a ticket are read at most once per tick. A ticket
     /// whose comments cannot be read is kept out of the plan for this tick, with the
     /// reason; so is one whose blockers could not be read, or whose read did not fit in
-    /// `tracker.blockers.max_reads_per_tick` (the tickets read least recently go first,
-    /// so reads rotate fairly across ticks).
+    /// `tracker.blockers.max_reads_per_tick` (the tickets tried least recently go first,
+    /// whether that try succeeded or not, so reads rotate fairly across ticks).
     async fn read_histories(
         &self,
         obs: &Observation,
@@ -611,8 +611,8 @@ impl Pipeline {
             if needed_blockers.is_empty() {
                 continue;
             }
-            // The reads go first to the tickets whose blockers were read longest ago
-            // (never read first), among every ticket that may need them this tick:
+            // The reads go first to the tickets whose blockers were tried longest ago
+            // (never tried first), among every ticket that may need them this tick:
             // those keep a reservation, and only spare reads go to others.
             let reserved = reserved.get_or_insert_with(|| {
                 let checked: HashMap<String, chrono::DateTime<chrono::Utc>> = ctx
@@ -652,7 +652,9 @@ impl Pipeline {
                 }
                 budget -= 1;
                 let read = ctx.tracker.blockers(&id).await.map_err(|e| e.to_string());
-                if read.is_ok() && !dry_run {
+                // Failed reads are recorded too: the rotation is by the last try, so a
+                // ticket whose read keeps failing takes its turn and no more.
+                if !dry_run {
                     if let Err(err) =
                         ctx.ledger
                             .record_blocker_check(ctx.tracker_name(), &id, ctx.clock.now())

@@ -159,6 +159,46 @@ pipeline_stages:
         );
     }
 
+    /// Regression: a failed read was not recorded, so a ticket whose blocker read kept
+    /// failing stayed "never read" and took the tick's reads first, every tick.
+    #[tokio::test]
+    async fn a_blocker_read_that_keeps_failing_takes_its_turn_and_no_more() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = model.add_issue("never closes", &["status:backlog"]);
+        let failing = model.add_issue("links unreadable", &["status:todo"]);
+        let readable = model.add_issue("links readable", &["status:todo"]);
+        model.block(readable, blocker);
+        let failing_path = format!("/issues/{failing}/dependencies/blocked_by");
+        model.fail("GET", &failing_path, 500, None, 10_000);
+        let mut turns = Vec::new();
+        for _ in 0..4 {
+            let report = tick(&model, dir.path(), 1).await;
+            let reason = |id: u64| -> String {
+                let skip = report["skips"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["ticket"] == id.to_string())
+                    .unwrap_or_else(|| panic!("#{id} not skipped: {report:#}"));
+                let message = skip["message"].as_str().unwrap_or_default();
+                match skip["reason"].as_str().unwrap() {
+                    "blockers_unknown" if message.contains("used up") => "waits".into(),
+                    "blockers_unknown" => "read failed".into(),
+                    other => other.to_string(),
+                }
+            };
+            turns.push((reason(failing), reason(readable)));
+        }
+        let readable_reads = turns.iter().filter(|(_, r)| r == "blocked").count();
+        let failing_reads = turns.iter().filter(|(f, _)| f == "read failed").count();
+        assert_eq!(
+            (failing_reads, readable_reads),
+            (2, 2),
+            "one read per tick, taken in turns: {turns:?}"
+        );
+    }
+
     #[tokio::test]
     async fn reads_are_bounded_per_tick_and_rotate_across_candidates() {
         let model = GithubModel::start().await;

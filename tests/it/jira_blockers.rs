@@ -26,10 +26,10 @@ async fn a_blocked_jira_issue_waits_with_the_reason_then_runs_the_tick_after_its
         assert_eq!(skip["reason"], "blocked", "{:#}", r.json);
         assert_eq!(
             skip["by"],
-            serde_json::json!([format!("#{blocker} (On Hold)")])
+            serde_json::json!([format!("{blocker} (On Hold)")])
         );
         assert!(
-            r.text.contains(&format!("blocked by #{blocker} (On Hold)")),
+            r.text.contains(&format!("blocked by {blocker} (On Hold)")),
             "{}",
             r.text
         );
@@ -72,7 +72,7 @@ async fn the_configured_link_type_is_the_one_that_blocks() {
     assert!(r.runs().is_empty(), "{}", r.text);
     assert_eq!(
         r.json["skips"][0]["by"],
-        serde_json::json!([format!("#{blocker} (On Hold)")]),
+        serde_json::json!([format!("{blocker} (On Hold)")]),
         "{:#}",
         r.json
     );

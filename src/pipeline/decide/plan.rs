@@ -202,11 +202,25 @@ fn blocked(config: &Config, blockers: &[Blocker]) -> Option<SkipReason> {
         .iter()
         .filter(|b| !(b.closed || b.status.as_deref().is_some_and(|s| config.is_terminal(s))))
         .map(|b| match &b.status {
-            Some(status) => format!("#{} ({status})", b.id),
-            None => format!("#{} (status unknown: missing or unreadable)", b.id),
+            Some(status) => format!("{} ({status})", reference(&b.id)),
+            None => format!(
+                "{} (status unknown: missing or unreadable)",
+                reference(&b.id)
+            ),
         })
         .collect();
     (!open.is_empty()).then_some(SkipReason::Blocked { by: open })
+}
+
+/// A blocker as its tracker writes a reference to it: `#12` for a number (GitHub,
+/// GitLab, Gitea, Redmine, the local board), the key itself for a key (`PROJ-12` in Jira,
+/// `ENG-12` in Linear), which a `#` would misname.
+fn reference(id: &str) -> String {
+    if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+        format!("#{id}")
+    } else {
+        id.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -303,6 +317,36 @@ mod tests {
                 "1",
                 "prior role dev has no success block on the ticket".to_string()
             )]
+        );
+    }
+
+    #[test]
+    fn blockers_are_named_as_their_tracker_writes_them() {
+        let config = config();
+        let blocker = |id: &str, status: Option<&str>| Blocker {
+            id: id.into(),
+            status: status.map(str::to_string),
+            closed: false,
+        };
+        let reason = blocked(
+            &config,
+            &[
+                blocker("12", Some("todo")),
+                blocker("PROJ-12", Some("In Review")),
+                blocker("ENG-7", None),
+                blocker("13", Some("done")),
+            ],
+        );
+        let Some(SkipReason::Blocked { by }) = reason else {
+            panic!("not blocked: {reason:?}");
+        };
+        assert_eq!(
+            by,
+            vec![
+                "#12 (todo)",
+                "PROJ-12 (In Review)",
+                "ENG-7 (status unknown: missing or unreadable)",
+            ]
         );
     }
 
