@@ -12,6 +12,8 @@ use crate::config::Config;
 pub enum TrackerCommand {
     /// Check credentials, access and that every pipeline status exists; print the rate limit left.
     ///
+    /// With `forge:` (where pull requests open), its token and repository access too.
+    ///
     /// Exit 0 when every check passed, 1 otherwise.
     Check {
         /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
@@ -53,13 +55,14 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
     let runtime = tokio::runtime::Runtime::new()?;
     let (report, counted) = runtime.block_on(async {
         let tracker = crate::tracker::open(&config)?;
-        let report = tracker.check(&statuses, create_missing).await?;
+        let mut report = tracker.check(&statuses, create_missing).await?;
         // What `pipeline tick` counts: the statuses stages claim or run in, narrowed by
         // `tracker.filter`, one listing as the tick's own.
         let counted = tracker
             .list_filtered(&config.pipeline_statuses(), &config.filter)
             .await
             .map(|l| l.tickets.len());
+        check_forge(&config, &mut report).await;
         Ok::<_, crate::tracker::TrackerError>((report, counted))
     })?;
     let mut out = std::io::stdout().lock();
@@ -93,4 +96,36 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
     } else {
         super::EXIT_FAILURE
     })
+}
+
+/// The forge's checks (`forge:`, where pull requests open), appended to the tracker's as
+/// `forge token`, `forge repository access`, ...: its token and access to its repository,
+/// the same checks its own tracker kind runs, without statuses (a forge holds no tickets).
+/// A forge that cannot be opened (its token variable unset) or reached is a failed check,
+/// not an abort: the tracker's lines still print.
+async fn check_forge(config: &Config, report: &mut crate::tracker::CheckReport) {
+    let Some(forge_config) = &config.forge else {
+        return;
+    };
+    let name = forge_config.name();
+    let forge = match crate::tracker::open_forge(config) {
+        Ok(Some(forge)) => forge,
+        Ok(None) => return,
+        Err(err) => {
+            report.push("forge token", false, format!("{name}: {err}"));
+            return;
+        }
+    };
+    match forge.check(&[], false).await {
+        Ok(checked) => {
+            for line in checked.checks {
+                report.push(
+                    format!("forge {}", line.what),
+                    line.ok,
+                    format!("{name}: {}", line.detail),
+                );
+            }
+        }
+        Err(err) => report.push("forge", false, format!("{name}: {err}")),
+    }
 }

@@ -220,6 +220,103 @@ pipeline_stages:
 
 /// `forge:` settings: defaults like a tracker of that kind, mistakes refused with the
 /// file, line and field.
+/// `sortie tracker check` checks the forge after the tracker: its token and access to its
+/// repository, a failed line (and exit 1) when either is wrong.
+mod check {
+    use super::*;
+
+    use github_model::{GithubModel, LOGIN, TOKEN};
+
+    fn write_config(dir: &Path, forge_url: &str) {
+        let text = format!(
+            r#"
+tracker: {{kind: local, path: board}}
+forge:
+  kind: github
+  repo: acme/widgets
+  api_url: "{forge_url}"
+  token_env: SORTIE_TEST_FORGE_TOKEN
+state_root: state
+roles_dir: {roles}
+terminal_states: [done]
+agent: {{command: ["true"]}}
+workspace: {{git: {{url: "{remote}"}}}}
+pull_request: {{after: backend}}
+pipeline_stages:
+  - {{role: backend, claim_status: todo, success_status: done}}
+"#,
+            roles = common::repo().join("roles").display(),
+            remote = dir.join("remote.git").display(),
+        );
+        std::fs::write(dir.join("pipeline.yaml"), text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+            .args(["board", "init", "board"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    async fn check(dir: &Path, token: Option<&str>) -> (bool, String) {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"));
+        cmd.args(["tracker", "check", "--config", "pipeline.yaml"])
+            .current_dir(dir)
+            .env_remove("SORTIE_TEST_FORGE_TOKEN");
+        if let Some(token) = token {
+            cmd.env("SORTIE_TEST_FORGE_TOKEN", token);
+        }
+        let out = cmd.output().await.expect("run sortie");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tracker_check_checks_the_forge_token_and_repository() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        write_config(dir.path(), &model.api_url());
+
+        let (ok, text) = check(dir.path(), Some(TOKEN)).await;
+        assert!(ok, "{text}");
+        assert!(
+            text.contains(&format!(
+                "ok   forge token: github:acme/widgets: authenticated as {LOGIN}"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("ok   forge repository access: github:acme/widgets: "),
+            "{text}"
+        );
+
+        let (ok, text) = check(dir.path(), None).await;
+        assert!(!ok, "an unset forge token fails the check: {text}");
+        assert!(
+            text.contains(
+                "FAIL forge token: github:acme/widgets: unauthorized: environment variable \
+                 SORTIE_TEST_FORGE_TOKEN is not set"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("tracker local"),
+            "the tracker's own lines still print: {text}"
+        );
+
+        let (ok, text) = check(dir.path(), Some("not-the-token")).await;
+        assert!(!ok, "a refused forge token fails the check: {text}");
+        assert!(
+            text.contains("FAIL forge token: github:acme/widgets: "),
+            "{text}"
+        );
+        assert!(
+            !text.contains("forge repository access"),
+            "nothing more is checked with a refused token: {text}"
+        );
+    }
+}
+
 mod config {
     use sortie::config::{Config, TrackerConfig};
 
