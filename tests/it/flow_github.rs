@@ -179,7 +179,7 @@ pipeline_stages:
                     .as_array()
                     .unwrap()
                     .iter()
-                    .find(|s| s["ticket"] == id.to_string())
+                    .find(|s| s["ticket"].as_str() == Some(id.to_string().as_str()))
                     .unwrap_or_else(|| panic!("#{id} not skipped: {report:#}"));
                 let message = skip["message"].as_str().unwrap_or_default();
                 match skip["reason"].as_str().unwrap() {
