@@ -40,7 +40,7 @@ printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
         path
     }
 
-    fn write_config(dir: &Path, tracker: &str, forge_url: &str, remote: &Path) {
+    pub(super) fn write_config(dir: &Path, tracker: &str, forge_url: &str, remote: &Path) {
         let text = format!(
             r#"
 tracker: {tracker}
@@ -227,28 +227,11 @@ mod check {
 
     use github_model::{GithubModel, LOGIN, TOKEN};
 
+    /// The pipeline tests' config (a local board, the GitHub model as the forge) and its
+    /// board.
     fn write_config(dir: &Path, forge_url: &str) {
-        let text = format!(
-            r#"
-tracker: {{kind: local, path: board}}
-forge:
-  kind: github
-  repo: acme/widgets
-  api_url: "{forge_url}"
-  token_env: SORTIE_TEST_FORGE_TOKEN
-state_root: state
-roles_dir: {roles}
-terminal_states: [done]
-agent: {{command: ["true"]}}
-workspace: {{git: {{url: "{remote}"}}}}
-pull_request: {{after: backend}}
-pipeline_stages:
-  - {{role: backend, claim_status: todo, success_status: done}}
-"#,
-            roles = common::repo().join("roles").display(),
-            remote = dir.join("remote.git").display(),
-        );
-        std::fs::write(dir.join("pipeline.yaml"), text).unwrap();
+        let remote = dir.join("remote.git");
+        super::pipeline::write_config(dir, "{kind: local, path: board}", forge_url, &remote);
         let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
             .args(["board", "init", "board"])
             .current_dir(dir)
