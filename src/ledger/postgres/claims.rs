@@ -56,24 +56,9 @@ fn find(conn: &mut Conn, key: &ClaimKey) -> Result<Option<Claim>, LedgerError> {
     .transpose()
 }
 
-/// The answer columns of a read of the tracker's rows, shared by [`CLAIM_SQL`] and
-/// [`FAST_SQL`] (parameters as in [`try_claim`]): the live counts of the role, of all roles
-/// and of the stage; whether the key has a row; whether a row sits at or above a cap.
-macro_rules! tracker_counts {
-    () => {
-        "COUNT(*) FILTER (WHERE c.role = $3 AND c.lease_expires_at > $7) AS role_live,
-         COUNT(*) FILTER (WHERE c.lease_expires_at > $7) AS global_live,
-         COUNT(*) FILTER (WHERE c.stage = $4 AND c.lease_expires_at > $7) AS stage_live,
-         COALESCE(bool_or(c.ticket_id = $2 AND c.role = $3), FALSE) AS key_taken,
-         COALESCE(bool_or((c.role = $3 AND c.role_slot >= $9) OR c.global_slot >= $10
-                          OR ($11::BIGINT IS NOT NULL AND c.stage = $4
-                              AND (c.status_slot IS NULL OR c.status_slot >= $11::BIGINT))),
-                  FALSE) AS above"
-    };
-}
-
 /// The claim's insert and attempts upsert, after a `WITH` of the statement has chosen the
-/// slots as `pick (r, g, st)` (shared by [`CLAIM_SQL`] and [`FAST_SQL`]).
+/// slots as `pick (r, g, st)` (shared by [`CLAIM_SQL`] and [`FAST_SQL`]; parameters as
+/// in [`try_claim`]).
 macro_rules! insert_claim {
     () => {
         "ins AS (
@@ -131,9 +116,14 @@ SELECT stage_attempt FROM ins"
 /// inserted.
 const CLAIM_SQL: &str = concat!(
     "WITH s AS (
-  SELECT ",
-    tracker_counts!(),
-    ",
+  SELECT COUNT(*) FILTER (WHERE c.role = $3 AND c.lease_expires_at > $7) AS role_live,
+         COUNT(*) FILTER (WHERE c.lease_expires_at > $7) AS global_live,
+         COUNT(*) FILTER (WHERE c.stage = $4 AND c.lease_expires_at > $7) AS stage_live,
+         COALESCE(bool_or(c.ticket_id = $2 AND c.role = $3), FALSE) AS key_taken,
+         COALESCE(bool_or((c.role = $3 AND c.role_slot >= $9) OR c.global_slot >= $10
+                          OR ($11::BIGINT IS NOT NULL AND c.stage = $4
+                              AND (c.status_slot IS NULL OR c.status_slot >= $11::BIGINT))),
+                  FALSE) AS above,
          COALESCE(array_agg(c.role_slot) FILTER (WHERE c.role = $3), '{}') AS role_taken,
          COALESCE(array_agg(c.global_slot), '{}') AS global_taken,
          COALESCE(array_agg(c.status_slot)
@@ -178,12 +168,11 @@ SELECT o_outcome, o_claimer, o_stage, o_claimed_at, o_expires, o_attempt, o_run,
 const STATEMENT_TRIES: usize = 2;
 
 /// The claim: [`FAST_SQL`] first when the status has no cap (a free key on its hashed
-/// slots, read nothing else), then [`CLAIM_SQL`], which answers the common cases in one
-/// round trip (acquired on any free slot; a ceiling), and the `sortie_try_claim` function
-/// for the rest (the key has
-/// a row: held, renewed, or expired and taken over; a row sits at or above a cap; the
-/// free slots are held by expired rows). Each is one statement in its own `READ
-/// COMMITTED` transaction. Why the caps hold fleet-wide without a lock:
+/// slots, reading nothing else), then [`CLAIM_SQL`], which answers the common cases in
+/// one round trip (acquired on any free slot; a ceiling), and the `sortie_try_claim`
+/// function for the rest (the key has a row: held, renewed, or expired and taken over; a
+/// row sits at or above a cap; the free slots are held by expired rows). Each is one
+/// statement in its own `READ COMMITTED` transaction. Why the caps hold fleet-wide without a lock:
 ///
 /// - a claim under cap N takes a slot of 0..N-1 in each scope, and the slot indexes are
 ///   unique, so however many claims race, at most N rows hold slots below N;
