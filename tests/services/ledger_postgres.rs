@@ -68,11 +68,13 @@ impl Backend for Postgres {
 
 ledger_suite!(Postgres);
 
-fn at(secs: i64) -> Timestamp {
+/// A time `secs` after a fixed start (also for `ledger_postgres_slots`).
+pub fn at(secs: i64) -> Timestamp {
     DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap()
 }
 
-fn request(ticket: &str, role: &str, claimer: &str, limits: ClaimLimits) -> ClaimRequest {
+/// A claim of `ticket` for `role` by `claimer` (also for `ledger_postgres_slots`).
+pub fn request(ticket: &str, role: &str, claimer: &str, limits: ClaimLimits) -> ClaimRequest {
     ClaimRequest {
         key: ClaimKey::new("local", ticket, role),
         stage: "ready".into(),

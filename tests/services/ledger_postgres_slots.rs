@@ -10,15 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sortie::ledger::{
-    CeilingScope, ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, PostgresLedger,
-    RenewOutcome, Scope, Timestamp,
+    CeilingScope, ClaimKey, ClaimLimits, ClaimOutcome, Ledger, PostgresLedger, RenewOutcome, Scope,
 };
 
-use crate::ledger_postgres::schema_url;
-
-fn at(secs: i64) -> Timestamp {
-    chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap()
-}
+use crate::ledger_postgres::{at, request, schema_url};
 
 fn role_cap(role: u32) -> ClaimLimits {
     ClaimLimits {
@@ -28,21 +23,9 @@ fn role_cap(role: u32) -> ClaimLimits {
     }
 }
 
-fn request(ticket: &str, claimer: &str, limits: ClaimLimits) -> ClaimRequest {
-    ClaimRequest {
-        key: ClaimKey::new("local", ticket, "backend"),
-        stage: "ready".into(),
-        claimer_id: claimer.into(),
-        run_id: format!("run-{claimer}-{ticket}"),
-        ttl: Duration::from_secs(600),
-        limits,
-        attempt_floor: 0,
-    }
-}
-
 fn claim(ledger: &dyn Ledger, ticket: &str, limits: ClaimLimits, when: i64) -> ClaimOutcome {
     ledger
-        .try_claim(&request(ticket, "host:1:x", limits), at(when))
+        .try_claim(&request(ticket, "backend", "host:1:x", limits), at(when))
         .unwrap()
 }
 
@@ -96,7 +79,7 @@ fn racing_claims_under_a_lowered_cap_never_exceed_it_while_the_old_claims_drain(
         .map(|n| {
             let outcome = setup
                 .try_claim(
-                    &request(&format!("OLD-{n}"), "old:1:x", role_cap(10)),
+                    &request(&format!("OLD-{n}"), "backend", "old:1:x", role_cap(10)),
                     at(0),
                 )
                 .unwrap();
@@ -137,7 +120,12 @@ fn racing_claims_under_a_lowered_cap_never_exceed_it_while_the_old_claims_drain(
                 let mut acquired = 0;
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    let req = request(&format!("H{h}-{n}"), &claimer, role_cap(CAP as u32));
+                    let req = request(
+                        &format!("H{h}-{n}"),
+                        "backend",
+                        &claimer,
+                        role_cap(CAP as u32),
+                    );
                     if let ClaimOutcome::Acquired(_) = ledger.try_claim(&req, at(1)).unwrap() {
                         acquired += 1;
                     }

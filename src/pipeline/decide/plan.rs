@@ -201,12 +201,12 @@ fn blocked(config: &Config, blockers: &[Blocker]) -> Option<SkipReason> {
     let open: Vec<String> = blockers
         .iter()
         .filter(|b| !(b.closed || b.status.as_deref().is_some_and(|s| config.is_terminal(s))))
-        .map(|b| match &b.status {
-            Some(status) => format!("{} ({status})", reference(&b.id)),
-            None => format!(
-                "{} (status unknown: missing or unreadable)",
-                reference(&b.id)
-            ),
+        .map(|b| {
+            let id = reference(&b.id);
+            match &b.status {
+                Some(status) => format!("{id} ({status})"),
+                None => format!("{id} (status unknown: missing or unreadable)"),
+            }
         })
         .collect();
     (!open.is_empty()).then_some(SkipReason::Blocked { by: open })
