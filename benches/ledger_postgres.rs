@@ -14,11 +14,16 @@
 //! `DONE <cycles> <acquired> <max_live_in_role>`.
 //!
 //! Then, in the same minute (this shared VM's speed moves by half between minutes), the
-//! same cycle from pgbench (C, libpq, 8 clients on 2 threads): the bare `INSERT` +
-//! `DELETE` of a 4-column row, the ledger's fast claim + release, and its full claim +
-//! release, each statement the text sortie sends (`PostgresLedger::claim_statements`). So
-//! the ledger's figures read against what its SQL costs the server and against what the
-//! server can do at all. `SORTIE_BENCH_PGBENCH_JOBS` sets pgbench's threads.
+//! same cycle from pgbench (C, libpq, 8 clients on 2 threads, with the ledger's session
+//! settings: commits not waiting for the flush, plans on indexes): the bare `INSERT` +
+//! `DELETE` of a 4-column row; the claim row's insert (every column, three unique indexes,
+//! no logic) and its release; that insert with the attempts upsert; the ledger's fast claim
+//! and release; and its full claim and release, each statement of the last two the text
+//! sortie sends (`PostgresLedger::claim_statements`). So the ledger's figures read against
+//! what its SQL costs the server, against what each part of that SQL costs, and against
+//! what the server can do at all. After each pgbench run the bench checks that every cycle claimed
+//! and released (no row left, one attempt more per cycle), so a script that measures the
+//! wrong thing fails. `SORTIE_BENCH_PGBENCH_JOBS` sets pgbench's threads.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -171,60 +176,174 @@ fn processes(url: &str, capped: bool, secs: f64) -> (u64, u64, Duration, usize) 
     (cycles, acquired, elapsed, sampler.join().unwrap())
 }
 
-/// pgbench scripts (name, text) of one claim + release cycle per transaction: the bare
-/// two statements, and the ledger's own statements as sortie sends them
-/// (`PostgresLedger::claim_statements`, each parameter a pgbench variable with the type
-/// sortie's parameter has; the status cap is NULL, as in the bench's uncapped case).
-fn pgbench_scripts() -> Vec<(String, String)> {
+/// What a pgbench cycle must leave behind, checked after each run so a script that
+/// measures the wrong thing (a claim that never inserts, a release that deletes nothing)
+/// fails the bench instead of printing a fast figure.
+#[derive(Clone, Copy)]
+enum Leaves {
+    /// `bare` is empty afterwards.
+    BareEmpty,
+    /// `claims` is empty afterwards: every claim was released.
+    ClaimsEmpty,
+    /// `claims` is empty and the attempts of the clients' tickets rose by one per cycle:
+    /// every cycle inserted a claim (and its attempt) and released it.
+    OneAttemptPerCycle,
+}
+
+/// A pgbench script: its name, its text, what it must leave behind.
+struct Script {
+    name: &'static str,
+    text: String,
+    leaves: Leaves,
+}
+
+/// pgbench scripts of one claim + release cycle per transaction (two autocommit statements):
+/// the bare two statements; the claim row's own insert and delete (every column, the three
+/// unique indexes, no logic); that insert with the attempts upsert; and the ledger's own
+/// statements as sortie sends them (`PostgresLedger::claim_statements`), each `$n` a pgbench
+/// variable with the type sortie's parameter has (the status cap is NULL, as in the bench's
+/// uncapped case). The first three show where the server's cost of the ledger's cycle goes.
+fn pgbench_scripts() -> Vec<Script> {
     let statements = PostgresLedger::claim_statements();
-    let sql = |name: &str| {
+    // Each statement's parameters in order: `$n` is `params[n - 1]`.
+    let sql = |name: &str, params: &[&str]| {
         let text = statements.iter().find(|(n, _)| *n == name).unwrap().1;
         let text = regex::Regex::new(r"\$(\d+)")
             .unwrap()
             .replace_all(text, |c: &regex::Captures| {
-                match c[1].parse::<usize>().unwrap() {
-                    1 => "(:tracker)::TEXT".to_string(),
-                    3 => "(:role)::TEXT".to_string(),
-                    4 => "(:stage)::TEXT".to_string(),
-                    2 | 5 | 6 => "(:ticket)::TEXT".to_string(),
-                    7 => "(:now)::BIGINT".to_string(),
-                    8 => "(:expires)::BIGINT".to_string(),
-                    9 | 10 => "(:cap)::BIGINT".to_string(),
-                    11 => "(NULL)".to_string(),
-                    12 => "(0)::BIGINT".to_string(),
-                    13 => "(:seed)::BIGINT".to_string(),
-                    n => panic!("claim statement parameter ${n} has no pgbench variable"),
+                let n: usize = c[1].parse().unwrap();
+                match params.get(n.wrapping_sub(1)) {
+                    Some(param) => param.to_string(),
+                    None => panic!("statement {name:?}: parameter ${n} has no pgbench variable"),
                 }
             })
             .into_owned();
         // One line per statement, so pgbench's error messages point at a whole one.
         format!("{};\n", text.replace('\n', " "))
     };
+    // ClaimRequest's parameters (claims::try_claim): the claimer and the run are the
+    // client's ticket, so the release can name the claimer.
+    let claim_params = [
+        "(:tracker)::TEXT",
+        "(:ticket)::TEXT",
+        "(:role)::TEXT",
+        "(:stage)::TEXT",
+        "(:ticket)::TEXT",
+        "(:ticket)::TEXT",
+        "(:now)::BIGINT",
+        "(:expires)::BIGINT",
+        "(:cap)::BIGINT",
+        "(:cap)::BIGINT",
+        "(NULL)",
+        "(0)::BIGINT",
+        "(:seed)::BIGINT",
+    ];
+    // The release's: tracker, ticket, role, claimer.
+    let release_params = [
+        "(:tracker)::TEXT",
+        "(:ticket)::TEXT",
+        "(:role)::TEXT",
+        "(:ticket)::TEXT",
+    ];
     let head = "\\set ticket :client_id\n\\set seed :client_id * 7919\n";
-    let release = sql("release");
+    let release = sql("release", &release_params);
+    let insert = "INSERT INTO claims (tracker, ticket_id, role, stage, claimer_id, claimed_at, \
+                  lease_expires_at, stage_attempt, run_id, cancel_requested, agent_pid, \
+                  role_slot, global_slot, status_slot) \
+                  VALUES (:tracker, :ticket, :role, :stage, :ticket, :now, :expires, 1, :ticket, \
+                  FALSE, NULL, :seed, :seed, NULL) ON CONFLICT DO NOTHING";
     vec![
-        (
-            "bare INSERT + DELETE".to_string(),
-            format!(
+        Script {
+            name: "bare INSERT + DELETE",
+            text: format!(
                 "{head}INSERT INTO bare VALUES (:tracker, :ticket, :role, :ticket) \
                  ON CONFLICT DO NOTHING;\n\
                  DELETE FROM bare WHERE tracker = :tracker AND ticket_id = :ticket \
                  AND role = :role AND claimer_id = :ticket;\n"
             ),
-        ),
-        (
-            "the ledger's fast claim + release".to_string(),
-            format!("{head}{}{release}", sql("fast")),
-        ),
-        (
-            "the ledger's full claim + release".to_string(),
-            format!("{head}{}{release}", sql("claim")),
-        ),
+            leaves: Leaves::BareEmpty,
+        },
+        Script {
+            name: "claim row INSERT + release",
+            text: format!("{head}{insert};\n{release}"),
+            leaves: Leaves::ClaimsEmpty,
+        },
+        Script {
+            name: "claim row INSERT with attempts upsert + release",
+            text: format!(
+                "{head}WITH ins AS ({insert} RETURNING stage_attempt) \
+                 INSERT INTO attempts (tracker, ticket_id, role, last_attempt) \
+                 SELECT :tracker, :ticket, :role, 1 FROM ins ON CONFLICT (tracker, ticket_id, role) \
+                 DO UPDATE SET last_attempt = attempts.last_attempt + 1;\n{release}"
+            ),
+            leaves: Leaves::OneAttemptPerCycle,
+        },
+        Script {
+            name: "the ledger's fast claim + release",
+            text: format!("{head}{}{release}", sql("fast", &claim_params)),
+            leaves: Leaves::OneAttemptPerCycle,
+        },
+        Script {
+            name: "the ledger's full claim + release",
+            text: format!("{head}{}{release}", sql("claim", &claim_params)),
+            leaves: Leaves::OneAttemptPerCycle,
+        },
     ]
 }
 
-/// Run `script` with pgbench against `conninfo`: cycles (transactions) per second.
-fn pgbench(conninfo: &str, script: &str, smoke: bool, secs: f64) -> f64 {
+/// The sum of the attempts of the pgbench clients' tickets (`0`..`CONTENDERS - 1`).
+fn pgbench_attempts(admin: &mut postgres::Client, schema: &str) -> i64 {
+    admin
+        .query_one(
+            &format!(
+                "SELECT COALESCE(SUM(last_attempt), 0)::BIGINT FROM {schema}.attempts \
+                 WHERE tracker = 'local' AND role = 'backend' AND ticket_id ~ '^[0-9]+$'"
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// Check that a pgbench run of `script` left what it must (see [`Leaves`]), given the
+/// attempts sum before it and the cycles it reported.
+fn check_pgbench(
+    admin: &mut postgres::Client,
+    schema: &str,
+    script: &Script,
+    attempts_before: i64,
+    cycles: u64,
+) {
+    let count = |admin: &mut postgres::Client, table: &str| -> i64 {
+        admin
+            .query_one(&format!("SELECT COUNT(*) FROM {schema}.{table}"), &[])
+            .unwrap()
+            .get(0)
+    };
+    let name = script.name;
+    match script.leaves {
+        Leaves::BareEmpty => {
+            let left = count(admin, "bare");
+            assert_eq!(left, 0, "pgbench {name:?} left {left} rows in bare");
+        }
+        Leaves::ClaimsEmpty | Leaves::OneAttemptPerCycle => {
+            let left = count(admin, "claims");
+            assert_eq!(left, 0, "pgbench {name:?} left {left} claims unreleased");
+        }
+    }
+    if let Leaves::OneAttemptPerCycle = script.leaves {
+        let claimed = pgbench_attempts(admin, schema) - attempts_before;
+        assert_eq!(
+            claimed, cycles as i64,
+            "pgbench {name:?}: {cycles} cycles but {claimed} claims inserted: the script does \
+             not measure a claim + release\n{}",
+            script.text
+        );
+    }
+}
+
+/// Run `script` with pgbench against `conninfo`: (cycles per second, cycles).
+fn pgbench(conninfo: &str, script: &str, smoke: bool, secs: f64) -> (f64, u64) {
     let path = std::env::temp_dir().join(format!("sortie-pgbench-{}.sql", std::process::id()));
     std::fs::write(&path, script).unwrap();
     // SORTIE_BENCH_PGBENCH_JOBS: pgbench's client threads (default 2, one per core; 8 is
@@ -257,11 +376,19 @@ fn pgbench(conninfo: &str, script: &str, smoke: bool, secs: f64) -> f64 {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "pgbench failed on\n{script}\n{text}");
-    text.lines()
+    let tps = text
+        .lines()
         .find_map(|line| line.strip_prefix("tps = "))
         .and_then(|rest| rest.split(' ').next())
         .and_then(|tps| tps.parse().ok())
-        .unwrap_or_else(|| panic!("no tps in pgbench's output:\n{text}"))
+        .unwrap_or_else(|| panic!("no tps in pgbench's output:\n{text}"));
+    let cycles = text
+        .lines()
+        .find_map(|line| line.strip_prefix("number of transactions actually processed: "))
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no transaction count in pgbench's output:\n{text}"));
+    (tps, cycles)
 }
 
 fn main() {
@@ -310,17 +437,36 @@ fn main() {
     let session = std::env::var("SORTIE_BENCH_PG_OPTIONS").unwrap_or_default();
     println!("server synchronous_commit = {sync}; session options {session:?}; {secs} s per case");
     let ledger = PostgresLedger::open_with(&url, 1).unwrap();
+    // Each case starts from tables without dead rows and with statistics, as autovacuum
+    // keeps them between a real pipeline's claims; one case's churn of tens of thousands
+    // of rows a second would otherwise slow the next one's scans.
+    let vacuum = |admin: &mut postgres::Client| {
+        admin
+            .batch_execute(&format!(
+                "VACUUM ANALYZE {schema}.claims, {schema}.attempts, {schema}.bare"
+            ))
+            .unwrap()
+    };
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE {schema}.bare (tracker TEXT NOT NULL, ticket_id TEXT NOT NULL, \
+             role TEXT NOT NULL, claimer_id TEXT NOT NULL, PRIMARY KEY (tracker, ticket_id, role))"
+        ))
+        .unwrap();
+    vacuum(&mut admin);
     let started = Instant::now();
     let (cycles, _) = run(&ledger, 99, false, Duration::from_secs_f64(secs));
     let rate = cycles as f64 / started.elapsed().as_secs_f64();
     println!("1 contender:                 {rate:>8.0} claim+release cycles/s");
 
+    vacuum(&mut admin);
     let (cycles, _, elapsed, _) = processes(&url, false, secs);
     let rate = cycles as f64 / elapsed.as_secs_f64();
     println!(
         "{CONTENDERS} processes, own tickets:   {rate:>8.0} claim+release cycles/s (aggregate)"
     );
 
+    vacuum(&mut admin);
     let (cycles, acquired, elapsed, worst) = processes(&url, true, secs);
     let rate = cycles as f64 / elapsed.as_secs_f64();
     let won = acquired as f64 / elapsed.as_secs_f64();
@@ -332,17 +478,22 @@ fn main() {
 
     // The same SQL from pgbench (C, libpq), in the same minute: what the ledger's statements
     // cost the server with a client that costs next to nothing, beside the bare cycle.
-    let options = format!("-c%20search_path%3D{schema}%20-c%20synchronous_commit%3Doff{extra}");
+    // The ledger's session settings (`PostgresLedger`'s SESSION_SETTINGS), so each row
+    // reads against the ledger's: commits not waiting for the flush, plans on indexes.
+    let options = format!(
+        "-c%20search_path%3D{schema}%20-c%20synchronous_commit%3Doff\
+         %20-c%20enable_seqscan%3Doff{extra}"
+    );
     let conninfo = format!("{base}{sep}options={options}");
-    admin
-        .batch_execute(&format!(
-            "CREATE TABLE {schema}.bare (tracker TEXT NOT NULL, ticket_id TEXT NOT NULL, \
-             role TEXT NOT NULL, claimer_id TEXT NOT NULL, PRIMARY KEY (tracker, ticket_id, role))"
-        ))
-        .unwrap();
-    for (name, script) in pgbench_scripts() {
-        let rate = pgbench(&conninfo, &script, smoke, secs);
-        println!("pgbench, {CONTENDERS} clients, {name}: {rate:>8.0} cycles/s");
+    for script in pgbench_scripts() {
+        vacuum(&mut admin);
+        let before = pgbench_attempts(&mut admin, &schema);
+        let (rate, cycles) = pgbench(&conninfo, &script.text, smoke, secs);
+        check_pgbench(&mut admin, &schema, &script, before, cycles);
+        println!(
+            "pgbench, {CONTENDERS} clients, {}: {rate:>8.0} cycles/s",
+            script.name
+        );
     }
     admin
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))

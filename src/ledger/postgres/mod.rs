@@ -49,8 +49,31 @@ pub const DEFAULT_POOL_SIZE: usize = 4;
 /// How long connecting may take when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Session settings of a ledger connection: ordinary commits do not wait for the flush.
-const FAST_SESSION: &str = "SET synchronous_commit = off";
+/// Session settings of a ledger connection, each set unless the URL sets it itself
+/// (`options=-c name=value`):
+///
+/// - `synchronous_commit = off`: ordinary commits do not wait for the WAL flush (the outbox's
+///   do, [`DURABLE_BEGIN`]);
+/// - `enable_seqscan = off`: plans use an index wherever one fits. The claims table holds a
+///   few live rows and churns (every claim inserts a row, every release deletes one), so its
+///   statistics say it is empty, and a plan made from them reads it whole, dead rows included,
+///   for every key lookup, release and cap probe; under thousands of claims a second that
+///   scan grows until the next vacuum and becomes most of a claim's cost. The index plans
+///   cost the same on an empty table and stay logarithmic on a bloated one. Every ledger
+///   query has an index that fits; the usage reports over a long run history get slower
+///   (measured: `docs/ledger.md`).
+const SESSION_SETTINGS: [(&str, &str); 2] =
+    [("synchronous_commit", "off"), ("enable_seqscan", "off")];
+
+/// The `SET` statements of [`SESSION_SETTINGS`] that `url` does not set itself.
+fn session_setup(url: &str) -> Option<String> {
+    let sets: Vec<String> = SESSION_SETTINGS
+        .iter()
+        .filter(|(name, _)| !url.contains(name))
+        .map(|(name, value)| format!("SET {name} = {value}"))
+        .collect();
+    (!sets.is_empty()).then(|| sets.join("; "))
+}
 
 /// Opens a transaction whose commit waits until the WAL is flushed (to the standbys too
 /// when the server has synchronous replication), whatever the session's setting.
@@ -102,8 +125,9 @@ impl PostgresLedger {
         // Claims, leases, retries and history are disposable execution state: they commit
         // without waiting for the WAL flush (the SQLite ledger's `synchronous = NORMAL`),
         // and the outbox, which must survive, commits with it (DURABLE_BEGIN). A URL that
-        // sets `synchronous_commit` itself (`options=-c synchronous_commit=on`) keeps it.
-        let setup = (!url.contains("synchronous_commit")).then_some(FAST_SESSION);
+        // sets `synchronous_commit` itself (`options=-c synchronous_commit=on`) keeps it;
+        // the same for `enable_seqscan` (SESSION_SETTINGS).
+        let setup = session_setup(&url);
         let pool = Pool::start(config, target.clone(), setup, pool_size);
         pool.call(move |conn| migrations::migrate(conn, &target))?;
         Ok(PostgresLedger { pool })
@@ -470,6 +494,28 @@ mod tests {
     fn ledger_is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<PostgresLedger>();
+    }
+
+    #[test]
+    fn session_settings_yield_to_the_ones_the_url_sets() {
+        assert_eq!(
+            session_setup("postgres://h/db").as_deref(),
+            Some("SET synchronous_commit = off; SET enable_seqscan = off")
+        );
+        assert_eq!(
+            session_setup("postgres://h/db?options=-c%20enable_seqscan%3Don").as_deref(),
+            Some("SET synchronous_commit = off")
+        );
+        assert_eq!(
+            session_setup("postgres://h/db?options=-c%20synchronous_commit%3Don").as_deref(),
+            Some("SET enable_seqscan = off")
+        );
+        assert_eq!(
+            session_setup(
+                "postgres://h/db?options=-c%20synchronous_commit%3Don%20-c%20enable_seqscan%3Don"
+            ),
+            None
+        );
     }
 
     #[test]

@@ -99,7 +99,7 @@ struct Settings {
     /// Where they connect to (no credentials), for messages.
     target: String,
     /// Session settings run once on each new connection.
-    setup: Option<&'static str>,
+    setup: Option<String>,
 }
 
 /// A connection's holder (a worker thread, or an idle one for inline callers): the
@@ -132,7 +132,7 @@ impl Worker {
                         with_cause(&err)
                     ))
                 })?;
-                if let Some(setup) = settings.setup {
+                if let Some(setup) = &settings.setup {
                     client.batch_execute(setup).map_err(db_error)?;
                 }
                 Ok(slot.insert(Conn {
@@ -160,7 +160,7 @@ impl Pool {
     pub(super) fn start(
         config: postgres::Config,
         target: String,
-        setup: Option<&'static str>,
+        setup: Option<String>,
         size: usize,
     ) -> Pool {
         let (jobs, queue) = mpsc::channel::<Job>();
