@@ -482,7 +482,7 @@ fn main() {
     // reads against the ledger's: commits not waiting for the flush, plans on indexes.
     let options = format!(
         "-c%20search_path%3D{schema}%20-c%20synchronous_commit%3Doff\
-         %20-c%20enable_seqscan%3Doff{extra}"
+         %20-c%20enable_seqscan%3Doff%20-c%20jit%3Doff{extra}"
     );
     let conninfo = format!("{base}{sep}options={options}");
     for script in pgbench_scripts() {

@@ -61,15 +61,27 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 ///   scan grows until the next vacuum and becomes most of a claim's cost. The index plans
 ///   cost the same on an empty table and stay logarithmic on a bloated one. Every ledger
 ///   query has an index that fits; the usage reports over a long run history get slower
-///   (measured: `docs/ledger.md`).
-const SESSION_SETTINGS: [(&str, &str); 2] =
-    [("synchronous_commit", "off"), ("enable_seqscan", "off")];
+///   (measured: `docs/ledger.md`);
+/// - `jit = off`: a plan whose only path is a table scan (the one-row `sortie_schema`, a
+///   snapshot read of a whole table) is costed at PostgreSQL's "disabled" penalty, which is
+///   far above `jit_above_cost`, and JIT compiling it takes a fresh backend about 100 ms
+///   (measured on a tick's first read: `docs/benchmarks.md`). None of the ledger's queries
+///   is long enough for JIT to pay.
+const SESSION_SETTINGS: [(&str, &str); 3] = [
+    ("synchronous_commit", "off"),
+    ("enable_seqscan", "off"),
+    ("jit", "off"),
+];
 
-/// The `SET` statements of [`SESSION_SETTINGS`] that `url` does not set itself.
+/// The `SET` statements of [`SESSION_SETTINGS`] that `url` does not set itself (as
+/// `name=value` in its options, `=` written or `%3D`-encoded).
 fn session_setup(url: &str) -> Option<String> {
+    let lower = url.to_ascii_lowercase();
     let sets: Vec<String> = SESSION_SETTINGS
         .iter()
-        .filter(|(name, _)| !url.contains(name))
+        .filter(|(name, _)| {
+            !lower.contains(&format!("{name}=")) && !lower.contains(&format!("{name}%3d"))
+        })
         .map(|(name, value)| format!("SET {name} = {value}"))
         .collect();
     (!sets.is_empty()).then(|| sets.join("; "))
@@ -500,21 +512,28 @@ mod tests {
     fn session_settings_yield_to_the_ones_the_url_sets() {
         assert_eq!(
             session_setup("postgres://h/db").as_deref(),
-            Some("SET synchronous_commit = off; SET enable_seqscan = off")
+            Some("SET synchronous_commit = off; SET enable_seqscan = off; SET jit = off")
         );
         assert_eq!(
             session_setup("postgres://h/db?options=-c%20enable_seqscan%3Don").as_deref(),
-            Some("SET synchronous_commit = off")
+            Some("SET synchronous_commit = off; SET jit = off")
         );
         assert_eq!(
             session_setup("postgres://h/db?options=-c%20synchronous_commit%3Don").as_deref(),
-            Some("SET enable_seqscan = off")
+            Some("SET enable_seqscan = off; SET jit = off")
         );
         assert_eq!(
             session_setup(
-                "postgres://h/db?options=-c%20synchronous_commit%3Don%20-c%20enable_seqscan%3Don"
+                "postgres://h/db?options=-c%20synchronous_commit%3Don%20-c%20enable_seqscan%3Don\
+                 %20-c%20jit%3Don"
             ),
             None
+        );
+        // A name elsewhere in the URL (a user, a database) sets nothing.
+        assert_eq!(
+            session_setup("host=h user=jit dbname=jit options='-c synchronous_commit=on'")
+                .as_deref(),
+            Some("SET enable_seqscan = off; SET jit = off")
         );
     }
 
