@@ -137,8 +137,8 @@ impl PostgresLedger {
         // Claims, leases, retries and history are disposable execution state: they commit
         // without waiting for the WAL flush (the SQLite ledger's `synchronous = NORMAL`),
         // and the outbox, which must survive, commits with it (DURABLE_BEGIN). A URL that
-        // sets `synchronous_commit` itself (`options=-c synchronous_commit=on`) keeps it;
-        // the same for `enable_seqscan` (SESSION_SETTINGS).
+        // sets `synchronous_commit` itself (`options=-c synchronous_commit=on`) keeps it,
+        // and so for each of SESSION_SETTINGS.
         let setup = session_setup(&url);
         let pool = Pool::start(config, target.clone(), setup, pool_size);
         pool.call(move |conn| migrations::migrate(conn, &target))?;
