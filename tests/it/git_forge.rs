@@ -218,8 +218,6 @@ pipeline_stages:
     }
 }
 
-/// `forge:` settings: defaults like a tracker of that kind, mistakes refused with the
-/// file, line and field.
 /// `sortie tracker check` checks the forge after the tracker: its token and access to its
 /// repository, a failed line (and exit 1) when either is wrong.
 mod check {
@@ -300,6 +298,8 @@ mod check {
     }
 }
 
+/// `forge:` settings: defaults like a tracker of that kind, mistakes refused with the
+/// file, line and field.
 mod config {
     use sortie::config::{Config, TrackerConfig};
 

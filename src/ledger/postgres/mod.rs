@@ -3,10 +3,13 @@
 //! Same trait, same rows and same behaviour as the SQLite ledger (`src/ledger/sqlite*`,
 //! the reference); what differs is how each guarantee is made to hold across hosts:
 //!
-//! - **Claims** run in one transaction holding a transaction-scoped advisory lock on the
-//!   tracker ([`claims::try_claim`]): one winner per key, the loser learns the holder, and
-//!   the per-role, per-status and global caps are checked and the claim inserted as one
-//!   step for the whole fleet. `docs/ledger.md` has the alternatives measured.
+//! - **Claims** are one statement each, with no lock in the common cases
+//!   ([`claims::try_claim`]): one winner per key, the loser learns the holder, and the
+//!   per-role, per-status and global caps hold for the whole fleet because every claim
+//!   takes a slot below each cap and the slot indexes are unique. Only while a row sits at
+//!   or above a cap (after a cap was lowered, or an expired row was parked) does a claim
+//!   take the tracker's advisory lock and count. `docs/ledger.md` has the alternatives
+//!   measured.
 //! - **Fencing**: [`Ledger::outbox_put`] checks the claim with `SELECT ... FOR SHARE` and
 //!   inserts the entry in the same transaction, so a takeover (which deletes the row)
 //!   either happened before (the put answers `LeaseLost`) or waits for the put's commit.
@@ -16,6 +19,8 @@
 //!   the database server may forget the last fraction of a second of claims: a host whose
 //!   claim was forgotten finds it lost at its next renewal or outbox put and never writes
 //!   back; `docs/ledger.md`). A URL that sets `synchronous_commit` itself is obeyed.
+//! - **Plans**: sessions run with `enable_seqscan = off` and `jit = off`
+//!   (`SESSION_SETTINGS`): the churning claims table's statistics say it is empty.
 //! - **Migrations** run at start in one transaction under an advisory lock; a schema
 //!   newer than this build is refused with [`LedgerError::TooNew`].
 //! - **Unreachable database**: every call answers [`LedgerError::Unavailable`] and the
