@@ -21,9 +21,9 @@
 //! and release; and its full claim and release, each statement of the last two the text
 //! sortie sends (`PostgresLedger::claim_statements`). So the ledger's figures read against
 //! what its SQL costs the server, against what each part of that SQL costs, and against
-//! what the server can do at all. After each pgbench run the bench checks that every cycle claimed
-//! and released (no row left, one attempt more per cycle), so a script that measures the
-//! wrong thing fails. `SORTIE_BENCH_PGBENCH_JOBS` sets pgbench's threads.
+//! what the server can do at all. After each pgbench run the bench checks that every cycle
+//! claimed and released (no row left, one attempt more per cycle), so a script that
+//! measures the wrong thing fails. `SORTIE_BENCH_PGBENCH_JOBS` sets pgbench's threads.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -478,12 +478,13 @@ fn main() {
 
     // The same SQL from pgbench (C, libpq), in the same minute: what the ledger's statements
     // cost the server with a client that costs next to nothing, beside the bare cycle.
-    // The ledger's session settings (`PostgresLedger`'s SESSION_SETTINGS), so each row
-    // reads against the ledger's: commits not waiting for the flush, plans on indexes.
-    let options = format!(
-        "-c%20search_path%3D{schema}%20-c%20synchronous_commit%3Doff\
-         %20-c%20enable_seqscan%3Doff%20-c%20jit%3Doff{extra}"
-    );
+    // The ledger's own session settings, so each row reads against the ledger's: commits
+    // not waiting for the flush, plans on indexes.
+    let settings: String = PostgresLedger::session_settings()
+        .iter()
+        .map(|(name, value)| format!("%20-c%20{name}%3D{value}"))
+        .collect();
+    let options = format!("-c%20search_path%3D{schema}{settings}{extra}");
     let conninfo = format!("{base}{sep}options={options}");
     for script in pgbench_scripts() {
         vacuum(&mut admin);

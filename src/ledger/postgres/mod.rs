@@ -166,6 +166,13 @@ impl PostgresLedger {
         claims::STATEMENTS
     }
 
+    /// The settings every ledger session runs with unless its URL sets them, as `(name,
+    /// value)`: for the bench to give pgbench the same sessions.
+    #[doc(hidden)]
+    pub fn session_settings() -> &'static [(&'static str, &'static str)] {
+        &SESSION_SETTINGS
+    }
+
     /// Open as a shared trait object.
     pub fn open_shared(url: &str) -> Result<Arc<dyn Ledger>, LedgerError> {
         Ok(Arc::new(Self::open(url)?))
