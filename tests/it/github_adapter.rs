@@ -453,8 +453,13 @@ async fn check_says_whether_the_server_has_issue_dependencies() {
                 .to_string()
         ))
     );
-    assert!(t.dependencies_missing());
+    model.clear_log();
     assert_eq!(t.blockers("1").await.unwrap(), vec![]);
+    assert!(
+        model.requests().is_empty(),
+        "asked once: {:#?}",
+        model.log()
+    );
 }
 
 #[tokio::test]
