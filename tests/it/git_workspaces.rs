@@ -815,34 +815,62 @@ pipeline_stages:
     }
 
     /// The fetch too: a ticket started after another ticket's agent redirected `origin`
-    /// branches from the configured repository's `main`.
+    /// branches from the configured repository's `main` (pushes are off, so only the
+    /// fetch can bring the other repository's `main` in).
     #[test]
     fn a_fetch_ignores_the_remote_settings_the_agent_changed() {
-        let (sb, remote, evil) = sandbox(
+        let (sb, _remote, _evil) = sandbox(
             "git config remote.origin.url \"$EVIL\"\n\
              git config \"url.$EVIL.insteadOf\" \"$REMOTE\"",
         );
+        let config = std::fs::read_to_string(sb.config_path())
+            .unwrap()
+            .replace("base: main}", "base: main, push: false}");
+        std::fs::write(sb.config_path(), config).unwrap();
         let first = sb.add("widget", "todo", &[]);
         sb.drain(3);
         let second = sb.add("gadget", "todo", &[]);
         sb.drain(3);
+        let mirror = std::fs::read_dir(sb.path().join("state/git"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "git"))
+            .expect("one mirror under state/git");
         for id in [&first, &second] {
-            assert_pushed_to_the_configured_repository_only(&sb, id, &remote, &evil);
+            assert_eq!(sb.ticket(id).status, "done", "{:?}", sb.blocks(id));
+            assert_eq!(
+                git(
+                    &mirror,
+                    &["log", "--format=%s", &format!("sortie/{id}"), "--"]
+                ),
+                format!("backend: work on {id}\ninitial"),
+                "ticket {id} branched from the configured repository's main"
+            );
         }
+        assert_eq!(
+            git(
+                &mirror,
+                &["log", "--format=%s", "refs/remotes/origin/main", "--"]
+            ),
+            "initial"
+        );
     }
 }
 
 /// Issue #29 (5): many tickets in flight on one repository: fetches (serialized) and
-/// pushes (not) never fail each other with a ref lock error.
+/// pushes (not) never fail each other with a ref lock error. Sixteen tickets at once,
+/// so that before the fix ("cannot lock ref 'refs/remotes/origin/sortie/N'") it failed
+/// in every one of five drains; `agent::git`'s unit test shows why it cannot now.
 #[test]
-fn eight_concurrent_runs_on_one_repository_drain_with_no_git_failure() {
+fn sixteen_concurrent_runs_on_one_repository_drain_with_no_git_failure() {
     let (sb, remote) = sandbox(Backend::Commits);
     let config = std::fs::read_to_string(sb.config_path()).unwrap().replace(
         "concurrency: {max_in_flight: 6, per_role_max_in_flight: 3}",
-        "concurrency: {max_in_flight: 12, per_role_max_in_flight: 12}",
+        "concurrency: {max_in_flight: 16, per_role_max_in_flight: 16}",
     );
     std::fs::write(sb.config_path(), config).unwrap();
-    let ids: Vec<String> = (0..12)
+    let ids: Vec<String> = (0..16)
         .map(|i| sb.add(&format!("widget {i}"), "ready-for-design", &[]))
         .collect();
     sb.drain(10);
