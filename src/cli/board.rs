@@ -301,23 +301,58 @@ fn check_status(location: &BoardLocation, board: &LocalBoard, status: &str) -> a
     let mut in_use: Vec<String> = listing.tickets.iter().map(|t| t.status.clone()).collect();
     in_use.sort();
     in_use.dedup();
-    // Only a near miss of a status in use is worth a word: a new status is fine.
-    let near = in_use.iter().find(|s| {
-        !crate::tracker::same_name(s, status)
-            && strsim::jaro_winkler(&s.to_lowercase(), &status.trim().to_lowercase()) >= 0.9
-    });
-    if let (Some(near), false) = (
-        near,
-        in_use.iter().any(|s| crate::tracker::same_name(s, status)),
-    ) {
-        eprintln!(
-            "warning: no ticket on this board has status `{}` (did you mean `{near}`? in use: {}); \
-             pass --config to check statuses against the pipeline",
-            status.trim(),
-            in_use.join(", ")
-        );
+    if let Some(warning) = new_status_warning(status.trim(), &in_use) {
+        eprintln!("warning: {warning}");
     }
     Ok(())
+}
+
+/// Every status the pipelines shipped in `pipelines/` name (claim, in-progress, success,
+/// failure, `rework.then` and terminal statuses). Without a config, `board add` and
+/// `board move` check a status against these and the board's own (issue #30).
+pub const SHIPPED_STATUSES: &[&str] = &[
+    "ready-for-design",
+    "designing",
+    "design-approved",
+    "design-blocked",
+    "implementing",
+    "code-review",
+    "blocked",
+    "testing",
+    "qa-failed",
+    "needs-human",
+    "todo",
+    "doing",
+    "review",
+    "done",
+    "cancelled",
+];
+
+/// Without a config: a status that neither a ticket on the board nor a shipped pipeline
+/// has, yet is a near miss of one of them, is worth a word naming the new one as new. A
+/// status either side knows is fine (a board whose first ticket has a typo does not make
+/// the right spelling look wrong), and so is a status unlike any known one.
+fn new_status_warning(status: &str, in_use: &[String]) -> Option<String> {
+    let same = crate::tracker::same_name;
+    if in_use.iter().any(|s| same(s, status)) || SHIPPED_STATUSES.iter().any(|s| same(s, status)) {
+        return None;
+    }
+    let close = |known: &str| strsim::jaro_winkler(&known.to_lowercase(), &status.to_lowercase());
+    let board = in_use
+        .iter()
+        .map(|s| (close(s), s.as_str(), "in use on this board"));
+    let shipped = SHIPPED_STATUSES
+        .iter()
+        .map(|s| (close(s), *s, "named by the shipped pipelines"));
+    let (_, near, whose) = board
+        .chain(shipped)
+        .filter(|(score, _, _)| *score >= 0.9)
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some(format!(
+        "status `{status}` is new: no ticket on this board has status `{status}` and no shipped \
+         pipeline names it; did you mean `{near}` ({whose})? Pass --config to check statuses \
+         against your pipeline"
+    ))
 }
 
 fn board_of_config(path: &Path) -> anyhow::Result<PathBuf> {

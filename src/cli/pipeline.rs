@@ -100,6 +100,15 @@ fn tick(
     if let Some(missing) = super::validate::missing_board(&config) {
         return Err(UsageError(missing.to_string()).into());
     }
+    // A refused start writes nothing: what `Pipeline::build` refuses (a role file, a
+    // missing agent program) is checked before the ledger file is created (issue #30).
+    if !dry_run {
+        let templates = crate::agent::RoleTemplates::for_config(&config)
+            .map_err(|p| UsageError(super::validate::role_error(&config, &p)))?;
+        if let Some((role, program)) = templates.missing_programs(&config).into_iter().next() {
+            return Err(config_error(PipelineError::AgentNotFound { role, program }));
+        }
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     let (report, signalled) = runtime.block_on(async {
         let mut term = signal(SignalKind::terminate())?;

@@ -43,6 +43,12 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
                     )?;
                 }
             }
+            for w in &cfg.warnings {
+                writeln!(std::io::stderr().lock(), "warning: {w}")?;
+            }
+            for w in commits_without_git(&cfg, &templates) {
+                writeln!(std::io::stderr().lock(), "warning: {w}")?;
+            }
             for (first, again) in cfg.status_case_variants() {
                 writeln!(
                     std::io::stderr().lock(),
@@ -68,6 +74,80 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
         // `main` prints it with its cause and maps `ConfigError` to exit code 2.
         Err(read) => Err(read.into()),
     }
+}
+
+/// Role templates that ask the agent to commit or open a pull request while
+/// `workspace.git` is not configured: each ticket's workspace is then an empty
+/// directory, not a clone, so there is nothing to commit to (issue #30). One warning per
+/// role file, at the first line that asks, as `FILE:LINE:COL: message`. Runs of sortie's
+/// own demo agent (`scripts/demo-agent`) are left out: it reads no prompt.
+fn commits_without_git(cfg: &Config, templates: &RoleTemplates) -> Vec<String> {
+    if cfg.workspace.git.is_some() {
+        return Vec::new();
+    }
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for stage in &cfg.stages {
+        let runs = std::iter::once((cfg.roles_dir.join(format!("{}.md", stage.role)), None)).chain(
+            stage
+                .routes
+                .iter()
+                .filter_map(|r| r.role_file.clone().map(|f| (f, Some(r)))),
+        );
+        for (file, route) in runs {
+            let agent = templates.agent_for(cfg, stage, route);
+            let program = crate::agent::preset_argv(&agent)
+                .first()
+                .cloned()
+                .unwrap_or_default();
+            let demo = Path::new(&program).file_name() == Some(std::ffi::OsStr::new("demo-agent"));
+            if !demo && !files.contains(&file) {
+                files.push(file);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let asks = text
+            .lines()
+            .enumerate()
+            .find_map(|(i, line)| asks_for_commits(line).map(|(col, what)| (i + 1, col, what)));
+        if let Some((line, col, what)) = asks {
+            out.push(format!(
+                "{}:{line}:{col}: this role asks the agent to {what}, but `workspace.git` is not \
+                 configured: each ticket's workspace is an empty directory, not a clone of your \
+                 repository; set `workspace.git.url` (docs/workspaces.md)",
+                file.display()
+            ));
+        }
+    }
+    out
+}
+
+/// Where `line` asks for a commit or a pull (merge) request: the 1-based column and
+/// what it asks for.
+fn asks_for_commits(line: &str) -> Option<(usize, &'static str)> {
+    let lower = line.to_lowercase();
+    let word = |needle: &str| {
+        lower.match_indices(needle).find_map(|(at, _)| {
+            let before = lower[..at].chars().next_back();
+            let after = lower[at + needle.len()..].chars().next();
+            let edge = |c: Option<char>| !c.is_some_and(char::is_alphanumeric);
+            (edge(before) && edge(after)).then_some(at)
+        })
+    };
+    let found = [
+        (word("commit"), "commit"),
+        (word("pull request"), "open a pull request"),
+        (word("merge request"), "open a merge request"),
+    ]
+    .into_iter()
+    .filter_map(|(at, what)| at.map(|at| (at, what)))
+    .min_by_key(|(at, _)| *at)?;
+    let col = lower[..found.0].chars().count() + 1;
+    Some((col, found.1))
 }
 
 /// A local board whose directory does not exist (or is not a directory), as a config

@@ -39,6 +39,9 @@ pub(crate) struct Problems<'a> {
     items: Vec<(Position, FieldPath, String)>,
     /// Problems found beyond `MAX_DIAGNOSTICS`.
     dropped: usize,
+    /// Things that are valid but probably not meant (a status no stage moves tickets
+    /// to): they do not make the config invalid.
+    warnings: Vec<(Position, FieldPath, String)>,
 }
 
 impl<'a> Problems<'a> {
@@ -48,6 +51,7 @@ impl<'a> Problems<'a> {
             locator,
             items: Vec::new(),
             dropped: 0,
+            warnings: Vec::new(),
         }
     }
 
@@ -89,6 +93,32 @@ impl<'a> Problems<'a> {
     /// A problem at an explicit position.
     pub(crate) fn at(&mut self, pos: Position, path: &FieldPath, message: impl Into<String>) {
         self.push(pos, path, message.into());
+    }
+
+    /// A warning about the value at `path`: the config stays valid.
+    pub(crate) fn warn_at_value(&mut self, path: &FieldPath, message: impl Into<String>) {
+        if self.warnings.len() < MAX_DIAGNOSTICS {
+            let pos = self.locator.value(path);
+            self.warnings.push((pos, path.clone(), message.into()));
+        }
+    }
+
+    /// The warnings collected, as diagnostics for `file`, in file order.
+    pub(crate) fn warnings(&self, file: &str) -> Vec<Diagnostic> {
+        let mut out: Vec<Diagnostic> = self
+            .warnings
+            .iter()
+            .map(|(pos, path, message)| Diagnostic {
+                file: file.to_string(),
+                line: pos.line,
+                column: pos.column,
+                field: path.to_string(),
+                message: message.clone(),
+            })
+            .collect();
+        out.sort_by_key(|d| (d.line, d.column));
+        out.dedup();
+        out
     }
 
     /// A serde error from deserializing the value at `base`.
@@ -144,10 +174,11 @@ impl<'a> Problems<'a> {
                 .rsplit_once(", expected ")
                 .unwrap_or((rest, "something else"));
             let found = found.split(" at line ").next().unwrap_or(found);
-            self.at_value(
-                &path,
-                format!("expected {}, found {found}", describe_expected(expected)),
-            );
+            let expected = match at_least_one(&path) {
+                true => describe_positive(expected),
+                false => describe_expected(expected),
+            };
+            self.at_value(&path, format!("expected {expected}, found {found}"));
         } else {
             self.at_value(&path, message);
         }
@@ -218,6 +249,50 @@ fn backticked(message: &str) -> Vec<String> {
         .step_by(2)
         .map(str::to_string)
         .collect()
+}
+
+/// The number fields whose smallest allowed value is 1 (checked after parsing, with
+/// `expected a whole number >= 1`), by their key (`per_status_max_in_flight.<status>` by
+/// its parent's): a wrong type there names the same range, not the type's own.
+const AT_LEAST_ONE: &[&str] = &[
+    "backoff_base_seconds",
+    "claim_lock_ttl_seconds",
+    "hook_timeout_seconds",
+    "max_attempts",
+    "max_in_flight",
+    "max_reads_per_tick",
+    "max_runs_per_ticket",
+    "max_tokens_per_ticket",
+    "max_turns",
+    "per_role_max_in_flight",
+    "poll_interval_seconds",
+    "timeout_seconds",
+];
+
+/// Whether the number at `path` must be at least 1.
+fn at_least_one(path: &FieldPath) -> bool {
+    let keys: Vec<&str> = path
+        .0
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Key(k) => Some(k.as_str()),
+            Segment::Index(_) => None,
+        })
+        .collect();
+    match keys.as_slice() {
+        [.., "per_status_max_in_flight", _] => true,
+        [.., last] => AT_LEAST_ONE.contains(last),
+        [] => false,
+    }
+}
+
+/// `describe_expected` for a number field whose smallest allowed value is 1.
+fn describe_positive(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" => "a whole number between 1 and 4294967295".to_string(),
+        "u64" | "usize" => "a whole number >= 1".to_string(),
+        e => describe_expected(e),
+    }
 }
 
 /// serde's name for an expected type, said the way a config author reads it.

@@ -239,7 +239,8 @@ impl Config {
         let raw = raw::read_raw(top, &mut problems);
         if problems.is_empty() {
             let base = base_dir(source);
-            if let Some(config) = normalize::normalize(raw, source, &base, &mut problems) {
+            if let Some(mut config) = normalize::normalize(raw, source, &base, &mut problems) {
+                config.warnings = problems.warnings(&label);
                 return Ok(config);
             }
         }

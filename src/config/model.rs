@@ -64,6 +64,10 @@ pub struct Config {
     /// defaults and unused). Default none: they open on the tracker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forge: Option<TrackerConfig>,
+    /// What loading found valid but probably not meant (a claim status no stage moves
+    /// tickets to), positioned in the file; `pipeline validate` prints them.
+    #[serde(skip)]
+    pub warnings: Vec<super::Diagnostic>,
 }
 
 /// `ledger:`: where claims, leases, the outbox and history live.

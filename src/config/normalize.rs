@@ -333,6 +333,8 @@ pub(crate) fn normalize(
         http,
         pull_request,
         forge,
+        // Filled by `parse_str_with_env` from what `problems` collected.
+        warnings: Vec::new(),
     })
 }
 

@@ -291,6 +291,10 @@ pub(crate) struct RawStage {
     pub(crate) rework: Option<RawRework>,
     pub(crate) routes: Option<Vec<super::routes::RawRoute>>,
     pub(crate) expects_changes: Option<bool>,
+    /// `entry: true`: people (not a stage) put tickets in this claim status.
+    pub(crate) entry: Option<bool>,
+    /// `exit: true`: tickets leave the pipeline for people at this success status.
+    pub(crate) exit: Option<bool>,
 }
 
 /// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.

@@ -33,6 +33,10 @@ pub(crate) struct SourcedStage {
     failure: FieldPath,
     requires: FieldPath,
     rework: FieldPath,
+    /// `entry: true`: the claim status is deliberately one no stage moves tickets to.
+    entry: bool,
+    /// `exit: true`: the success status is deliberately one no stage claims.
+    exit: bool,
 }
 
 /// Why a status or role name is unusable, or `None` when it is fine.
@@ -117,6 +121,7 @@ pub(crate) fn build_stages(
                 .collect();
             check_pipeline(&stages, terminal, problems);
             check_rework(&stages, terminal, problems);
+            warn_unreached(&stages, terminal, problems);
             stages
         }
         None => match single_role(raw, terminal, default_cap, tracker_filter, problems) {
@@ -183,6 +188,8 @@ fn from_raw_stage(
         failure: base.key("failure_status"),
         requires: base.key("requires_prior_role"),
         rework: base.key("rework"),
+        entry: raw.entry.unwrap_or(false),
+        exit: raw.exit.unwrap_or(false),
     }
 }
 
@@ -302,6 +309,10 @@ fn single_role(
         failure: root.key("role"),
         requires: root.key("role"),
         rework: root.key("role"),
+        // The single-role form has one stage: its claim status is the entry, and its
+        // handoff_state is where people take over by design.
+        entry: true,
+        exit: true,
     })
 }
 
@@ -490,4 +501,93 @@ fn check_rework(stages: &[SourcedStage], terminal: &[String], problems: &mut Pro
             }
         }
     }
+}
+
+/// Typos that validate: a claim status (other than the first stage's) that no stage
+/// moves tickets to, and a success status (not terminal) that no stage claims. Either
+/// strands tickets where `tick` finds "nothing to do", so each is a warning naming the
+/// closest status on the other side, unless the stage marks it deliberate (`entry:
+/// true`, `exit: true`). When a claim status is warned about with a suggestion, the
+/// suggested success status is not warned about again: one typo, one warning, and it
+/// points at the misspelt side.
+fn warn_unreached(stages: &[SourcedStage], terminal: &[String], problems: &mut Problems) {
+    let is_terminal = |s: &str| terminal.iter().any(|t| same_name(t, s));
+    // Every status some stage moves tickets to.
+    let targets: Vec<&str> = stages
+        .iter()
+        .flat_map(|s| {
+            let st = &s.stage;
+            [
+                st.success_status.as_deref(),
+                st.failure_status.as_deref(),
+                st.rework.as_ref().and_then(|r| r.then.as_deref()),
+            ]
+        })
+        .flatten()
+        .collect();
+    let claimed = |status: &str| {
+        stages
+            .iter()
+            .any(|s| same_name(&s.stage.claim_status, status))
+    };
+    let unclaimed_successes: Vec<&str> = stages
+        .iter()
+        .filter_map(|s| s.stage.success_status.as_deref())
+        .filter(|ok| !claimed(ok) && !is_terminal(ok))
+        .collect();
+    let unreached_claims: Vec<&str> = stages
+        .iter()
+        .skip(1)
+        .map(|s| s.stage.claim_status.as_str())
+        .filter(|c| !targets.iter().any(|t| same_name(t, c)))
+        .collect();
+    let mut suggested: Vec<&str> = Vec::new();
+    for s in stages.iter().skip(1).filter(|s| !s.entry) {
+        let claim = s.stage.claim_status.as_str();
+        if targets.iter().any(|t| same_name(t, claim)) {
+            continue;
+        }
+        let near = closest(claim, &unclaimed_successes);
+        let hint = near.map_or_else(String::new, |n| format!("; did you mean `{n}`?"));
+        if let Some(n) = near {
+            suggested.push(n);
+        }
+        problems.warn_at_value(
+            &s.claim,
+            format!(
+                "no stage moves tickets to `{claim}` (it is no stage's success_status, \
+                 failure_status or rework.then), so only a person can put one there{hint} \
+                 (if people do, mark the stage `entry: true`)"
+            ),
+        );
+    }
+    for s in stages.iter().filter(|s| !s.exit) {
+        let Some(ok) = s.stage.success_status.as_deref() else {
+            continue;
+        };
+        if claimed(ok) || is_terminal(ok) || suggested.iter().any(|n| same_name(n, ok)) {
+            continue;
+        }
+        let hint = closest(ok, &unreached_claims)
+            .map_or_else(String::new, |n| format!("; did you mean `{n}`?"));
+        problems.warn_at_value(
+            &s.success,
+            format!(
+                "no stage claims `{ok}` and it is not a terminal state, so tickets that succeed \
+                 here wait there for a person{hint} (if that is the plan, mark the stage \
+                 `exit: true`)"
+            ),
+        );
+    }
+}
+
+/// The status of `candidates` closest to `status` when it is close enough to be a typo.
+fn closest<'a>(status: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let status = status.to_lowercase();
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(&status, &c.to_lowercase()), *c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
 }

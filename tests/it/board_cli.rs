@@ -409,3 +409,79 @@ fn two_processes_commenting_at_once_lose_nothing() {
     want.sort();
     assert_eq!(bodies, want);
 }
+
+/// Regression (#30): without a config, `board add` checks a status against the board's
+/// and the shipped pipelines' statuses, and names the misspelt one as the new one; the
+/// right spelling added after a typo is not flagged.
+#[test]
+fn board_add_without_a_config_names_the_misspelt_status_as_the_new_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert!(sortie(tmp.path(), &["board", "init", "board"])
+        .status
+        .success());
+    let add = |status: &str| {
+        sortie(
+            tmp.path(),
+            &[
+                "board", "add", "--board", "board", "--title", "t", "--status", status,
+            ],
+        )
+    };
+    expect(
+        &add("ready-for-desing"),
+        0,
+        "1\n",
+        "warning: status `ready-for-desing` is new: no ticket on this board has status \
+         `ready-for-desing` and no shipped pipeline names it; did you mean `ready-for-design` \
+         (named by the shipped pipelines)? Pass --config to check statuses against your \
+         pipeline\n",
+    );
+    expect(&add("ready-for-design"), 0, "2\n", "");
+    expect(&add("my-own-reveiw-step"), 0, "3\n", "");
+    expect(
+        &add("my-own-review-step"),
+        0,
+        "4\n",
+        "warning: status `my-own-review-step` is new: no ticket on this board has status \
+         `my-own-review-step` and no shipped pipeline names it; did you mean \
+         `my-own-reveiw-step` (in use on this board)? Pass --config to check statuses against \
+         your pipeline\n",
+    );
+}
+
+/// The statuses `board add` knows without a config are those of `pipelines/*.yaml`.
+#[test]
+fn the_shipped_statuses_are_the_shipped_pipelines_statuses() {
+    let mut named: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(crate::common::repo().join("pipelines")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cfg =
+            sortie::config::Config::parse_str_with_env(&text, Some(&path), &|_| Some("x".into()))
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let thens = cfg
+            .stages
+            .iter()
+            .filter_map(|s| s.rework.as_ref().and_then(|r| r.then.clone()));
+        for status in cfg
+            .configured_statuses()
+            .into_iter()
+            .map(str::to_string)
+            .chain(thens)
+        {
+            if !named.contains(&status) {
+                named.push(status);
+            }
+        }
+    }
+    let mut shipped: Vec<String> = sortie::cli::board::SHIPPED_STATUSES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    named.sort();
+    shipped.sort();
+    assert_eq!(shipped, named);
+}

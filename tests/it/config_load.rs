@@ -133,6 +133,7 @@ fn three_stage_fixture_loads_with_every_field() {
         http: sortie::config::HttpConfig::default(),
         pull_request: None,
         forge: None,
+        warnings: Vec::new(),
     };
     assert_eq!(cfg, expected);
     assert_eq!(cfg.ledger_path(), dir.join("state/ledger.db"));
@@ -294,7 +295,7 @@ fn a_quoted_variable_stays_a_string() {
     let env = |_: &str| Some("120".to_string());
     let text = format!("{MINIMAL}retry: {{max_attempts: \"${{N}}\"}}\n");
     let msg = only_problem(parse(&text, &env));
-    assert!(msg.contains("retry.max_attempts: expected a whole number between 0 and 4294967295, found string \"120\""), "{msg}");
+    assert!(msg.contains("retry.max_attempts: expected a whole number between 1 and 4294967295, found string \"120\""), "{msg}");
 }
 
 #[test]

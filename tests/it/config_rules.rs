@@ -266,7 +266,7 @@ fn wrong_types_say_what_was_expected() {
                 4,
                 20,
                 "agent.timeout_seconds",
-                "expected a whole number >= 0, found string \"soon\"",
+                "expected a whole number >= 1, found string \"soon\"",
             ),
             (
                 9,

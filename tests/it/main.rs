@@ -33,6 +33,7 @@ mod config_default;
 mod config_home;
 mod config_load;
 mod config_rules;
+mod config_warnings;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;

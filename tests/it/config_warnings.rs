@@ -1,0 +1,176 @@
+//! Typos and traps that validate (issue #30): `pipeline validate` run as the real binary
+//! warns about them as whole `warning: FILE:LINE:COL: field: message` lines.
+
+use std::path::Path;
+use std::process::Command;
+
+/// A directory with `board/`, the role files `roles`, and `p.yaml` holding `config`.
+fn setup(config: &str, roles: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("board")).unwrap();
+    std::fs::create_dir(dir.path().join("roles")).unwrap();
+    for (role, text) in roles {
+        std::fs::write(dir.path().join("roles").join(format!("{role}.md")), text).unwrap();
+    }
+    std::fs::write(dir.path().join("p.yaml"), config).unwrap();
+    dir
+}
+
+/// `sortie ARGS` in `dir`: (exit code, stdout, stderr).
+fn sortie(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("SORTIE_LOG")
+        .output()
+        .expect("run sortie");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn validate(dir: &Path) -> (i32, String) {
+    let (code, _, stderr) = sortie(dir, &["pipeline", "validate", "--config", "p.yaml"]);
+    (code, stderr)
+}
+
+const PLAIN: &[(&str, &str)] = &[("architect", "Design it.\n"), ("backend", "Build it.\n")];
+
+#[test]
+fn a_misspelt_claim_status_warns_with_its_line_and_the_status_meant() {
+    let dir = setup(
+        r#"tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+pipeline_stages:
+  - {role: architect, claim_status: ready-for-design, success_status: design-approved}
+  - role: backend
+    claim_status: design-aproved
+    success_status: done
+"#,
+        PLAIN,
+    );
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr,
+        "warning: p.yaml:6:19: pipeline_stages[1].claim_status: no stage moves tickets to \
+         `design-aproved` (it is no stage's success_status, failure_status or rework.then), so \
+         only a person can put one there; did you mean `design-approved`? (if people do, mark \
+         the stage `entry: true`)\n"
+    );
+}
+
+#[test]
+fn an_unclaimed_success_status_warns_unless_the_stage_says_exit() {
+    let config = r#"tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+pipeline_stages:
+  - {role: architect, claim_status: ready-for-design, success_status: design-approved}
+  - {role: backend, claim_status: design-approved, success_status: ready-to-merge}
+"#;
+    let dir = setup(config, PLAIN);
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr,
+        "warning: p.yaml:5:68: pipeline_stages[1].success_status: no stage claims \
+         `ready-to-merge` and it is not a terminal state, so tickets that succeed here wait \
+         there for a person (if that is the plan, mark the stage `exit: true`)\n"
+    );
+    let marked = config.replace("ready-to-merge}", "ready-to-merge, exit: true}");
+    std::fs::write(dir.path().join("p.yaml"), marked).unwrap();
+    let (code, stderr) = validate(dir.path());
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn a_claim_status_people_fill_is_silent_when_marked_entry() {
+    let dir = setup(
+        r#"tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+pipeline_stages:
+  - {role: architect, claim_status: ready-for-design, success_status: design-approved}
+  - {role: backend, claim_status: design-approved, success_status: done}
+  - {role: qa, claim_status: hotfix, success_status: done, entry: true}
+"#,
+        &[("architect", "a\n"), ("backend", "b\n"), ("qa", "q\n")],
+    );
+    let (code, stderr) = validate(dir.path());
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn a_role_asking_for_commits_warns_when_no_git_workspace_is_configured() {
+    let config = r#"tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+pipeline_stages:
+  - {role: architect, claim_status: ready-for-design, success_status: design-approved}
+  - {role: backend, claim_status: design-approved, success_status: done}
+"#;
+    let roles = [
+        ("architect", "Write DESIGN.md.\n"),
+        (
+            "backend",
+            "Implement it.\n2. Commit on a branch and open a pull request.\n",
+        ),
+    ];
+    let dir = setup(config, &roles);
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, 0, "{stderr}");
+    let d = dir.path().display();
+    assert_eq!(
+        stderr,
+        format!(
+            "warning: {d}/roles/backend.md:2:4: this role asks the agent to commit, but \
+             `workspace.git` is not configured: each ticket's workspace is an empty directory, \
+             not a clone of your repository; set `workspace.git.url` (docs/workspaces.md)\n"
+        )
+    );
+    let with_git = format!("{config}workspace: {{git: {{url: ../widgets.git}}}}\n");
+    std::fs::write(dir.path().join("p.yaml"), with_git).unwrap();
+    let (code, stderr) = validate(dir.path());
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn a_wrong_type_for_max_attempts_names_the_range_zero_is_refused_with() {
+    let dir = setup(
+        r#"tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+retry: {max_attempts: two}
+pipeline_stages:
+  - {role: architect, claim_status: ready-for-design, success_status: done}
+"#,
+        PLAIN,
+    );
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "p.yaml:3:23: retry.max_attempts: expected a whole number between 1 and 4294967295, \
+         found string \"two\"\n"
+    );
+}
+
+#[test]
+fn a_tick_refused_for_a_missing_agent_program_writes_no_ledger() {
+    let dir = setup(
+        r#"tracker: {kind: local, path: board}
+state_root: state
+agent: {command: ["no-such-agent-program-30"]}
+pipeline_stages:
+  - {role: architect, claim_status: ready-for-design, success_status: done}
+"#,
+        PLAIN,
+    );
+    let (code, _, stderr) = sortie(dir.path(), &["pipeline", "tick", "--config", "p.yaml"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no-such-agent-program-30"), "{stderr}");
+    assert!(
+        !dir.path().join("state").exists(),
+        "a refused tick created {}",
+        dir.path().join("state").display()
+    );
+}
