@@ -24,7 +24,9 @@ pub struct BoardTicket {
     pub title: String,
     /// Link on the tracker, when it has one.
     pub url: Option<String>,
-    /// `running`, `next` (a tick now would run it), `waiting` or `idle` (no stage claims it).
+    /// `running`, `next` (a tick now would run it), `waiting`, `failed` (on a stage's
+    /// failure status: a person releases it), `idle` (no stage claims it) or `unknown`
+    /// (on a status the config does not name).
     pub state: &'static str,
     /// Why, in a word or two (`cap: role 1`, `retry due in 40s`, `held: spec.unclear`).
     pub reason: String,
@@ -43,6 +45,8 @@ pub struct StatusColumn {
     pub tickets: Vec<BoardTicket>,
     /// How many are not listed.
     pub more: usize,
+    /// The status is only some stage's failure status: the page sets it apart.
+    pub failure: bool,
 }
 
 /// A terminal status and how many tickets it holds.
@@ -63,8 +67,17 @@ pub struct BoardView {
     pub columns: Vec<StatusColumn>,
     /// Terminal statuses, counted.
     pub terminal: Vec<TerminalCount>,
-    /// Tickets on the statuses the config names, terminal included.
+    /// Tickets on statuses the config does not name (a typo, a status added on the
+    /// tracker), where the tracker lists them at no extra cost (the local board); each
+    /// one's reason names its status.
+    pub other: Option<StatusColumn>,
+    /// Every ticket on the board: on the statuses the config names, terminal included,
+    /// and on the other statuses.
     pub total: usize,
+    /// The title of every ticket listed (terminal and other statuses too), for the rows
+    /// of runs whose ticket left the pipeline's columns.
+    #[serde(skip)]
+    pub titles: std::collections::BTreeMap<String, String>,
     /// Listing warnings (unreadable board entries).
     pub warnings: Vec<String>,
 }
@@ -88,18 +101,158 @@ pub async fn read(
         .list(&board_statuses(config))
         .await
         .map_err(|e| format!("listing the board: {e}"))?;
+    let mut warnings = listing.warnings;
+    // The tracker counted tickets on statuses nobody asked for: list them too, so the
+    // board shows them (the local board reads its folder again; no other adapter counts).
+    let others: Vec<String> = listing.other_statuses.keys().cloned().collect();
+    let other_tickets = if others.is_empty() {
+        Vec::new()
+    } else {
+        match pipeline.tracker().list(&others).await {
+            Ok(l) => l.tickets,
+            Err(e) => {
+                warnings.push(format!("listing the other statuses: {e}"));
+                Vec::new()
+            }
+        }
+    };
     let report = pipeline
         .tick(TickOptions { dry_run: true })
         .await
         .map_err(|e| format!("dry-run tick: {e}"))?;
-    Ok(arrange(
+    let failures = last_failures(pipeline, config, &listing.tickets);
+    let mut view = arrange(
         config,
         &listing.tickets,
         &report,
         live,
         now,
-        listing.warnings,
-    ))
+        warnings,
+        &failures,
+    );
+    place_others(&mut view, config, &other_tickets);
+    Ok(view)
+}
+
+/// For each ticket on a stage's failure status, the reason code of that stage's last
+/// failed run, from the ledger (none when the ledger has no such run).
+fn last_failures(
+    pipeline: &Pipeline,
+    config: &crate::config::Config,
+    tickets: &[Ticket],
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let tracker = pipeline.tracker().name();
+    for ticket in tickets.iter().filter(|t| !t.closed) {
+        let Some(stage) = failure_stage(config, &ticket.status) else {
+            continue;
+        };
+        match pipeline.ledger().ticket_runs(tracker, &ticket.id, 20) {
+            Ok(runs) => {
+                let failed = runs
+                    .into_iter()
+                    .filter(|r| r.key.role == stage.role && r.outcome.as_deref() == Some("failure"))
+                    .max_by_key(|r| r.started_at);
+                if let Some(code) = failed.and_then(|r| r.reason_code) {
+                    out.insert(ticket.id.clone(), code);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(ticket = %ticket.id, error = %e, "cannot read the ticket's runs")
+            }
+        }
+    }
+    out
+}
+
+/// The stage `status` is the failure status of, when no stage claims it.
+fn failure_stage<'c>(
+    config: &'c crate::config::Config,
+    status: &str,
+) -> Option<&'c crate::config::Stage> {
+    let claimed = config.stages.iter().any(|s| {
+        same_name(&s.claim_status, status)
+            || s.in_progress_status
+                .as_deref()
+                .is_some_and(|p| same_name(p, status))
+    });
+    if claimed {
+        return None;
+    }
+    config.stages.iter().find(|s| {
+        s.failure_status
+            .as_deref()
+            .is_some_and(|f| same_name(f, status))
+    })
+}
+
+/// Put tickets on statuses the config does not name in the board's `other` column.
+fn place_others(view: &mut BoardView, config: &crate::config::Config, tickets: &[Ticket]) {
+    if tickets.is_empty() {
+        return;
+    }
+    let known = board_statuses(config);
+    let mut listed: Vec<BoardTicket> = tickets
+        .iter()
+        .map(|t| {
+            let hint = closest(&t.status, &known)
+                .map(|k| format!("; did you mean {k}?"))
+                .unwrap_or_default();
+            BoardTicket {
+                id: t.id.clone(),
+                title: t.title.clone(),
+                url: web_link(t.url.as_deref()),
+                state: "unknown",
+                reason: format!("status {} is not in the config{hint}", t.status),
+            }
+        })
+        .collect();
+    listed.sort_by(|a, b| crate::pipeline::eligibility::natural_cmp(&a.id, &b.id));
+    let mut statuses: Vec<String> = Vec::new();
+    for t in tickets {
+        if !statuses.iter().any(|s| same_name(s, &t.status)) {
+            statuses.push(t.status.clone());
+        }
+        view.titles.insert(t.id.clone(), t.title.clone());
+    }
+    statuses.sort();
+    view.total += tickets.len();
+    view.other = Some(StatusColumn {
+        status: "other statuses".to_string(),
+        roles: vec![format!("no stage knows {}", statuses.join(", "))],
+        count: listed.len(),
+        more: listed.len().saturating_sub(COLUMN_LISTED),
+        tickets: listed.into_iter().take(COLUMN_LISTED).collect(),
+        failure: false,
+    });
+}
+
+/// The configured status `status` is most likely a typo of (at most two edits away,
+/// ignoring case).
+fn closest<'k>(status: &str, known: &'k [String]) -> Option<&'k str> {
+    let status = status.to_lowercase();
+    known
+        .iter()
+        .map(|k| (edit_distance(&status, &k.to_lowercase()), k))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k.as_str())
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 /// Every status the config names (claim, in-progress, success, failure, terminal), once
@@ -122,6 +275,7 @@ pub fn arrange(
     live: &[LiveRun],
     now: DateTime<Utc>,
     warnings: Vec<String>,
+    failures: &std::collections::BTreeMap<String, String>,
 ) -> BoardView {
     let mut columns: Vec<StatusColumn> = Vec::new();
     let mut terminal: Vec<TerminalCount> = Vec::new();
@@ -155,6 +309,7 @@ pub fn arrange(
             }
         }
         columns.push(StatusColumn {
+            failure: failure_stage(config, &status).is_some(),
             status,
             roles,
             count: 0,
@@ -164,7 +319,9 @@ pub fn arrange(
     }
     let mut closed = 0;
     let mut all: Vec<Vec<BoardTicket>> = vec![Vec::new(); columns.len()];
+    let mut titles = std::collections::BTreeMap::new();
     for ticket in tickets {
+        titles.insert(ticket.id.clone(), ticket.title.clone());
         if ticket.closed {
             closed += 1;
             continue;
@@ -182,7 +339,7 @@ pub fn arrange(
         else {
             continue;
         };
-        let (state, reason) = why(config, ticket, report, live, now);
+        let (state, reason) = why(config, ticket, report, live, now, failures);
         all[i].push(BoardTicket {
             id: ticket.id.clone(),
             title: ticket.title.clone(),
@@ -219,7 +376,9 @@ pub fn arrange(
         total: tickets.len(),
         columns,
         terminal,
+        other: None,
         warnings,
+        titles,
     }
 }
 
@@ -230,6 +389,7 @@ fn why(
     report: &TickReport,
     live: &[LiveRun],
     now: DateTime<Utc>,
+    failures: &std::collections::BTreeMap<String, String>,
 ) -> (&'static str, String) {
     if let Some(run) = live.iter().find(|r| r.ticket == ticket.id) {
         return ("running", format!("running: {} #{}", run.role, run.attempt));
@@ -239,6 +399,16 @@ fn why(
     }
     if let Some(skip) = report.skips.iter().find(|s| s.ticket == ticket.id) {
         return ("waiting", short_reason(&skip.reason, now));
+    }
+    if let Some(stage) = failure_stage(config, &ticket.status) {
+        let failed = match failures.get(&ticket.id) {
+            Some(code) => format!("{} failed: {code}", stage.role),
+            None => format!("{} failed", stage.role),
+        };
+        return (
+            "failed",
+            format!("{failed}; move to {} to re-run", stage.claim_status),
+        );
     }
     let claimed = config.stages.iter().any(|s| {
         same_name(&s.claim_status, &ticket.status)
@@ -344,6 +514,17 @@ mod tests {
         assert_eq!(human_duration(7500), "2h 5m");
         assert_eq!(short_holder("host:12:abcd"), "host:12");
         assert_eq!(short_holder("someone"), "someone");
+    }
+
+    #[test]
+    fn a_typo_of_a_status_names_the_status_it_likely_meant() {
+        let known = vec!["ready-for-design".to_string(), "done".to_string()];
+        assert_eq!(
+            closest("ready-for-desing", &known),
+            Some("ready-for-design")
+        );
+        assert_eq!(closest("Done", &known), Some("done"));
+        assert_eq!(closest("parked", &known), None);
     }
 
     #[test]

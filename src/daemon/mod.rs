@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use self::state::{DaemonStatus, TickSummary};
 use self::watch::Fingerprint;
 use crate::config::Config;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Scope};
 use crate::pipeline::{Clock, Pipeline, PipelineError, SystemClock, TickOptions};
 
 /// Why the daemon could not start. Errors after start are reported, not returned.
@@ -265,7 +265,7 @@ pub async fn serve(
                 break;
             }
         }
-        next = Instant::now() + shared.config().poll_interval;
+        next = next_wake(&shared, Instant::now() + shared.config().poll_interval);
     }
 
     tracing::info!("shutting down: no new claims; live runs get the grace to finish");
@@ -285,6 +285,36 @@ pub async fn serve(
     let _ = server.await;
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// When the loop wakes next: at `poll_deadline`, or sooner when a retry in the ledger
+/// falls due before it (a run's end wakes the loop through `wake`; a retry coming due
+/// has nothing to wake it but this). Retries already due are left out: the tick that
+/// just ran saw them, and waking for them again would spin. A ledger that cannot be
+/// read leaves the poll deadline.
+fn next_wake(shared: &Shared, poll_deadline: Instant) -> Instant {
+    let Some(pipeline) = shared.pipeline() else {
+        return poll_deadline;
+    };
+    let tracker = pipeline.tracker().name();
+    let retries = match pipeline.ledger().retries(Scope::Tracker(tracker)) {
+        Ok(retries) => retries,
+        Err(err) => {
+            tracing::debug!(%err, "cannot read the retry queue; waking at the next poll");
+            return poll_deadline;
+        }
+    };
+    let now = shared.now();
+    let Some(earliest) = retries
+        .iter()
+        .map(|r| r.due_at)
+        .filter(|due| *due > now)
+        .min()
+    else {
+        return poll_deadline;
+    };
+    let wait = (earliest - now).to_std().unwrap_or_default();
+    poll_deadline.min(Instant::now() + wait)
 }
 
 /// Remove the workspaces of finished tickets in the background, so a slow tracker does

@@ -23,6 +23,7 @@ fn templates() -> &'static Environment<'static> {
         for (name, text) in [
             ("dashboard.html", include_str!("dashboard.html")),
             ("board.html", include_str!("board.html")),
+            ("column.html", include_str!("column.html")),
             ("ticket.html", include_str!("ticket.html")),
             ("login.html", include_str!("login.html")),
         ] {
@@ -152,6 +153,18 @@ fn cost(usd: f64, lower_bound: bool) -> String {
     format!("${usd:.2}{}", if lower_bound { "+" } else { "" })
 }
 
+/// The cost of a role's runs: `–` when no run reported one (an agent that reports
+/// no usage at all, as a `command` agent, or usage without a cost): unknown, not free,
+/// as the live runs table says; a lower bound (`$1.25+`) when some runs did not.
+fn total_cost(u: &crate::ledger::UsageTotal) -> String {
+    let nothing_reported = u.cost_usd == 0.0 && (u.runs_without_cost > 0 || u.total_tokens() == 0);
+    if u.runs > 0 && nothing_reported {
+        "–".to_string()
+    } else {
+        cost(u.cost_usd, u.runs_without_cost > 0)
+    }
+}
+
 /// The board, read at most once per [`board::reuse_for`] (shared by every open page).
 async fn cached_board(shared: &Shared) -> Option<Result<Arc<BoardView>, String>> {
     let pipeline = shared.pipeline()?;
@@ -172,6 +185,9 @@ async fn cached_board(shared: &Shared) -> Option<Result<Arc<BoardView>, String>>
     let read = board::read(&pipeline, &live, shared.now())
         .await
         .map(Arc::new);
+    if let Ok(b) = &read {
+        shared.status().remember_titles(&b.titles);
+    }
     *cache = Some(CachedBoard {
         at: tokio::time::Instant::now(),
         pipeline: key,
@@ -198,10 +214,12 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
     };
     let titles: BTreeMap<&str, (&str, Option<&str>)> = board
         .iter()
-        .flat_map(|b| b.columns.iter())
+        .flat_map(|b| b.columns.iter().chain(b.other.iter()))
         .flat_map(|c| c.tickets.iter())
         .map(|t| (t.id.as_str(), (t.title.as_str(), t.url.as_deref())))
         .collect();
+    // Tickets that left the columns (done, closed, gone): the title last seen.
+    let seen_titles = shared.status().titles.clone();
     let live = live_runs(shared)
         .await
         .into_iter()
@@ -302,7 +320,14 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
             rate_limit = format!("{left} requests left");
         }
         let ledger = pipeline.ledger();
-        match recent_rows(shared, ledger.as_ref(), &tracker, &titles, now) {
+        match recent_rows(
+            shared,
+            ledger.as_ref(),
+            &tracker,
+            &titles,
+            &seen_titles,
+            now,
+        ) {
             Ok(rows) => recent = rows,
             Err(e) => banners.push(Banner {
                 kind: "error",
@@ -317,7 +342,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
                     row.role = u.role.clone();
                     row.runs_week = u.runs;
                     row.tokens_week = tokens(u.total_tokens());
-                    row.cost_week = cost(u.cost_usd, u.runs_without_cost > 0);
+                    row.cost_week = total_cost(u);
                     row.tokens_today = "0".to_string();
                     row.cost_today = cost(0.0, false);
                 }
@@ -326,7 +351,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
                     row.role = u.role.clone();
                     row.runs_today = u.runs;
                     row.tokens_today = tokens(u.total_tokens());
-                    row.cost_today = cost(u.cost_usd, u.runs_without_cost > 0);
+                    row.cost_today = total_cost(u);
                 }
                 totals = rows.into_values().collect();
             }
@@ -379,6 +404,7 @@ fn recent_rows(
     ledger: &dyn crate::ledger::Ledger,
     tracker: &str,
     titles: &BTreeMap<&str, (&str, Option<&str>)>,
+    seen_titles: &BTreeMap<String, String>,
     now: DateTime<Utc>,
 ) -> Result<Vec<RecentRow>, crate::ledger::LedgerError> {
     use crate::ledger::{OutboxState, RunPhase, Scope};
@@ -397,7 +423,9 @@ fn recent_rows(
         .iter()
         .filter_map(|f| {
             let l = &f.line;
-            let note = l.note.clone().or_else(|| l.writeback.clone())?;
+            // A write-back that is `done` is what the "from → to" column says already.
+            let writeback = l.writeback.clone().filter(|w| w != "done");
+            let note = l.note.clone().or(writeback)?;
             Some(((l.ticket.clone(), l.role.clone(), l.attempt), note))
         })
         .collect();
@@ -436,7 +464,8 @@ fn recent_rows(
             finished: When::of(finished_at, now),
             title: titles
                 .get(r.key.ticket_id.as_str())
-                .map(|(t, _)| t.to_string()),
+                .map(|(t, _)| t.to_string())
+                .or_else(|| seen_titles.get(&r.key.ticket_id).cloned()),
             ticket: r.key.ticket_id,
             role: r.key.role,
             outcome: r.outcome.unwrap_or_else(|| "cancelled".to_string()),

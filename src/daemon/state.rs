@@ -71,6 +71,25 @@ pub struct DaemonStatus {
     /// The last board read for the dashboard, reused for a few seconds; an async lock
     /// so that concurrent page loads wait for one read instead of each making one.
     pub board: std::sync::Arc<tokio::sync::Mutex<Option<CachedBoard>>>,
+    /// Titles of tickets seen on board reads, kept after a ticket leaves the listing,
+    /// so a finished run's row keeps the title its ticket had (at most [`TITLES_KEPT`]).
+    pub titles: BTreeMap<String, String>,
+}
+
+/// How many ticket titles the daemon remembers.
+pub const TITLES_KEPT: usize = 5_000;
+
+impl DaemonStatus {
+    /// Remember `titles` (a board read's): newer ones win; past [`TITLES_KEPT`], the
+    /// titles of tickets the read did not list go first.
+    pub fn remember_titles(&mut self, titles: &BTreeMap<String, String>) {
+        for (id, title) in titles {
+            self.titles.insert(id.clone(), title.clone());
+        }
+        if self.titles.len() > TITLES_KEPT {
+            self.titles.retain(|id, _| titles.contains_key(id));
+        }
+    }
 }
 
 /// A board read and when it was made.

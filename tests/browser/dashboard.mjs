@@ -34,7 +34,18 @@ try {
   out.columns = await page.$$eval(".column h3", (els) => els.map((e) => e.innerText));
   out.live = await page.$$eval("#live tbody tr", (rows) => rows.map((r) => r.innerText));
   out.fractional_on_dashboard = (await page.locator("body").innerText()).match(fractional) || [];
+
+  // At 1,400 px a lead sees every column: the board wraps, nothing scrolls sideways.
+  await page.setViewportSize({ width: 1400, height: 900 });
+  out.layout = await page.evaluate(() => ({
+    scroll_width: document.documentElement.scrollWidth,
+    columns: document.querySelectorAll(".column").length,
+    cut_off: [...document.querySelectorAll(".column")]
+      .filter((c) => c.getBoundingClientRect().right > 1400 || c.scrollWidth > c.clientWidth)
+      .map((c) => c.dataset.status || "terminal"),
+  }));
   if (shots) await page.screenshot({ path: shots + "/dashboard.png", fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // Refresh keeps the scroll position and does not reload the page.
   await page.setViewportSize({ width: 1280, height: 400 });

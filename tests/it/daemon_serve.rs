@@ -369,4 +369,93 @@ async fn a_stop_during_a_tick_ends_the_daemon_without_polling_the_shutdown_again
         Ok(result) => result.expect("the daemon stops cleanly"),
         Err(err) => panic!("the daemon panicked on a stop during a tick: {err}"),
     }
+
+/// "Now" that follows tokio's clock, so a test with paused time moves the pipeline's
+/// retry due times and the daemon's timers together.
+struct TokioClock {
+    base: chrono::DateTime<chrono::Utc>,
+    start: tokio::time::Instant,
+}
+
+impl sortie::pipeline::Clock for TokioClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.base + chrono::Duration::from_std(self.start.elapsed()).unwrap()
+    }
+}
+
+/// Regression (#30, the daemon sleeps through due retries): an attempt that fails
+/// transiently with a 1 s retry delay is tried again when the retry falls due, not at
+/// the next poll 30 s later. Paused time: the daemon's timers and the pipeline's clock
+/// move together, and the gap is read from the ledger's run records.
+#[tokio::test(start_paused = true)]
+async fn a_retry_runs_when_it_falls_due_not_at_the_next_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    let text = config_text(dir.path(), 30, 1, "exit 3")
+        .replace("timeout_seconds: 60", "timeout_seconds: 3600")
+        + "retry: {max_attempts: 3, backoff_base_seconds: 1, backoff_max_seconds: 1}\n";
+    std::fs::write(&path, text).unwrap();
+    let config = Config::load(&path).expect("config");
+    let board = Arc::new(MemoryTracker::new());
+    board.insert(MemoryTracker::ticket("1", "t", "ready-for-design"));
+    let ledger: Arc<dyn Ledger> =
+        Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
+    let clock: Arc<dyn sortie::pipeline::Clock> = Arc::new(TokioClock {
+        base: chrono::Utc::now(),
+        start: tokio::time::Instant::now(),
+    });
+    let factory: PipelineFactory = {
+        let (board, ledger, clock) = (board.clone(), ledger.clone(), clock.clone());
+        Arc::new(move |config: Config, wake: Arc<Notify>| {
+            let (board, ledger, clock) = (board.clone(), ledger.clone(), clock.clone());
+            Box::pin(async move {
+                Pipeline::builder(config, board, ledger)
+                    .clock(clock)
+                    .run_ended(wake)
+                    .build()
+                    .await
+            }) as BuildFuture
+        })
+    };
+    let opts = ServeOptions {
+        config_path: path,
+        factory,
+        clock,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stop = Arc::new(Notify::new());
+    let stopped = stop.clone();
+    let task = tokio::spawn(serve(
+        listener,
+        config,
+        opts,
+        async move { stopped.notified().await },
+        std::future::pending(),
+    ));
+
+    let scope = sortie::ledger::Scope::Tracker("memory");
+    let mut runs = Vec::new();
+    for _ in 0..1200 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        runs = ledger.recent_runs(scope, 10).unwrap();
+        if runs.iter().any(|r| r.stage_attempt == 2) {
+            break;
+        }
+    }
+    let attempt = |n: u32| {
+        runs.iter()
+            .find(|r| r.stage_attempt == n)
+            .unwrap_or_else(|| panic!("no attempt {n} in {runs:?}"))
+            .clone()
+    };
+    let (first, second) = (attempt(1), attempt(2));
+    assert_eq!(first.reason_code.as_deref(), Some("agent.exit_nonzero"));
+    let gap = (second.started_at - first.finished_at.expect("attempt 1 finished")).to_std();
+    let gap = gap.expect("attempt 2 starts after attempt 1 ends");
+    assert!(
+        gap >= Duration::from_secs(1) && gap < Duration::from_secs(10),
+        "attempt 2 started {gap:?} after attempt 1 failed; its retry was due after 1 s (poll 30 s)"
+    );
+    stop.notify_one();
+    task.await.unwrap().expect("daemon stops cleanly");
 }

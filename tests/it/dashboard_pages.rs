@@ -1076,6 +1076,24 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
         Some(9.0),
     );
     seed("13", "qa", now - chrono::Duration::days(2), 700, None);
+    // A `command` agent reports no usage at all: its run has no usage row.
+    d.ledger
+        .record_run(&RunRecord {
+            run_id: "14".into(),
+            key: ClaimKey::new(board.name(), "14", "backend"),
+            stage: "design-approved".into(),
+            stage_attempt: 1,
+            claimer_id: "cron".into(),
+            phase: RunPhase::Finished,
+            outcome: Some("success".into()),
+            reason_code: None,
+            log_path: None,
+            started_at: now - chrono::Duration::days(2),
+            finished_at: Some(now - chrono::Duration::days(2)),
+            session_id: None,
+            route: None,
+        })
+        .unwrap();
     let page = decoded(
         d.page_with("/?part=body", "<td>architect</td>", Duration::from_secs(10))
             .await,
@@ -1090,8 +1108,14 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
         "{totals}"
     );
     assert!(
-        totals.contains("<tr><td>qa</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>700</td><td>$0.00+</td></tr>"),
-        "a run without cost makes the cost a lower bound: {totals}"
+        totals.contains("<tr><td>qa</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>700</td><td>–</td></tr>"),
+        "#30: an agent that reports no cost has an unknown cost, not $0.00: {totals}"
+    );
+    assert!(
+        totals.contains(
+            "<tr><td>backend</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>0</td><td>–</td></tr>"
+        ),
+        "#30: nor one that reports no usage at all: {totals}"
     );
     assert!(
         page.contains("1 runs, by the hour they started"),
@@ -1102,5 +1126,161 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
     let architect = week.iter().find(|r| r["role"] == "architect").unwrap();
     assert_eq!(architect["runs"], 2, "{state}");
     assert_eq!(architect["tokens_in"], 21_500);
+    d.stop().await;
+}
+
+/// The three stages of [`config_text`], each with a failure status (`design-blocked`,
+/// `build-failed`, `qa-failed`).
+fn config_with_failures(dir: &std::path::Path, agent: &str) -> String {
+    config_text(dir, "")
+        .replace(
+            "success_status: design-approved}",
+            "success_status: design-approved, failure_status: design-blocked}",
+        )
+        .replace(
+            "success_status: code-review,",
+            "success_status: code-review, failure_status: build-failed,",
+        )
+        .replace(
+            "success_status: done,",
+            "success_status: done, failure_status: qa-failed,",
+        )
+        .replace("echo working on $$SORTIE_TICKET_TITLE; sleep 30", agent)
+}
+
+/// The `<section>` of the column `status`.
+fn column<'p>(page: &'p str, status: &str) -> &'p str {
+    let start = page
+        .find(&format!(r#"data-status="{status}""#))
+        .unwrap_or_else(|| panic!("no column {status}: {page}"));
+    let start = page[..start].rfind("<section").unwrap();
+    let end = start + page[start..].find("</section>").unwrap();
+    &page[start..end]
+}
+
+/// Regression (#30): a ticket on a status no stage knows (a typo) is shown in an
+/// "other statuses" column with the reason, and counted: the board said 6 tickets while
+/// it held 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_on_a_status_no_stage_knows_is_shown_with_why_and_counted() {
+    use sortie::tracker::local::{LocalBoard, NewTicket};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = LocalBoard::init(&dir.path().join("board")).unwrap();
+    let add = |title: &str, status: &str| {
+        board
+            .add_ticket(NewTicket {
+                title: title.into(),
+                status: status.into(),
+                priority: None,
+                labels: Vec::new(),
+                body: String::new(),
+            })
+            .unwrap()
+            .id
+    };
+    for n in 1..=6 {
+        add(&format!("Shipped {n}"), "done");
+    }
+    let typo = add("Design the typo page", "ready-for-desing");
+    let d = Daemon::start(path, Arc::new(board) as Arc<dyn Tracker>).await;
+    let page = d
+        .page_with(
+            "/?part=body",
+            r#"done <span class="count">6</span>"#,
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(page.contains("7 tickets"), "every ticket counted: {page}");
+    let other = column(&page, "other statuses");
+    assert!(
+        other.contains(&format!("#{typo} Design the typo page")),
+        "{other}"
+    );
+    assert!(
+        other.contains(
+            "status ready-for-desing is not in the config; did you mean ready-for-design?"
+        ),
+        "{other}"
+    );
+    d.stop().await;
+}
+
+/// Regression (#30): a card on a stage's failure status says what failed and what
+/// releases it, not "no stage claims it"; failure columns are set apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_with_failures(dir.path(), "true")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "5", "Design the refunds page", "design-blocked");
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let finished = chrono::Utc::now() - chrono::Duration::minutes(5);
+    d.ledger
+        .record_run(&RunRecord {
+            run_id: "r-failed".into(),
+            key: ClaimKey::new(board.name(), "5", "architect"),
+            stage: "ready-for-design".into(),
+            stage_attempt: 3,
+            claimer_id: "cron".into(),
+            phase: RunPhase::Finished,
+            outcome: Some("failure".into()),
+            reason_code: Some("spec.unclear".into()),
+            log_path: None,
+            started_at: finished - chrono::Duration::minutes(2),
+            finished_at: Some(finished),
+            session_id: None,
+            route: None,
+        })
+        .unwrap();
+    let page = decoded(
+        d.page_with(
+            "/?part=body",
+            "Design the refunds page",
+            Duration::from_secs(10),
+        )
+        .await,
+    );
+    let blocked = column(&page, "design-blocked");
+    assert!(blocked.contains(r#"class="column failure""#), "{blocked}");
+    assert!(
+        blocked.contains("architect failed: spec.unclear; move to ready-for-design to re-run"),
+        "{blocked}"
+    );
+    assert!(!blocked.contains("no stage claims it"), "{blocked}");
+    d.stop().await;
+}
+
+/// Regression (#30): recent handoffs show the title the run knew, also for a ticket no
+/// longer on the pipeline's columns (done); the note does not repeat the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_handoffs_keep_the_title_of_tickets_that_left_the_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_with_failures(dir.path(), "true")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "8", "Export the invoices", "ready-for-design");
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(20), "ticket 8 done", || async {
+        board.get("8").await.is_ok_and(|t| t.status == "done")
+    })
+    .await;
+    let page = decoded(
+        d.page_with("/?part=body", "code-review → done", Duration::from_secs(10))
+            .await,
+    );
+    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
+    let recent = &recent[..recent.find("</table>").unwrap()];
+    let rows: Vec<&str> = recent.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 3, "three handoffs: {recent}");
+    for row in rows {
+        assert!(row.contains("#8 Export the invoices"), "title: {row}");
+        assert!(
+            row.contains(r#"<td class="small"></td>"#),
+            "no note repeating the write-back: {row}"
+        );
+    }
     d.stop().await;
 }

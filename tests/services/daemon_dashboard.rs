@@ -3,7 +3,8 @@
 //! streaming a recorded stream, its live row showing turns and tokens); every waiting ticket's
 //! title shows with its reason; a live run's log link shows the agent's output; a
 //! ticket opens its page with the eligibility reason; an invalid config edit shows the
-//! banner within one refresh, without a reload; no timestamp with fractional seconds.
+//! banner within one refresh, without a reload; no timestamp with fractional seconds;
+//! at 1,400 px every one of its eleven columns is on screen (issue #30).
 //!
 //! Needs the chromium test service: `scripts/test` runs `scripts/services/chromium.sh`,
 //! which installs Debian's `chromium` and playwright-core (`tests/browser/`, pinned by
@@ -44,9 +45,9 @@ agent:
   timeout_seconds: 120
   env: {FAKE_SCENARIO: stepped, FAKE_STEP_DIR: "@STEPS@"}
 pipeline_stages:
-  - {role: architect, claim_status: ready-for-design, success_status: design-approved}
-  - {role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}
-  - {role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}
+  - {role: architect, claim_status: ready-for-design, in_progress_status: designing, success_status: design-approved, failure_status: design-blocked}
+  - {role: backend, claim_status: design-approved, in_progress_status: building, success_status: code-review, failure_status: build-failed, requires_prior_role: architect}
+  - {role: qa, claim_status: code-review, in_progress_status: reviewing, success_status: done, failure_status: qa-failed, requires_prior_role: backend}
 "#;
 
 /// The daemon's bearer token: logs and ticket pages open after the page's login.
@@ -76,6 +77,10 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
     let export = sb.add("Build the export", "design-approved", &[]);
     let review = sb.add("Review the importer", "code-review", &[]);
     sb.add("Shipped already", "done", &[]);
+    // Issue #30: a failed card and one on a typo'd status, so that the board has ten
+    // columns and more (claim, in-progress and failure statuses, other statuses).
+    sb.add("Design the refunds page", "design-blocked", &[]);
+    sb.add("Design the typo page", "ready-for-desing", &[]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_sortie"))
         .args([
             "pipeline",
@@ -196,6 +201,17 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
             .any(|c| c == "done\n1" || c == "terminal"),
         "{seen:#}"
     );
+    // Issue #30: at 1,400 px every column is on screen, none scrolls sideways.
+    let layout = &seen["layout"];
+    assert!(
+        layout["columns"].as_u64().unwrap() >= 10,
+        "ten columns and more: {layout}"
+    );
+    assert!(
+        layout["scroll_width"].as_u64().unwrap() <= 1400,
+        "no horizontal overflow at 1,400 px: {layout}"
+    );
+    assert_eq!(layout["cut_off"], serde_json::json!([]), "{layout}");
     assert_eq!(
         seen["fractional_on_dashboard"],
         serde_json::json!([]),
