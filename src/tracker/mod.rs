@@ -75,7 +75,12 @@ pub struct Blocker {
 /// pipeline compare names with this, never with `==`.
 pub fn same_name(a: &str, b: &str) -> bool {
     let (a, b) = (a.trim(), b.trim());
-    a.eq_ignore_ascii_case(b) || a.to_lowercase() == b.to_lowercase()
+    if a.eq_ignore_ascii_case(b) {
+        return true;
+    }
+    // Lowercasing allocates: only names with non-ASCII letters need it (issue #29: a
+    // tick compared every ticket's status with every stage's this way).
+    !(a.is_ascii() && b.is_ascii()) && a.to_lowercase() == b.to_lowercase()
 }
 
 /// One comment on a ticket.
