@@ -116,13 +116,24 @@ pub fn idempotency_key(
 /// (JSON whose `type` is `doc`) or wiki markup holding a `{code}` / `{noformat}`
 /// macro whose text starts with a `# sortie:<kind>` line. It is read as the
 /// Markdown it stands for ([`jira`]); lines are those of that Markdown (for wiki
-/// markup, the wiki text's own lines).
+/// markup, the wiki text's own lines; CRLF line endings read as LF).
+///
+/// A text can read both ways: Markdown whose code block shows a wiki macro, or wiki
+/// text whose prose shows a fence. The wiki reading wins when it finds a valid
+/// block; when it finds none but the Markdown reading does, the text is Markdown.
 pub fn parse_blocks(text: &str) -> Vec<Result<ParsedBlock, BlockError>> {
     if let Some(markdown) = jira::as_adf_markdown(text) {
         return parse_markdown_blocks(&markdown);
     }
     if jira::wiki::has_outcome_macro(text) {
-        return parse_markdown_blocks(&jira::wiki::to_markdown(text));
+        let wiki = parse_markdown_blocks(&jira::wiki::to_markdown(text));
+        if !wiki.iter().any(Result::is_ok) {
+            let markdown = parse_markdown_blocks(text);
+            if markdown.iter().any(Result::is_ok) {
+                return markdown;
+            }
+        }
+        return wiki;
     }
     parse_markdown_blocks(text)
 }

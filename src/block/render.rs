@@ -2,14 +2,25 @@
 
 use serde_yaml::{Mapping, Value};
 
-use super::{parse_blocks, OutcomeBlock};
+use super::jira::wiki::holds_macro_tag;
+use super::{fields, parse_blocks, BlockKind, OutcomeBlock};
+
+/// What the YAML text of a block must keep out of itself, beyond reading back as the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// A Markdown fence: the fence is chosen to fit the text, so nothing to avoid.
+    Markdown,
+    /// A Jira wiki `{code}` / `{noformat}` macro, which has no escape: no `{code` or
+    /// `{noformat}` (any case) may appear, or Jira (and sortie) would end the box there.
+    WikiMacro,
+}
 
 /// The fenced block alone: opening fence, YAML body, closing fence, ending with `"\n"`.
 ///
 /// The fence is one backtick longer than the longest run of backticks in the
 /// body (at least three), so no line of the body can close it.
 pub fn render_block(block: &OutcomeBlock) -> String {
-    let body = render_body(block);
+    let body = render_body(block, Target::Markdown);
     let fence = fence_for(&body);
     format!("{fence}yaml sortie:{}\n{body}{fence}\n", block.kind())
 }
@@ -46,10 +57,22 @@ fn fence_for(content: &str) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
+/// An outcome block's YAML `body` written again for a Jira wiki code macro: the same
+/// block, with every entry whose text would hold `{code` or `{noformat` written
+/// double-quoted with `{` as the YAML escape `\x7b`. `None` when `body` is not a
+/// valid block of `kind` (then there is no block to keep).
+pub(crate) fn wiki_macro_body(kind: BlockKind, body: &str) -> Option<String> {
+    let block = fields::parse_body(kind, 0, body).ok()?;
+    let text = render_body(&block, Target::WikiMacro);
+    debug_assert!(!holds_macro_tag(&text), "{text}");
+    Some(text)
+}
+
 /// The YAML body: the kind's fields in their documented order, then `extra` sorted by name.
-fn render_body(block: &OutcomeBlock) -> String {
+fn render_body(block: &OutcomeBlock, target: Target) -> String {
     let mut out = String::new();
     let text = |s: &str| Value::String(s.to_owned());
+    let entry = |key: &str, value: &Value| entry_for(key, value, target);
     out.push_str(&entry("role", &text(block.role())));
     out.push_str(&entry("stage_attempt", &Value::from(block.stage_attempt())));
     out.push_str(&entry("idempotency_key", &text(block.idempotency_key())));
@@ -118,11 +141,25 @@ fn indent(out: &mut String, yaml: &str) {
 /// the output without a final newline), so every entry is read back, and one
 /// that does not come back identical is written in explicit double-quoted flow
 /// style instead.
+///
+/// For a wiki macro, an entry whose text holds `{code` or `{noformat` is written in
+/// that style too, with every `{` escaped: the only `{` left are those opening a flow
+/// mapping (`{}`, `{? ...`), which never start either word.
+fn entry_for(key: &str, value: &Value, target: Target) -> String {
+    let text = entry(key, value);
+    if target == Target::WikiMacro && holds_macro_tag(&text) {
+        explicit_entry(key, value, Braces::Escaped)
+    } else {
+        text
+    }
+}
+
+/// One `key: value` entry for a Markdown fence (see [`entry_for`]).
 fn entry(key: &str, value: &Value) -> String {
     let mut mapping = Mapping::new();
     mapping.insert(Value::String(key.to_owned()), value.clone());
     let Ok(mut text) = serde_yaml::to_string(&mapping) else {
-        return explicit_entry(key, value);
+        return explicit_entry(key, value, Braces::AsThey);
     };
     if let Value::String(s) = value {
         let plain_tail = format!(": {s}\n");
@@ -136,34 +173,43 @@ fn entry(key: &str, value: &Value) -> String {
     if reads_back {
         text
     } else {
-        explicit_entry(key, value)
+        explicit_entry(key, value, Braces::AsThey)
     }
 }
 
+/// How `{` is written in a double-quoted string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Braces {
+    /// As itself.
+    AsThey,
+    /// As the YAML escape `\x7b` (the same string to a YAML reader).
+    Escaped,
+}
+
 /// `? "key"\n: value\n` with the value in flow style and every string double-quoted.
-fn explicit_entry(key: &str, value: &Value) -> String {
+fn explicit_entry(key: &str, value: &Value, braces: Braces) -> String {
     let mut out = String::from("? ");
-    double_quoted(&mut out, key);
+    double_quoted(&mut out, key, braces);
     out.push_str("\n: ");
-    flow(&mut out, value);
+    flow(&mut out, value, braces);
     out.push('\n');
     out
 }
 
 /// A value on one line: `[..]`, `{? k: v}`, double-quoted strings.
-fn flow(out: &mut String, value: &Value) {
+fn flow(out: &mut String, value: &Value, braces: Braces) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&number_text(n)),
-        Value::String(s) => double_quoted(out, s),
+        Value::String(s) => double_quoted(out, s, braces),
         Value::Sequence(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                flow(out, item);
+                flow(out, item, braces);
             }
             out.push(']');
         }
@@ -174,16 +220,16 @@ fn flow(out: &mut String, value: &Value) {
                     out.push_str(", ");
                 }
                 out.push_str("? ");
-                flow(out, k);
+                flow(out, k, braces);
                 out.push_str(" : ");
-                flow(out, v);
+                flow(out, v, braces);
             }
             out.push('}');
         }
         Value::Tagged(tagged) => {
             out.push_str(&tagged.tag.to_string());
             out.push(' ');
-            flow(out, &tagged.value);
+            flow(out, &tagged.value, braces);
         }
     }
 }
@@ -195,10 +241,11 @@ fn number_text(n: &serde_yaml::Number) -> String {
 
 /// A YAML double-quoted scalar: printable characters as they are, everything a
 /// YAML or Markdown reader could take for a line break or drop, escaped.
-fn double_quoted(out: &mut String, s: &str) {
+fn double_quoted(out: &mut String, s: &str, braces: Braces) {
     out.push('"');
     for c in s.chars() {
         match c {
+            '{' if braces == Braces::Escaped => out.push_str("\\x7b"),
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
@@ -275,7 +322,7 @@ mod tests {
         assert_eq!(parsed.get("detail"), Some(&exotic));
         let nested: Value =
             serde_yaml::from_str("{a: [1, .nan, !t x], 2: \"\\x7f\\uFEFF\"}").expect("yaml");
-        let text = explicit_entry("k", &nested);
+        let text = explicit_entry("k", &nested, Braces::AsThey);
         let back: Mapping = serde_yaml::from_str(&text).expect(&text);
         assert_eq!(
             format!("{:?}", back.get("k")),

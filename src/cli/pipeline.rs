@@ -97,6 +97,9 @@ fn tick(
 ) -> anyhow::Result<u8> {
     use tokio::signal::unix::{signal, SignalKind};
     let config = Config::load(config_path)?;
+    if let Some(missing) = super::validate::missing_board(&config) {
+        return Err(UsageError(missing.to_string()).into());
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     let (report, signalled) = runtime.block_on(async {
         let mut term = signal(SignalKind::terminate())?;
@@ -173,10 +176,23 @@ fn tick(
     } else {
         write!(out, "{}", report.to_text())?;
     }
-    Ok(match signalled {
-        Some(number) => u8::try_from(128 + number).unwrap_or(1),
-        None => super::EXIT_OK,
-    })
+    out.flush()?;
+    drop(out);
+    if let Some(number) = signalled {
+        return Ok(u8::try_from(128 + number).unwrap_or(super::EXIT_FAILURE));
+    }
+    // The tick finished, but a run's outcome is lost with its ledger write: a runtime
+    // failure, whoever watches the exit code must hear of it (issue #29).
+    let unstored: Vec<_> = report.unstored_runs().collect();
+    if let Some(first) = unstored.first() {
+        eprintln!(
+            "sortie: the ledger failed: the outcome of {} run(s) could not be stored ({}); nothing was written on their tickets, and they run again at their next claim",
+            unstored.len(),
+            first.ledger_error.as_deref().unwrap_or_default()
+        );
+        return Ok(super::EXIT_FAILURE);
+    }
+    Ok(super::EXIT_OK)
 }
 
 /// The warning a dry run prints for a role whose agent program is not installed.

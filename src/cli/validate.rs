@@ -27,20 +27,10 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
                     return Ok(EXIT_USAGE);
                 }
             };
-            if let crate::config::TrackerConfig::Local { path } = &cfg.tracker {
-                if !path.is_dir() {
-                    let d = cfg.diagnostic_at(
-                        &[FieldStep::Key("tracker"), FieldStep::Key("path")],
-                        format!(
-                            "the board directory {} does not exist; create it with `sortie board init {}`",
-                            path.display(),
-                            path.display()
-                        ),
-                    );
-                    // A warning, not an error: the config is valid, and `board init` may
-                    // simply not have run yet; `pipeline tick` refuses until it has.
-                    writeln!(std::io::stderr().lock(), "warning: {d}")?;
-                }
+            // A config whose board is not there cannot run: an error, as `tick` says.
+            if let Some(missing) = missing_board(&cfg) {
+                writeln!(std::io::stderr().lock(), "{missing}")?;
+                return Ok(EXIT_USAGE);
             }
             // The config is valid; a missing program is this machine's problem, but
             // `pipeline tick` will refuse to start, so say it now.
@@ -78,6 +68,32 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
         // `main` prints it with its cause and maps `ConfigError` to exit code 2.
         Err(read) => Err(read.into()),
     }
+}
+
+/// A local board whose directory does not exist (or is not a directory), as a config
+/// diagnostic at `tracker.path` saying how to create it. Such a config cannot run:
+/// `pipeline validate` and `pipeline tick` exit 2 with it (issue #29).
+pub(super) fn missing_board(cfg: &Config) -> Option<crate::config::Diagnostic> {
+    let crate::config::TrackerConfig::Local { path } = &cfg.tracker else {
+        return None;
+    };
+    let message = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => return None,
+        Ok(_) => format!(
+            "{} is not a directory, so it cannot be a board; point tracker.path at a board \
+             directory (`sortie board init DIR` creates one)",
+            path.display()
+        ),
+        Err(_) => format!(
+            "the board directory {} does not exist; create it with `sortie board init {}`",
+            path.display(),
+            path.display()
+        ),
+    };
+    Some(cfg.diagnostic_at(
+        &[FieldStep::Key("tracker"), FieldStep::Key("path")],
+        message,
+    ))
 }
 
 /// On a local board (read from files: no request, no credential), the caps that hold

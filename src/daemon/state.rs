@@ -379,6 +379,8 @@ mod tests {
             log_path: None,
             duration_seconds: None,
             route: None,
+            cancel_reason: None,
+            ledger_error: None,
         }
     }
 

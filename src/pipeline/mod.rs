@@ -469,6 +469,8 @@ impl Pipeline {
                     route: d
                         .route
                         .map(|i| ctx.config.stages[d.stage].routes[i].label(i)),
+                    cancel_reason: None,
+                    ledger_error: None,
                 })
                 .collect();
             report.cap_waits = report::cap_waits(&ctx.config, &report.skips);

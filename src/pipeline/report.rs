@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::eligibility::SkipReason;
+use crate::agent::CancelReason;
 use crate::config::Config;
 use crate::ledger::CeilingScope;
 
@@ -152,6 +153,12 @@ pub struct RunLine {
     /// The stage route the run takes (`routes:`: its name, or its index when unnamed);
     /// none when it runs the stage's defaults.
     pub route: Option<String>,
+    /// Why a cancelled run was stopped: `ticket_left_stage` (a person moved or closed
+    /// the ticket), `lease_lost` or `shutdown`; none for a run that was not cancelled.
+    pub cancel_reason: Option<CancelReason>,
+    /// The ledger error that kept the run's outcome from being stored: nothing was
+    /// written on the ticket, it runs again at its next claim, and the tick exits 1.
+    pub ledger_error: Option<String>,
 }
 
 /// A ticket that was not dispatched.
@@ -195,6 +202,12 @@ pub struct CancelLine {
 }
 
 impl TickReport {
+    /// The runs whose outcome the ledger could not store (a runtime failure: the tick
+    /// exits 1 once it has printed its report).
+    pub fn unstored_runs(&self) -> impl Iterator<Item = &RunLine> {
+        self.runs.iter().filter(|r| r.ledger_error.is_some())
+    }
+
     /// The report as lines for a person at a terminal: every number says what it is
     /// (`ticket 1 role architect attempt 2`), so the lines read without the docs.
     pub fn to_text(&self) -> String {
@@ -290,6 +303,18 @@ impl RunLine {
         if let Some(code) = &self.reason_code {
             let _ = write!(line, " {code}");
         }
+        if self.cancelled_by_a_person() {
+            // The ticket did not stay where the run found it: the person's move is the
+            // news, and the note says where the ticket is now.
+            line.push_str(" by a person");
+            if let Some(n) = &self.note {
+                let _ = write!(line, ": {n}");
+            }
+            if let Some(secs) = self.duration_seconds {
+                let _ = write!(line, " ({secs:.1} s)");
+            }
+            return line;
+        }
         match &self.to_status {
             Some(to) if to != &self.from_status => {
                 let _ = write!(line, " {} -> {to}", self.from_status);
@@ -312,6 +337,15 @@ impl RunLine {
             let _ = write!(line, " ({})", notes.join("; "));
         }
         line
+    }
+
+    /// A run stopped because a person moved or closed its ticket, which sortie left
+    /// where the person put it (a withdrawn run that sortie moved back says so with
+    /// its statuses instead).
+    fn cancelled_by_a_person(&self) -> bool {
+        self.outcome == "cancelled"
+            && self.cancel_reason == Some(CancelReason::TicketLeftStage)
+            && self.to_status.is_none()
     }
 }
 

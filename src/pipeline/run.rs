@@ -87,6 +87,8 @@ async fn run_stage(
         log_path: None,
         duration_seconds: None,
         route: None,
+        cancel_reason: None,
+        ledger_error: None,
     };
     ctx.faults.hit("after_claim");
     // The route is chosen from the ticket this run starts with (a retry chooses again).
@@ -281,6 +283,7 @@ async fn run_stage(
                     CancelReason::TicketLeftStage
                 });
             line.outcome = "cancelled".to_string();
+            line.cancel_reason = Some(reason);
             line.log_path = Some(log_path.display().to_string());
             line.duration_seconds = Some(seconds_between(started_at, ctx.clock.now()));
             line.note = Some(match reason {
@@ -610,7 +613,7 @@ impl Finish<'_> {
             }
             Err(err) => {
                 line.outcome = "cancelled".to_string();
-                line.note = Some(not_stored(&err));
+                not_stored(&mut line, &err);
                 return line;
             }
         }
@@ -683,7 +686,7 @@ impl Finish<'_> {
             Err(err) => {
                 // Without a durable outcome nothing may be written; the lease runs out
                 // and the ticket runs again on whichever host claims it next.
-                line.note = Some(not_stored(&err));
+                not_stored(&mut line, &err);
                 return line;
             }
         }
@@ -736,11 +739,20 @@ impl Finish<'_> {
     }
 }
 
-/// The log line and report note of a run whose outcome could not be stored before its
-/// lease ran out (issue #20).
-fn not_stored(err: &crate::ledger::LedgerError) -> String {
-    tracing::error!(%err, "the outcome could not be stored before the lease ran out; nothing is written, and the ticket runs again on whichever host claims it next");
-    format!("outcome not stored before the lease ran out ({err}); nothing written, the ticket runs again on the next claim")
+/// Log, and mark on the run's line, an outcome the ledger could not store: retried until
+/// the lease ran out when the ledger was unreachable (issue #20), given up at once on any
+/// other ledger error. The line's `ledger_error` makes the tick exit 1 (issue #29).
+fn not_stored(line: &mut RunLine, err: &crate::ledger::LedgerError) {
+    if matches!(err, crate::ledger::LedgerError::Unavailable(_)) {
+        tracing::error!(%err, "the outcome could not be stored before the lease ran out; nothing is written, and the ticket runs again on whichever host claims it next");
+        line.note = Some(format!("outcome not stored before the lease ran out ({err}); nothing written, the ticket runs again on the next claim"));
+    } else {
+        tracing::error!(%err, "the outcome could not be stored; nothing is written, and the ticket runs again on whichever host claims it next");
+        line.note = Some(format!(
+            "outcome not stored ({err}); nothing written, the ticket runs again on the next claim"
+        ));
+    }
+    line.ledger_error = Some(err.to_string());
 }
 
 /// Renew the lease every TTL/3 and look at the claim's cancel flag every

@@ -308,3 +308,19 @@ fn block_parse_reads_a_jira_adf_document_and_jira_wiki_markup() {
         assert_eq!(strip_lines(&run.stdout), expected, "{what}:\n{input}");
     }
 }
+
+/// Issue #29 (3): Jira Data Center may hand a comment back with CRLF line endings.
+#[test]
+fn block_parse_reads_sortie_s_wiki_comment_with_crlf_line_endings_as_the_lf_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wiki = sortie::block::jira::wiki::from_markdown(&comment());
+    let lf = sortie(dir.path(), &["block", "parse", "-"], Some(&wiki));
+    assert_eq!(lf.code, 0, "{}\n{wiki}", lf.stderr);
+    let found: Vec<serde_json::Value> = serde_json::from_str(&lf.stdout).expect("json array");
+    assert_eq!(found.len(), 2, "{}", lf.stdout);
+    std::fs::write(dir.path().join("comment.wiki"), wiki.replace('\n', "\r\n")).expect("write");
+    let crlf = sortie(dir.path(), &["block", "parse", "comment.wiki"], None);
+    assert_text(&crlf.stdout, &lf.stdout);
+    assert_text(&crlf.stderr, "");
+    assert_eq!(crlf.code, 0);
+}

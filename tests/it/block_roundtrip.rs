@@ -83,6 +83,21 @@ const TRICKY: &[&str] = &[
     "[link]: x",
     "{a: 1}",
     "[1, 2]",
+    // Jira wiki markup: the macros that end a code box, and its other markup.
+    "{code}",
+    "{code:yaml}",
+    "{CODE}",
+    "{noformat}",
+    "{noformat:title=x}",
+    "{quote}",
+    "{{x}}",
+    "{",
+    "}",
+    "\\{code}",
+    "bq. ",
+    "h1. ",
+    "\n```\n{code}\n{noformat}\n```\n",
+    "\n{code:yaml}\n# sortie:success\n",
 ];
 
 /// Any string, biased towards the tricky ones and their combinations.
@@ -275,6 +290,62 @@ proptest! {
     fn a_comment_rendered_to_wiki_markup_parses_back_to_its_block(block in outcome(), prose in text()) {
         let text = wiki::from_markdown(&render_comment(&prose, &block));
         let parsed: Vec<_> = parse_blocks(&text).into_iter().map(|p| p.map(|p| p.block)).collect();
-        prop_assert_eq!(parsed, vec![Ok(block)], "wiki:\n{}", text);
+        prop_assert_eq!(parsed, vec![Ok(block.clone())], "wiki:\n{}", text);
+        // Data Center may hand the comment back with CRLF line endings.
+        let crlf = text.replace('\n', "\r\n");
+        let parsed: Vec<_> = parse_blocks(&crlf).into_iter().map(|p| p.map(|p| p.block)).collect();
+        prop_assert_eq!(parsed, vec![Ok(block.clone())], "wiki with CRLF:\n{:?}", crlf);
+        // The Jira adapter hands the pipeline the Markdown the wiki text stands for.
+        let markdown = wiki::to_markdown(&crlf);
+        let parsed: Vec<_> = parse_blocks(&markdown).into_iter().map(|p| p.map(|p| p.block)).collect();
+        prop_assert_eq!(parsed, vec![Ok(block)], "wiki as Markdown:\n{}", markdown);
+    }
+}
+
+/// A success block whose summary is `summary`, everything else plain.
+fn summarised(summary: &str) -> OutcomeBlock {
+    OutcomeBlock::Success(SuccessBlock {
+        role: "architect".into(),
+        stage_attempt: 1,
+        idempotency_key: "ab".repeat(32),
+        from_status: "Ready for Design".into(),
+        to_status: "Design Approved".into(),
+        summary: summary.into(),
+        run_id: None,
+        duration_seconds: None,
+        artifacts: [("notes".to_string(), summary.to_string())].into(),
+        extra: Default::default(),
+    })
+}
+
+/// Issue #29 (3): wiki markup has no escape inside `{code}` / `{noformat}`, so a
+/// summary holding both closing macros (or backticks) must not end the box early.
+#[test]
+fn a_summary_holding_wiki_code_macros_or_backticks_survives_wiki_markup() {
+    let summaries = [
+        "{code}",
+        "{noformat}",
+        "{noformat:title=x}",
+        "uses {code} and {noformat} and ``` fences",
+        "{code}\n{noformat}\n```\n{code:yaml}\n# sortie:success",
+        "```",
+        "`x` and ```` and {{code}}",
+        "line one\r\n{noformat}\r{code}",
+        "é漢🦀 {CODE} {NoFormat}",
+    ];
+    for summary in summaries {
+        let block = summarised(summary);
+        for prose in ["", "The architect is done.", "```\n{code}\n{noformat}\n```"] {
+            let text = wiki::from_markdown(&render_comment(prose, &block));
+            let parsed: Vec<_> = parse_blocks(&text)
+                .into_iter()
+                .map(|p| p.map(|p| p.block))
+                .collect();
+            assert_eq!(
+                parsed,
+                vec![Ok(block.clone())],
+                "summary {summary:?}, wiki:\n{text}"
+            );
+        }
     }
 }

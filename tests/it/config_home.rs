@@ -81,6 +81,7 @@ fn validate_shows_the_expanded_paths_and_an_unset_home_is_a_clear_error() {
     )
     .unwrap();
     let fake_home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(fake_home.path().join("board")).unwrap();
     let run = |home: Option<&Path>| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sortie"));
         cmd.args(["pipeline", "validate", "--config", "pipeline.yaml"])

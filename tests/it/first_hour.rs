@@ -134,7 +134,7 @@ fn typos_in_statuses_are_caught() {
 }
 
 /// Regression (#13, 4): a missing role file is a positioned config error, and validate
-/// says how to create a missing board.
+/// says how to create a missing board (#29, 6: as an error, exit 2).
 #[test]
 fn a_missing_role_file_points_at_the_stage_and_a_missing_board_says_how_to_create_it() {
     let dir = setup("nosuchrole");
@@ -153,7 +153,7 @@ fn a_missing_role_file_points_at_the_stage_and_a_missing_board_says_how_to_creat
     );
     let dir = setup("backend");
     let (code, _, stderr) = sortie(dir.path(), &["pipeline", "validate"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 2);
     assert!(
         stderr.contains("create it with `sortie board init"),
         "{stderr}"

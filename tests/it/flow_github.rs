@@ -59,6 +59,11 @@ mod blockers {
     use sortie::pipeline::{Pipeline, TickOptions};
 
     fn config(dir: &std::path::Path, api_url: &str, max_reads: u32) -> Config {
+        config_with(dir, api_url, max_reads, "")
+    }
+
+    /// The pipeline, with `extra` top-level YAML (caps, workspace settings).
+    fn config_with(dir: &std::path::Path, api_url: &str, max_reads: u32, extra: &str) -> Config {
         let text = format!(
             r#"
 tracker:
@@ -73,6 +78,7 @@ terminal_states: [done]
 agent: {{command: ["sh", "-c", "echo done"], timeout_seconds: 60}}
 pipeline_stages:
   - {{role: agent, claim_status: todo, success_status: review}}
+{extra}
 "#,
             roles = common_roles(),
         );
@@ -88,12 +94,23 @@ pipeline_stages:
 
     async fn tick(model: &GithubModel, dir: &std::path::Path, max_reads: u32) -> serde_json::Value {
         let cfg = config(dir, &model.api_url(), max_reads);
+        tick_with(cfg, None).await
+    }
+
+    /// A cron tick: a new process, with the ETag cache the state root keeps.
+    async fn cron_tick(cfg: Config) -> serde_json::Value {
+        let file = cfg.state_root.join(sortie::tracker::github::ETAG_FILE);
+        tick_with(cfg, Some(file)).await
+    }
+
+    async fn tick_with(cfg: Config, etag_file: Option<std::path::PathBuf>) -> serde_json::Value {
         let gh = Arc::new(
             GithubTracker::from_config(
                 &cfg,
                 TOKEN.into(),
                 GithubOptions {
                     retry_backoff: Duration::ZERO,
+                    etag_file,
                     ..GithubOptions::default()
                 },
             )
@@ -142,7 +159,10 @@ pipeline_stages:
     async fn a_blocker_read_failure_holds_the_ticket() {
         let model = GithubModel::start().await;
         let dir = tempfile::tempdir().unwrap();
+        // An open blocker: the listing's summary says a read is needed.
+        let blocker = model.add_issue("closes some day", &["status:backlog"]);
         let id = model.add_issue("free, but unreadable", &["status:todo"]);
+        model.block(id, blocker);
         model.fail("GET", "/dependencies/blocked_by", 500, None, 100);
         for _ in 0..2 {
             let report = tick(&model, dir.path(), 20).await;
@@ -169,6 +189,7 @@ pipeline_stages:
         let failing = model.add_issue("links unreadable", &["status:todo"]);
         let readable = model.add_issue("links readable", &["status:todo"]);
         model.block(readable, blocker);
+        model.block(failing, blocker);
         let failing_path = format!("/issues/{failing}/dependencies/blocked_by");
         model.fail("GET", &failing_path, 500, None, 10_000);
         let mut turns = Vec::new();
@@ -239,5 +260,207 @@ pipeline_stages:
             read_order, expected,
             "each candidate read once in three ticks"
         );
+    }
+
+    fn runs(report: &serde_json::Value) -> usize {
+        report["runs"].as_array().unwrap().len()
+    }
+
+    /// Regression (#29, 2): every candidate cost one blocker read, and
+    /// `max_reads_per_tick` (20) capped a tick at 20 dispatches of 150. The listing's
+    /// `issue_dependencies_summary` says which issues have no open blocker: those need
+    /// no read, and the board settled, a cron tick still costs nothing.
+    #[tokio::test]
+    async fn a_tick_dispatches_all_150_issues_whose_summary_has_no_open_blocker() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let closed = model.add_issue("done long ago", &["status:done"]);
+        model.edit(closed, |i| i.open = false);
+        let ids: Vec<u64> = (0..150)
+            .map(|i| model.add_issue(&format!("ticket {i}"), &["status:todo"]))
+            .collect();
+        // Blocked by a closed issue only: its summary counts no open blocker either.
+        model.block(ids[0], closed);
+        let caps = "concurrency: {max_in_flight: 150, per_role_max_in_flight: 150}";
+        let cfg = || config_with(dir.path(), &model.api_url(), 20, caps);
+
+        let report = cron_tick(cfg()).await;
+        assert_eq!(runs(&report), 150, "{:#}", report["skips"]);
+        assert_eq!(blocker_reads(&model), 0, "no blocker read needed");
+        for id in [ids[0], ids[149]] {
+            assert!(model
+                .issue(id)
+                .labels
+                .contains(&"status:review".to_string()));
+        }
+
+        cron_tick(cfg()).await;
+        let before = model.units_used();
+        model.clear_log();
+        let report = cron_tick(cfg()).await;
+        assert_eq!(runs(&report), 0);
+        assert_eq!(
+            model.units_used(),
+            before,
+            "an idle tick costs no rate limit: {:#?}",
+            model.log()
+        );
+    }
+
+    /// Lines a tracing subscriber writes, for the test that installed it.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Logs {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    /// Regression (#29, 2): a server without issue dependencies (GitHub Enterprise
+    /// Server before they shipped) answers 404 to their endpoint and sends no summary;
+    /// every ticket was held with "blockers could not be read", for ever. Now the 404
+    /// means "this server reads no blockers": warned once, dispatched as if blockers
+    /// were off, and the next listing needs no read at all.
+    #[tokio::test]
+    async fn a_server_without_issue_dependencies_dispatches_as_if_blockers_were_off() {
+        let model = GithubModel::start().await;
+        model.without_dependencies();
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<u64> = (0..3)
+            .map(|i| model.add_issue(&format!("ticket {i}"), &["status:todo"]))
+            .collect();
+        let caps = "concurrency: {max_in_flight: 3, per_role_max_in_flight: 3}";
+        let cfg = config_with(dir.path(), &model.api_url(), 20, caps);
+        let gh = Arc::new(
+            GithubTracker::from_config(
+                &cfg,
+                TOKEN.into(),
+                GithubOptions {
+                    retry_backoff: Duration::ZERO,
+                    ..GithubOptions::default()
+                },
+            )
+            .unwrap(),
+        );
+        let ledger = Arc::new(SqliteLedger::open(&cfg.ledger_path()).unwrap());
+        let p = Pipeline::new(cfg, gh, ledger).await.expect("pipeline");
+
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let report = serde_json::to_value(p.tick(TickOptions::default()).await.unwrap()).unwrap();
+        assert_eq!(runs(&report), 3, "{report:#}");
+        assert_eq!(
+            blocker_reads(&model),
+            1,
+            "one 404 tells: {:#?}",
+            model.log()
+        );
+
+        let later = model.add_issue("later", &["status:todo"]);
+        model.clear_log();
+        let report = serde_json::to_value(p.tick(TickOptions::default()).await.unwrap()).unwrap();
+        assert_eq!(report["runs"][0]["ticket"], later.to_string(), "{report:#}");
+        assert_eq!(blocker_reads(&model), 0, "{:#?}", model.log());
+        for id in ids {
+            assert!(model
+                .issue(id)
+                .labels
+                .contains(&"status:review".to_string()));
+        }
+        let text = logs.text();
+        assert_eq!(
+            text.matches("this GitHub server has no issue dependencies")
+                .count(),
+            1,
+            "warned once: {text}"
+        );
+    }
+
+    /// On a server with issue dependencies, a 404 says the issue is gone, not that the
+    /// server has none: the candidate is held, as after a 5xx (#29, 2).
+    #[tokio::test]
+    async fn a_server_error_or_a_404_where_summaries_exist_still_holds_the_candidate() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = model.add_issue("open blocker", &["status:backlog"]);
+        let id = model.add_issue("needs a read", &["status:todo"]);
+        model.block(id, blocker);
+        for status in [502, 404] {
+            model.clear_faults();
+            model.fail("GET", "/dependencies/blocked_by", status, None, 100);
+            let report = tick(&model, dir.path(), 20).await;
+            assert!(report["runs"].as_array().unwrap().is_empty(), "{report:#}");
+            assert_eq!(report["skips"][0]["ticket"], id.to_string());
+            assert_eq!(
+                report["skips"][0]["reason"], "blockers_unknown",
+                "HTTP {status}: {report:#}"
+            );
+        }
+        model.clear_faults();
+        model.edit(blocker, |i| i.open = false);
+        let report = tick(&model, dir.path(), 20).await;
+        assert_eq!(report["runs"][0]["ticket"], id.to_string(), "{report:#}");
+    }
+
+    /// Regression (#29, 5): the workspace prune re-read each live workspace's ticket
+    /// with a plain `GET /issues/{n}` in every cron process, so with
+    /// `prune_every_ticks: 1` an idle tick cost one unit per workspace. The reads are
+    /// conditional across processes now: an unchanged ticket answers 304, for free.
+    #[tokio::test]
+    async fn an_idle_cron_tick_with_a_prune_every_tick_costs_nothing() {
+        let model = GithubModel::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..4 {
+            model.add_issue(&format!("ticket {i}"), &["status:todo"]);
+        }
+        let extra = "concurrency: {max_in_flight: 4, per_role_max_in_flight: 4}\nworkspace: {prune_every_ticks: 1}";
+        let cfg = || config_with(dir.path(), &model.api_url(), 20, extra);
+        let report = cron_tick(cfg()).await;
+        assert_eq!(runs(&report), 4, "{report:#}");
+        // The tickets wait in review (not terminal): their workspaces live on.
+        let workspaces = std::fs::read_dir(dir.path().join("state/workspaces"))
+            .unwrap()
+            .count();
+        assert_eq!(workspaces, 4);
+
+        cron_tick(cfg()).await;
+        model.clear_log();
+        let before = model.units_used();
+        cron_tick(cfg()).await;
+        let reads: Vec<_> = model
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "GET" && r.path.starts_with("/repos/acme/widgets/issues/"))
+            .collect();
+        assert_eq!(
+            reads.len(),
+            4,
+            "the prune read every ticket: {:#?}",
+            model.log()
+        );
+        assert!(
+            reads.iter().all(|r| r.if_none_match && r.status == 304),
+            "{:#?}",
+            model.log()
+        );
+        assert_eq!(model.units_used(), before, "{:#?}", model.log());
     }
 }

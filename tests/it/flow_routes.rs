@@ -280,13 +280,29 @@ fn a_bad_route_is_refused_by_validate_with_file_and_line() {
 #[test]
 fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets() {
     let dir = common::repo().join("pipelines");
+    // A checkout laid out as the README's first steps leave it (`sortie board init
+    // board`; the demo's board under state/demo): validate refuses a missing board.
+    let checkout = tempfile::tempdir().unwrap();
+    for linked in ["roles", "scripts"] {
+        std::os::unix::fs::symlink(common::repo().join(linked), checkout.path().join(linked))
+            .unwrap();
+    }
+    for board in ["board", "state/demo/board"] {
+        std::fs::create_dir_all(checkout.path().join(board)).unwrap();
+    }
+    std::fs::create_dir(checkout.path().join("pipelines")).unwrap();
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+        let shipped = entry.unwrap().path();
+        if shipped.extension().and_then(|e| e.to_str()) != Some("yaml") {
             continue;
         }
         seen += 1;
+        let path = checkout
+            .path()
+            .join("pipelines")
+            .join(shipped.file_name().unwrap());
+        std::fs::copy(&shipped, &path).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_sortie"))
             .args(["pipeline", "validate", "--config"])
             .arg(&path)

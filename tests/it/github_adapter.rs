@@ -395,6 +395,10 @@ async fn check_reports_the_token_the_repository_and_creates_missing_status_label
                 "status done: label status:done is missing; create it, or run with --create-missing-labels"
                     .into()
             ),
+            (
+                true,
+                "issue dependencies: no issue yet to ask about issue dependencies".into()
+            ),
         ]
     );
     assert_eq!(report.rate_limit_remaining, Some(5000 - model.units_used()));
@@ -407,6 +411,55 @@ async fn check_reports_the_token_the_repository_and_creates_missing_status_label
     let report = bad.check(&statuses, true).await.unwrap();
     assert_eq!(report.checks.len(), 1);
     assert!(!report.checks[0].ok && report.checks[0].detail.contains("rejected the token"));
+}
+
+/// Regression (#29, 2): `tracker check` says how the server tells sortie about
+/// blockers: the listing's `issue_dependencies_summary`, or, on a server without issue
+/// dependencies (their endpoint answers 404), that none are read.
+#[tokio::test]
+async fn check_says_whether_the_server_has_issue_dependencies() {
+    let line = |report: &sortie::tracker::CheckReport| {
+        report
+            .checks
+            .iter()
+            .find(|c| c.what == "issue dependencies")
+            .map(|c| (c.ok, c.detail.clone()))
+    };
+    let statuses = strings(&["ready"]);
+
+    let model = GithubModel::start().await;
+    model.add_issue("a", &["status:ready"]);
+    let report = tracker(&model).check(&statuses, false).await.unwrap();
+    assert_eq!(
+        line(&report),
+        Some((
+            true,
+            "issues carry issue_dependencies_summary: blockers are read only for issues with open ones"
+                .to_string()
+        ))
+    );
+
+    let model = GithubModel::start().await;
+    model.without_dependencies();
+    model.add_issue("a", &["status:ready"]);
+    let t = tracker(&model);
+    let report = t.check(&statuses, false).await.unwrap();
+    assert_eq!(
+        line(&report),
+        Some((
+            true,
+            "this server has no issue dependencies (GET .../dependencies/blocked_by answers 404): \
+             no blockers are read, tickets are dispatched as if tracker.blockers were off"
+                .to_string()
+        ))
+    );
+    model.clear_log();
+    assert_eq!(t.blockers("1").await.unwrap(), vec![]);
+    assert!(
+        model.requests().is_empty(),
+        "asked once: {:#?}",
+        model.log()
+    );
 }
 
 #[tokio::test]

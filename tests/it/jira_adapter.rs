@@ -322,7 +322,8 @@ async fn data_center_comments_are_wiki_markup_and_a_quoted_macro_does_not_count(
         .unwrap()
         .to_string();
     assert!(
-        stored.starts_with("Built _it_ in \\{braces\\}.\n\n{noformat}\n# sortie:success\n"),
+        stored.starts_with("Built _it_ in \\{braces\\}.\n\n{code:yaml}\n# sortie:success\n")
+            && stored.contains("\n? \"summary\"\n: \"\\x7bcode} and [x]\"\n{code}\n"),
         "{stored}"
     );
     model.add_comment(

@@ -661,3 +661,55 @@ async fn a_server_error_on_the_handoff_keeps_the_outcome_for_the_next_tick() {
     // Handed off, and the same tick ran the next stage from there.
     assert_eq!(h.model.issue(&key).status, "Code Review");
 }
+
+/// An agent whose summary holds what ends a wiki code box: `{code}`, `{noformat}`,
+/// `{noformat:...}` and backticks (`$$` is the config's literal `$`).
+const MACRO_SUMMARY_AGENT: &str = "cat > \"$$SORTIE_RESULT_FILE\" <<'YAML'\n\
+outcome: success\n\
+summary: '``` fences hold {code}, {noformat:title=x} and {noformat}'\n\
+YAML\n";
+
+async fn macro_summaries_drain_a_data_center_board(crlf: bool) {
+    let h = Harness::new(Mode::DataCenter, &["sh", "-c", MACRO_SUMMARY_AGENT]).await;
+    let key = h.model.add_issue("t", "Ready for Design", &[]);
+    for _ in 0..3 {
+        let r = h.tick().await;
+        assert_eq!(r.writebacks(), ["done"], "{}", r.text);
+        if crlf {
+            // Data Center re-saves an edited comment with CRLF line endings.
+            h.model.edit(&key, |issue| {
+                for c in &mut issue.comments {
+                    let text = c.body.as_str().expect("wiki text");
+                    let text = text.replace("\r\n", "\n").replace('\n', "\r\n");
+                    c.body = Value::String(text);
+                }
+            });
+        }
+    }
+    assert_eq!(h.model.issue(&key).status, "Done");
+    let summaries: Vec<String> = h
+        .blocks(&key)
+        .iter()
+        .map(|b| match b {
+            OutcomeBlock::Success(s) => s.summary.clone(),
+            OutcomeBlock::Failure(f) => panic!("failure block: {f:?}"),
+        })
+        .collect();
+    assert_eq!(
+        summaries,
+        ["``` fences hold {code}, {noformat:title=x} and {noformat}"; 3]
+    );
+}
+
+/// Issue #29 (3): the architect's block is read back, so backend's
+/// `requires_prior_role: architect` is met and the ticket does not stay in Design Approved.
+#[tokio::test]
+async fn an_architect_summary_holding_code_and_noformat_macros_hands_on_on_data_center() {
+    macro_summaries_drain_a_data_center_board(false).await;
+}
+
+/// Issue #29 (3): comments handed back with CRLF line endings are read as the LF ones.
+#[tokio::test]
+async fn comments_re_saved_with_crlf_still_meet_the_prior_role_on_data_center() {
+    macro_summaries_drain_a_data_center_board(true).await;
+}

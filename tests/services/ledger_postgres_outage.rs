@@ -186,6 +186,8 @@ async fn an_outcome_not_stored_before_the_lease_ran_out_is_reported_and_run_agai
     );
     assert_eq!(o.board.snapshot("1").unwrap().status, "ready");
     assert_eq!(o.blocks("1"), 0, "nothing written without a stored outcome");
+    // A runtime failure: `pipeline tick` exits 1 on it (issue #29).
+    assert_eq!(report.unstored_runs().count(), 1, "{}", report.to_text());
 
     o.pg_ctl("start").await;
     std::fs::remove_file(o.path("go")).unwrap();

@@ -5,10 +5,24 @@
 //! `----`, inline `*strong*`, `_em_`, `{{code}}` and `[text|url]`. Characters the
 //! renderer would take as markup are escaped with `\`. Read back line by line, so a
 //! block's line in the Markdown equivalent is its `{code}` line in the wiki text.
+//!
+//! Nothing can be escaped inside `{code}` or `{noformat}`: the first `{code}` (or
+//! `{noformat}`) ends the box, whatever it is part of. So an outcome block's YAML
+//! never holds `{code` or `{noformat` (any case): an entry that would is written
+//! double-quoted with `{` as `\x7b`, the same string to a YAML reader. Other code
+//! goes in the macro its text does not hold, else as escaped lines of text.
+//!
+//! Jira Data Center may hand a comment back with CRLF line endings (it re-saves an
+//! edited one so); it is read as the same text with LF endings.
+
+use std::borrow::Cow;
 
 use super::{
-    code_text, escape_markdown, fenced, info_of, parse_markdown, Inline, Node, MARKER_PREFIX,
+    code_text, escape_markdown, fenced, info_of, outcome_kind, parse_markdown, Inline, Node,
+    MARKER_PREFIX,
 };
+use crate::block::render::wiki_macro_body;
+use crate::block::BlockKind;
 
 /// Characters escaped in wiki text (and unescaped when reading).
 const SPECIAL: &[char] = &['\\', '{', '}', '[', ']', '*', '_', '|', '!'];
@@ -37,19 +51,7 @@ fn write_node(node: &Node, out: &mut String) {
                 inline(inlines).replace('\n', " ")
             ));
         }
-        Node::Code { info, text } => {
-            let text = code_text(info, text);
-            // `{code}` cannot be escaped inside the macro; `{noformat}` carries such
-            // text (its kind is in the marker line either way).
-            let (open, close) = match info.split_whitespace().next() {
-                _ if text.contains("{code") => ("{noformat}".to_string(), "{noformat}"),
-                Some(lang) if lang.chars().all(|c| c.is_ascii_alphanumeric()) => {
-                    (format!("{{code:{lang}}}"), "{code}")
-                }
-                _ => ("{code}".to_string(), "{code}"),
-            };
-            out.push_str(&format!("{open}\n{text}\n{close}\n"));
-        }
+        Node::Code { info, text } => write_code(info, text, out),
         Node::Quote(nodes) => {
             out.push_str("{quote}\n");
             for (i, n) in nodes.iter().enumerate() {
@@ -62,6 +64,60 @@ fn write_node(node: &Node, out: &mut String) {
         }
         Node::List { .. } => write_list(node, "", out),
         Node::Rule => out.push_str("----\n"),
+    }
+}
+
+/// A code block as a macro no line of its text can end early.
+fn write_code(info: &str, text: &str, out: &mut String) {
+    let kind = match outcome_kind(info) {
+        Some("success") => Some(BlockKind::Success),
+        Some("failure") => Some(BlockKind::Failure),
+        _ => None,
+    };
+    let text: Cow<'_, str> = match kind {
+        // The node's text lost its last line's `\n`, which a block scalar there keeps.
+        Some(kind) if holds_macro_tag(text) => match wiki_macro_body(kind, &format!("{text}\n")) {
+            Some(mut body) => {
+                body.pop(); // back to the node's form: one `\n` fewer, no more
+                Cow::Owned(body)
+            }
+            None => Cow::Borrowed(text),
+        },
+        _ => Cow::Borrowed(text),
+    };
+    let text = code_text(info, &text);
+    let lower = text.to_lowercase();
+    let (open, close) = match info.split_whitespace().next() {
+        _ if lower.contains("{code") && lower.contains("{noformat") => {
+            // No macro can hold it: its lines as text, escaped, so none opens a macro.
+            for line in text.split('\n') {
+                out.push_str(&escape(line));
+                out.push('\n');
+            }
+            return;
+        }
+        // The kind of an outcome block is in its marker line either way.
+        _ if lower.contains("{code") => ("{noformat}".to_string(), "{noformat}"),
+        Some(lang) if lang.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            (format!("{{code:{lang}}}"), "{code}")
+        }
+        _ => ("{code}".to_string(), "{code}"),
+    };
+    out.push_str(&format!("{open}\n{text}\n{close}\n"));
+}
+
+/// Whether `text` holds what would end a `{code}` or `{noformat}` macro, in any case.
+pub(crate) fn holds_macro_tag(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("{code") || lower.contains("{noformat")
+}
+
+/// `text` with CRLF line endings read as LF.
+fn lf(text: &str) -> Cow<'_, str> {
+    if text.contains("\r\n") {
+        Cow::Owned(text.replace("\r\n", "\n"))
+    } else {
+        Cow::Borrowed(text)
     }
 }
 
@@ -132,6 +188,7 @@ fn inline(inlines: &[Inline]) -> String {
 /// Whether `text` holds an outcome block in wiki markup: a `{code}` or `{noformat}`
 /// macro at the start of a line whose text starts with the `# sortie:` marker line.
 pub fn has_outcome_macro(text: &str) -> bool {
+    let text = lf(text);
     let lines: Vec<&str> = text.split('\n').collect();
     lines.iter().enumerate().any(|(i, line)| {
         macro_open(line).is_some_and(|(_, _, rest)| {
@@ -176,8 +233,9 @@ fn macro_open(line: &str) -> Option<(&'static str, Option<String>, &str)> {
 /// The Markdown equivalent of wiki markup: `{code}` / `{noformat}` macros become
 /// fences (an outcome block's marker line makes its fence `yaml sortie:<kind>`),
 /// `{quote}` and `bq.` become `>` quotes, so a block quoted by a person is not top
-/// level; other lines keep their text.
+/// level; other lines keep their text. CRLF line endings are read as LF.
 pub fn to_markdown(text: &str) -> String {
+    let text = lf(text);
     let mut out = String::new();
     let mut quote = false;
     let mut lines = text.split('\n').peekable();

@@ -125,6 +125,24 @@ impl GithubApi {
         self.all_pages(url, true).await
     }
 
+    /// `GET /repos/{o}/{r}/issues?state=all&per_page=100`, the first page only: the
+    /// repository's most recent issues and pull requests (`tracker check` asks one of
+    /// them about issue dependencies).
+    pub async fn recent_issues(&self) -> Result<Vec<Value>, TrackerError> {
+        let mut url = self.repo_url(&["issues"]);
+        url.query_pairs_mut()
+            .append_pair("state", "all")
+            .append_pair("per_page", PER_PAGE);
+        let page = self.get_conditional(url.as_str(), false).await?;
+        match parse_json(&page.body, "GET issues")? {
+            Value::Array(items) => Ok(items),
+            _ => Err(TrackerError::Invalid(format!(
+                "{}: expected a JSON list",
+                strip_query(url.as_str())
+            ))),
+        }
+    }
+
     /// `GET /repos/{o}/{r}/issues/{n}/dependencies/blocked_by?per_page=100`: the issues
     /// blocking issue `number`, every page.
     pub async fn blocked_by(&self, number: u64) -> Result<Items, TrackerError> {
@@ -133,10 +151,12 @@ impl GithubApi {
         self.all_pages(url, false).await
     }
 
-    /// `GET /repos/{o}/{r}/issues/{n}`.
+    /// `GET /repos/{o}/{r}/issues/{n}`, its ETag persisted: the workspace prune of
+    /// every cron tick re-reads the tickets of live workspaces, and an unchanged one
+    /// must answer `304` for free in the next process too.
     pub async fn issue(&self, number: u64) -> Result<Value, TrackerError> {
         let url = self.repo_url(&["issues", &number.to_string()]);
-        let page = self.get_conditional(url.as_str(), false).await?;
+        let page = self.get_conditional(url.as_str(), true).await?;
         parse_json(&page.body, "GET issue")
     }
 

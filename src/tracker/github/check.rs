@@ -11,6 +11,38 @@ use crate::tracker::{same_name, CheckReport, Tracker, TrackerError};
 /// Colour of the status labels sortie creates (GitHub's light grey).
 const LABEL_COLOR: &str = "ededed";
 
+/// How this server tells sortie about blockers, asked of its most recent issue: its
+/// `issue_dependencies_summary`, else a read of its dependencies, which a server
+/// without them answers 404 (then no blocker is read, as with `tracker.blockers` off).
+async fn dependencies(tracker: &GithubTracker) -> Result<String, TrackerError> {
+    let recent = tracker.api().recent_issues().await?;
+    let Some(issue) = recent.iter().find(|i| i.get("pull_request").is_none()) else {
+        return Ok("no issue yet to ask about issue dependencies".to_string());
+    };
+    if issue.get("issue_dependencies_summary").is_some() {
+        return Ok(
+            "issues carry issue_dependencies_summary: blockers are read only for \
+                   issues with open ones"
+                .to_string(),
+        );
+    }
+    let Some(number) = issue.get("number").and_then(Value::as_u64) else {
+        return Err(TrackerError::Invalid(
+            "GET issues: an issue has no number".to_string(),
+        ));
+    };
+    tracker.blockers(&number.to_string()).await?;
+    Ok(if tracker.dependencies_missing() {
+        "this server has no issue dependencies (GET .../dependencies/blocked_by answers \
+         404): no blockers are read, tickets are dispatched as if tracker.blockers were off"
+            .to_string()
+    } else {
+        "issues carry no issue_dependencies_summary: blockers are read one request per \
+         candidate (tracker.blockers.max_reads_per_tick)"
+            .to_string()
+    })
+}
+
 /// Run every check; failures a person can fix are report lines, an unreachable or
 /// rate-limited GitHub is an error (nothing could be checked).
 pub(super) async fn run(
@@ -93,6 +125,17 @@ pub(super) async fn run(
                 false,
                 format!("label {label} is missing; create it, or run with --create-missing-labels"),
             );
+        }
+    }
+
+    // A forge (no statuses: it holds no tickets) has no blockers to read.
+    if !statuses.is_empty() {
+        match dependencies(tracker).await {
+            Ok(detail) => report.push("issue dependencies", true, detail),
+            Err(err @ (TrackerError::RateLimited { .. } | TrackerError::Unavailable(_))) => {
+                return Err(err)
+            }
+            Err(err) => report.push("issue dependencies", false, err.to_string()),
         }
     }
 

@@ -3,10 +3,12 @@
 //! them against the rate limit.
 //!
 //! Cron ticks are separate processes, so the pages every tick asks for (the board
-//! listing and the token's user) are also persisted to a small JSON file under the
-//! state root, together with the time until which GitHub asked us to wait. Everything
-//! else (single issues, comments) is kept for the life of the process only. The file
-//! is a cache: a missing, stale or broken file only costs full requests.
+//! listing, the token's user, and single issues, which the workspace prune re-reads
+//! every few ticks) are also persisted to a small JSON file under the state root,
+//! together with the time until which GitHub asked us to wait. The file is written
+//! after each listing and when the cache is dropped (the tracker closes). Everything
+//! else (comments, blockers) is kept for the life of the process only. The file is a
+//! cache: a missing, stale or broken file only costs full requests.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -177,6 +179,14 @@ impl ResponseCache {
         if let Err(err) = write_atomically(path, &form) {
             tracing::warn!(path = %path.display(), %err, "could not save the GitHub ETag cache");
         }
+    }
+}
+
+impl Drop for ResponseCache {
+    /// Pages learned after the last save (single issues read after the listing, as
+    /// the workspace prune does) reach the file too.
+    fn drop(&mut self) {
+        self.save();
     }
 }
 

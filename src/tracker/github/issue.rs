@@ -26,6 +26,17 @@ pub(crate) struct WireIssue {
     /// Present (an object) only on pull requests.
     #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
+    /// How many issues block this one; absent on servers without issue dependencies
+    /// (GitHub Enterprise Server releases before they shipped).
+    #[serde(default)]
+    pub issue_dependencies_summary: Option<DependencySummary>,
+}
+
+/// `issue_dependencies_summary` of an issue, reduced to what sortie reads.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct DependencySummary {
+    /// Open issues blocking this one (`total_blocked_by` also counts closed ones).
+    pub blocked_by: u64,
 }
 
 /// A label on an issue: the API documents both a bare name and an object.
@@ -87,7 +98,12 @@ impl WireIssue {
             url: self.html_url.clone(),
             closed: self.state == "closed",
             assignees: Vec::new(),
-            blocked_by: None,
+            // No open blocker: nothing to read. Otherwise (or without a summary) the
+            // pipeline reads them, as their statuses decide whether they block.
+            blocked_by: self
+                .issue_dependencies_summary
+                .filter(|s| s.blocked_by == 0)
+                .map(|_| Vec::new()),
         }))
     }
 }
@@ -194,6 +210,28 @@ mod tests {
             panic!()
         };
         assert!(t.closed);
+    }
+
+    #[test]
+    fn a_summary_without_open_blockers_means_no_blockers_to_read() {
+        let with = |summary: serde_json::Value| {
+            let mut v = json!({
+                "number": 12, "title": "t", "state": "open", "labels": [{"name": "status:a"}],
+                "created_at": "2026-01-02T03:04:05Z", "updated_at": "2026-01-03T03:04:05Z"
+            });
+            if !summary.is_null() {
+                v["issue_dependencies_summary"] = summary;
+            }
+            let i: WireIssue = serde_json::from_value(v).unwrap();
+            let Classified::Ticket(t) = i.classify(&scheme()) else {
+                panic!()
+            };
+            t.blocked_by
+        };
+        let summary = |open: u64, total: u64| json!({"blocked_by": open, "blocking": 0, "total_blocked_by": total, "total_blocking": 0});
+        assert_eq!(with(summary(0, 2)), Some(vec![]), "closed blockers only");
+        assert_eq!(with(summary(1, 1)), None, "an open blocker needs a read");
+        assert_eq!(with(serde_json::Value::Null), None, "no summary: read them");
     }
 
     #[test]

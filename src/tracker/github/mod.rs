@@ -10,6 +10,7 @@ mod transport;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -116,6 +117,12 @@ pub struct GithubTracker {
     /// list read, so a transition adds `status:In Review` rather than a second label
     /// `status:in review` (GitHub label names are unique ignoring case).
     seen_labels: Mutex<BTreeSet<String>>,
+    /// An issue read from this server carried `issue_dependencies_summary`: the server
+    /// has issue dependencies, so a 404 from their endpoint means the issue is gone.
+    summaries_seen: AtomicBool,
+    /// The server has no issue dependencies endpoint (it answered 404 for an issue
+    /// that exists): no blocker is read, every ticket is free of them.
+    dependencies_missing: AtomicBool,
 }
 
 impl GithubTracker {
@@ -181,6 +188,8 @@ impl GithubTracker {
             api,
             identity: OnceCell::new(),
             seen_labels: Mutex::new(BTreeSet::new()),
+            summaries_seen: AtomicBool::new(false),
+            dependencies_missing: AtomicBool::new(false),
         })
     }
 
@@ -195,7 +204,49 @@ impl GithubTracker {
         let issue: WireIssue = serde_json::from_value(value)
             .map_err(|e| TrackerError::Invalid(format!("issue #{number} is unreadable: {e}")))?;
         self.learn_labels(issue.labels.iter().map(|l| l.name()));
+        self.learn_dependencies(&issue);
         Ok(issue)
+    }
+
+    /// Remember that the server sends dependency summaries, when `issue` carries one.
+    fn learn_dependencies(&self, issue: &WireIssue) {
+        if issue.issue_dependencies_summary.is_some() {
+            self.summaries_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this server was found to have no issue dependencies endpoint.
+    pub fn dependencies_missing(&self) -> bool {
+        self.dependencies_missing.load(Ordering::Relaxed)
+    }
+
+    /// The blockers of issue `number`; a 404 from a server that sends no dependency
+    /// summaries, for an issue that exists, means the server has no issue dependencies
+    /// (GitHub Enterprise Server before they shipped): then no blocker is read again
+    /// by this process, and a warning says so once.
+    async fn blocked_by(&self, number: u64) -> Result<Items, TrackerError> {
+        if self.dependencies_missing() {
+            return Ok(Items::default());
+        }
+        let why = match self.api.blocked_by(number).await {
+            Err(TrackerError::NotFound(why)) if !self.summaries_seen.load(Ordering::Relaxed) => why,
+            other => return other,
+        };
+        // The issue itself may be gone (deleted, transferred): that 404 says nothing
+        // about the server. A re-read tells them apart (conditional: usually free).
+        self.wire_issue(&number.to_string()).await?;
+        if self.summaries_seen.load(Ordering::Relaxed) {
+            return Err(TrackerError::NotFound(why));
+        }
+        if !self.dependencies_missing.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                tracker = %self.name,
+                "this GitHub server has no issue dependencies (GET .../dependencies/blocked_by \
+                 answers 404 for an existing issue): no blockers are read, tickets are \
+                 dispatched as if tracker.blockers were off"
+            );
+        }
+        Ok(Items::default())
     }
 
     /// Remember how the repository spells the status labels among `names`.
@@ -253,6 +304,7 @@ impl GithubTracker {
                 match serde_json::from_value::<WireIssue>(value) {
                     Ok(issue) => {
                         self.learn_labels(issue.labels.iter().map(|l| l.name()));
+                        self.learn_dependencies(&issue);
                         issues.insert(issue.number, issue);
                     }
                     Err(err) => listing.warnings.push(format!(
@@ -265,9 +317,14 @@ impl GithubTracker {
         // Keep the ETags of the pages that did answer, even when a later one failed.
         self.api.save_cache();
         result?;
+        let no_dependencies = self.dependencies_missing();
         for issue in issues.values() {
             match issue.classify(&self.labels) {
-                Classified::Ticket(ticket) if is_listed(statuses, &ticket.status) => {
+                Classified::Ticket(mut ticket) if is_listed(statuses, &ticket.status) => {
+                    if no_dependencies {
+                        // Nothing to read on this server: as if blockers were off.
+                        ticket.blocked_by.get_or_insert_with(Vec::new);
+                    }
                     listing.tickets.push(*ticket)
                 }
                 Classified::Ticket(_) | Classified::PullRequest => {}
@@ -299,7 +356,8 @@ impl Tracker for GithubTracker {
         Capabilities {
             native_statuses: false,
             idempotency_header: false,
-            // Issue dependencies, one request per candidate, bounded per tick.
+            // Issue dependencies: none to read for an issue whose listing says it has
+            // no open blocker, else one request per candidate, bounded per tick.
             blockers: true,
         }
     }
@@ -340,9 +398,10 @@ impl Tracker for GithubTracker {
 
     /// Issue dependencies: `GET .../issues/{n}/dependencies/blocked_by`, one request
     /// (per page) per ticket. A blocker is closed when its issue is; its status is its
-    /// status label when it has exactly one.
+    /// status label when it has exactly one. A server without issue dependencies
+    /// answers none (see [`GithubTracker::dependencies_missing`]).
     async fn blockers(&self, id: &str) -> Result<Vec<crate::tracker::Blocker>, TrackerError> {
-        let page = self.api.blocked_by(number(id)?).await?;
+        let page = self.blocked_by(number(id)?).await?;
         let mut out = Vec::new();
         for value in page.items {
             let Some(n) = value.get("number").and_then(|n| n.as_u64()) else {

@@ -103,6 +103,9 @@ struct State {
     faults: Vec<Fault>,
     get_hooks: Vec<(u64, usize, Hook)>,
     pulls: Vec<ModelPull>,
+    /// The server has issue dependencies (github.com): issues carry
+    /// `issue_dependencies_summary` and `.../dependencies/blocked_by` answers.
+    dependencies: bool,
 }
 
 /// The model and the server answering for it.
@@ -135,12 +138,19 @@ impl GithubModel {
             faults: Vec::new(),
             get_hooks: Vec::new(),
             pulls: Vec::new(),
+            dependencies: true,
         }));
         Mock::given(any())
             .respond_with(Responder(state.clone()))
             .mount(&server)
             .await;
         GithubModel { state, server }
+    }
+
+    /// Behave as a GitHub Enterprise Server release from before issue dependencies:
+    /// issues carry no `issue_dependencies_summary` and the endpoint answers 404.
+    pub fn without_dependencies(&self) {
+        self.state().dependencies = false;
     }
 
     /// The `api_url` to configure.
@@ -312,6 +322,33 @@ fn time(t: i64) -> String {
         + chrono::Duration::seconds(t))
     .to_utc()
     .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// An issue as this server shows it: with its `issue_dependencies_summary` when the
+/// server has issue dependencies (open and all issues blocking it, open and all
+/// issues it blocks), as the REST description's `issue` schema has it.
+fn issue_json_in(s: &State, i: &Issue) -> Value {
+    let mut v = issue_json(i);
+    if s.dependencies {
+        let blockers: Vec<&Issue> = i
+            .blocked_by
+            .iter()
+            .filter_map(|n| s.issues.get(n))
+            .collect();
+        let blocked: Vec<&Issue> = s
+            .issues
+            .values()
+            .filter(|o| o.blocked_by.contains(&i.number))
+            .collect();
+        let open = |list: &[&Issue]| list.iter().filter(|o| o.open).count();
+        v["issue_dependencies_summary"] = json!({
+            "blocked_by": open(&blockers),
+            "blocking": open(&blocked),
+            "total_blocked_by": blockers.len(),
+            "total_blocking": blocked.len(),
+        });
+    }
+    v
 }
 
 fn issue_json(i: &Issue) -> Value {

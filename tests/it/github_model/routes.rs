@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use wiremock::Request;
 
 use super::{
-    add_comment, answer, comment_json, issue_json, message, percent_decode, pull_json, Answer,
+    add_comment, answer, comment_json, issue_json_in, message, percent_decode, pull_json, Answer,
     ModelPull, State, LOGIN, REPO,
 };
 
@@ -95,7 +95,7 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
                     "closed" => !i.open,
                     _ => true,
                 })
-                .map(issue_json)
+                .map(|i| issue_json_in(s, i))
                 .collect();
             paginate(s, req, items)
         }
@@ -193,12 +193,12 @@ fn issue_route(
     req: &Request,
 ) -> Answer {
     match (method, tail) {
-        ("GET", ["dependencies", "blocked_by"]) => {
+        ("GET", ["dependencies", "blocked_by"]) if s.dependencies => {
             let items = s.issues[&number]
                 .blocked_by
                 .iter()
                 .filter_map(|n| s.issues.get(n))
-                .map(issue_json)
+                .map(|i| issue_json_in(s, i))
                 .collect();
             paginate(s, req, items)
         }
@@ -215,7 +215,7 @@ fn issue_route(
                     s.get_hooks[pos].1 -= 1;
                 }
             }
-            answer(200, issue_json(&s.issues[&number]))
+            answer(200, issue_json_in(s, &s.issues[&number]))
         }
         ("GET", ["comments"]) => {
             let items = s.issues[&number]
