@@ -596,23 +596,30 @@ impl Pipeline {
             obs.now,
         );
         loop {
-            let needs = planner.round(&reads.facts(ctx));
+            let needs = planner.round_reading_ahead(&reads.facts(ctx), ctx.tracker.read_ahead());
             if needs.is_empty() {
                 return (planner, reads);
             }
             let needed: Vec<String> = needs.history.iter().map(|s| s.to_string()).collect();
             let needed_blockers: Vec<String> =
                 needs.blockers.iter().map(|s| s.to_string()).collect();
-            for id in needed {
-                match ctx.tracker.comments(&id).await {
+            let must = needed.len();
+            let mut batch = needed;
+            batch.extend(needs.ahead.iter().map(|s| s.to_string()));
+            let read = ctx.tracker.comments_of(&batch).await;
+            for (i, (id, comments)) in batch.into_iter().zip(read).enumerate() {
+                match comments {
                     Ok(comments) => {
                         reads
                             .histories
                             .insert(id, TicketHistory::from_comments(&comments, &ctx.trusted));
                     }
-                    Err(err) => {
+                    // A read ahead of need that failed is no fact about the plan: the
+                    // ticket is read again if the plan comes to need it.
+                    Err(err) if i < must => {
                         reads.unreadable.insert(id, err.to_string());
                     }
+                    Err(_) => {}
                 }
             }
             if needed_blockers.is_empty() {
@@ -646,6 +653,12 @@ impl Pipeline {
                     .collect::<HashSet<String>>()
             });
             for id in needed_blockers {
+                if !ctx.tracker.capabilities().blockers {
+                    // The tracker found it has no blockers to read (a GitHub server
+                    // without issue dependencies): free, and as if blockers were off.
+                    reads.blockers.insert(id, Ok(Vec::new()));
+                    continue;
+                }
                 let mine = reserved.remove(&id);
                 if !mine && budget <= reserved.len() {
                     let max = ctx.config.blockers.max_reads_per_tick;

@@ -307,6 +307,24 @@ pub trait Tracker: Send + Sync {
     /// All comments on a ticket, oldest first.
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError>;
 
+    /// The comments of each of `ids`, in order: [`Tracker::comments`] one ticket after
+    /// the other, unless the adapter reads several at once more cheaply.
+    async fn comments_of(&self, ids: &[String]) -> Vec<Result<Vec<Comment>, TrackerError>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.comments(id).await);
+        }
+        out
+    }
+
+    /// How many histories beyond those a tick's plan needs it may read in the same
+    /// round, for candidates likely to need them next: reads that cost no request
+    /// (the local board). Default 0: a remote tracker reads exactly what the plan
+    /// needs.
+    fn read_ahead(&self) -> usize {
+        0
+    }
+
     /// Post a comment. `idempotency_key` is sent where the tracker supports it;
     /// callers check for an existing comment with the key themselves.
     async fn post_comment(

@@ -156,10 +156,13 @@ pub struct Needs<'t> {
     pub history: Vec<&'t str>,
     /// Tickets whose blockers must be read.
     pub blockers: Vec<&'t str>,
+    /// Tickets whose history may be read in the same round, ahead of need
+    /// ([`Planner::round_reading_ahead`]); a failed read of one is not recorded.
+    pub ahead: Vec<&'t str>,
 }
 
 impl Needs<'_> {
-    /// Whether nothing more must be read.
+    /// Whether nothing more must be read (reads ahead are never a must).
     pub fn is_empty(&self) -> bool {
         self.history.is_empty() && self.blockers.is_empty()
     }
@@ -187,6 +190,8 @@ pub struct Planner<'t, 'c> {
     caps: Caps<'c>,
     /// The first candidate not decided for good.
     next: usize,
+    /// Per stage (by the end of its candidates), how far the read-ahead has looked.
+    ahead: HashMap<usize, usize>,
 }
 
 impl<'t, 'c> Planner<'t, 'c> {
@@ -217,11 +222,21 @@ impl<'t, 'c> Planner<'t, 'c> {
             },
             caps: Caps::from_claims(config, &ledger.claims, now),
             next: 0,
+            ahead: HashMap::new(),
         }
     }
 
     /// What must be read before the plan is final, given what has been read so far.
     pub fn round(&mut self, facts: &Facts<'_>) -> Needs<'t> {
+        self.round_reading_ahead(facts, 0)
+    }
+
+    /// [`Planner::round`], plus, in each stage whose slots are taken, up to
+    /// `read_ahead` histories of the candidates that wait behind them: read in the
+    /// same round, they are there when a slot's candidate turns out not to run (a
+    /// tracker whose reads cost no request: [`crate::tracker::Tracker::read_ahead`]).
+    /// They never change the plan, only how many rounds it takes.
+    pub fn round_reading_ahead(&mut self, facts: &Facts<'_>, read_ahead: usize) -> Needs<'t> {
         self.settle(facts);
         let mut caps = self.caps.clone();
         let mut needs = Needs::default();
@@ -240,7 +255,24 @@ impl<'t, 'c> Planner<'t, 'c> {
                 }
                 Verdict::Dispatch { .. } => caps.add(stage),
                 Verdict::Skip(SkipReason::CapReached { .. }) => {
-                    i = self.stage_end[i];
+                    let end = self.stage_end[i];
+                    if read_ahead > 0 {
+                        let from = self.ahead.get(&end).copied().unwrap_or(0).max(i);
+                        let mut j = from;
+                        let mut taken = 0;
+                        while j < end && taken < read_ahead {
+                            let id = &self.ordered[j].ticket.id;
+                            if !facts.histories.contains_key(id)
+                                && !facts.unreadable.contains_key(id)
+                            {
+                                needs.ahead.push(id);
+                                taken += 1;
+                            }
+                            j += 1;
+                        }
+                        self.ahead.insert(end, j);
+                    }
+                    i = end;
                     continue;
                 }
                 Verdict::Skip(_) => {}
@@ -695,6 +727,7 @@ mod planner_tests {
             let ledger = LedgerSnapshot::default();
             let now = Utc::now();
             let blockers = rng.next(2) == 0;
+            let read_ahead = rng.next(4) as usize;
             let mut histories = HashMap::new();
             let mut unreadable = HashMap::new();
             let mut blockers_read = HashMap::new();
@@ -713,7 +746,7 @@ mod planner_tests {
                     now,
                 };
                 let whole = plan(input);
-                let needs = planner.round(&Facts::of(&input));
+                let needs = planner.round_reading_ahead(&Facts::of(&input), read_ahead);
                 assert_eq!(
                     needs.history, whole.needs_history,
                     "seed {seed} round {rounds}"
@@ -729,6 +762,12 @@ mod planner_tests {
                     break;
                 }
                 rounds += 1;
+                for id in needs.ahead {
+                    // A read ahead that fails is not recorded, one that works is.
+                    if rng.next(3) > 0 {
+                        histories.insert(id.to_string(), TicketHistory::default());
+                    }
+                }
                 for id in needs.history {
                     match rng.next(4) {
                         0 => {
