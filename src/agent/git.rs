@@ -4,7 +4,16 @@
 //! Every name git sees is derived from the ticket id ([`crate::config::ticket_branch`],
 //! validated as a ref) or from sortie's own paths; ticket text never reaches git's
 //! argv, and every path or ref follows `--` where git accepts it. git runs with a
-//! minimal environment (no terminal prompts, SSH in batch mode) and within a time limit.
+//! minimal environment (no terminal prompts, SSH in batch mode), never runs hooks, and
+//! within a time limit.
+//!
+//! The agent can write the mirror's config (a worktree shares its repository's config)
+//! and its hooks, so sortie never talks to the remote from the mirror: its fetches and
+//! pushes run in a repository of its own beside it, the *transport repository*
+//! (`<name>-<hash>.transport`, no worktrees, so no agent's git ever reads or writes its
+//! config), which borrows the mirror's object store, and name the remote by the URL of
+//! the configuration. Fetched branches are copied into the mirror's
+//! `refs/remotes/origin/*` with `git update-ref`, which reaches no remote.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -111,6 +120,11 @@ pub struct Worktree {
     pub start_changes: String,
     /// Whether the worktree was (re)created now.
     pub created: bool,
+    /// The mirror the worktree belongs to (derived from the configured URL, never read
+    /// from the worktree, which the agent can rewrite).
+    pub mirror: PathBuf,
+    /// The configured repository URL (`workspace.git.url`): where pushes go.
+    pub url: String,
 }
 
 /// What a run left in its worktree.
@@ -147,7 +161,14 @@ async fn uncommitted_digest(dir: &Path, timeout: Duration) -> Result<String, Git
     let mut hasher = Sha256::new();
     let diff = git(
         dir,
-        &["diff", "HEAD", "--binary", "--no-ext-diff", "--"],
+        &[
+            "diff",
+            "HEAD",
+            "--binary",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--",
+        ],
         timeout,
     )
     .await?;
@@ -192,10 +213,26 @@ pub fn mirror_dir(state_root: &Path, url: &str) -> PathBuf {
         .join(format!("{name}-{}.git", &digest[..12]))
 }
 
+/// The transport repository of `mirror`: sortie's own repository, from which every
+/// fetch and push runs (see the module doc).
+pub fn transport_dir(mirror: &Path) -> PathBuf {
+    mirror.with_extension("transport")
+}
+
 /// A `git` command with the minimal environment: only what finding git, its config
-/// and an SSH agent needs; no terminal prompt, SSH never asks.
+/// and an SSH agent needs; no terminal prompt, SSH never asks (`GIT_SSH_COMMAND` wins
+/// over a `core.sshCommand` in any config). Hooks never run (`core.hooksPath` points
+/// at no directory, so a hook the agent planted in the mirror, or a `core.hooksPath` it
+/// set there, is never found) and neither does a file system monitor.
 fn git_command(dir: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("git");
+    // Options given with `-c` win over every config file.
+    cmd.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+    ]);
     cmd.env_clear();
     for name in ["PATH", "HOME", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME", "TMPDIR"] {
         if let Some(value) = std::env::var_os(name) {
@@ -217,14 +254,43 @@ fn git_command(dir: &Path) -> tokio::process::Command {
     cmd
 }
 
+/// A `git` command run as the transport repository of `mirror`: its own config and
+/// refs (`GIT_DIR`), the mirror's objects (`GIT_OBJECT_DIRECTORY`), and no automatic
+/// gc (it sees only its own refs, so it must never prune the mirror's objects).
+fn transport_command(mirror: &Path) -> tokio::process::Command {
+    let transport = transport_dir(mirror);
+    let mut cmd = git_command(&transport);
+    cmd.args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
+        .env("GIT_DIR", &transport)
+        .env("GIT_OBJECT_DIRECTORY", mirror.join("objects"));
+    cmd
+}
+
 /// Run `git <args>` in `dir` within `timeout`; its stdout on success.
 async fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+    run(git_command(dir), args, None, timeout).await
+}
+
+/// Run `cmd <args>` within `timeout`, with `input` on its stdin; its stdout on success.
+async fn run(
+    mut cmd: tokio::process::Command,
+    args: &[&str],
+    input: Option<&str>,
+    timeout: Duration,
+) -> Result<String, GitError> {
     let what = args.first().copied().unwrap_or_default().to_string();
-    let child = git_command(dir)
-        .args(args)
-        .spawn()
-        .map_err(GitError::Spawn)?;
-    let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+    if input.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.args(args).spawn().map_err(GitError::Spawn)?;
+    let write_then_wait = async {
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            use tokio::io::AsyncWriteExt;
+            stdin.write_all(input.as_bytes()).await?;
+        }
+        child.wait_with_output().await
+    };
+    let out = match tokio::time::timeout(timeout, write_then_wait).await {
         Err(_) => {
             return Err(GitError::TimedOut {
                 what,
@@ -306,13 +372,17 @@ async fn lock_mirror(mirror: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, 
 }
 
 /// Clone the mirror if it is missing (bare, remote branches under
-/// `refs/remotes/origin/`), then fetch it.
+/// `refs/remotes/origin/`), make its transport repository if that is missing, then
+/// fetch: the transport repository fetches the configured URL (into the mirror's
+/// objects), and its branches are copied into the mirror's `refs/remotes/origin/*`.
+/// The caller holds the mirror's lock.
 async fn fetch_mirror(
     state_root: &Path,
     git_cfg: &GitWorkspace,
     timeout: Duration,
 ) -> Result<PathBuf, GitError> {
-    let mirror = mirror_dir(state_root, &git_cfg.url);
+    let mirror =
+        std::path::absolute(mirror_dir(state_root, &git_cfg.url)).map_err(GitError::Spawn)?;
     if !mirror.join("HEAD").exists() {
         let parent = mirror.parent().unwrap_or(state_root);
         std::fs::create_dir_all(parent).map_err(GitError::Spawn)?;
@@ -337,8 +407,82 @@ async fn fetch_mirror(
         .await?;
         std::fs::rename(&partial, &mirror).map_err(GitError::Spawn)?;
     }
-    git(&mirror, &["fetch", "--quiet", "--prune", "origin"], timeout).await?;
+    ensure_transport(&mirror, timeout).await?;
+    let args = [
+        "fetch",
+        "--quiet",
+        "--prune",
+        "--no-auto-gc",
+        "--no-write-fetch-head",
+        "--",
+        git_cfg.url.as_str(),
+        "+refs/heads/*:refs/remotes/origin/*",
+    ];
+    run(transport_command(&mirror), &args, None, timeout).await?;
+    copy_remote_branches(&mirror, timeout).await?;
     Ok(mirror)
+}
+
+/// Make the transport repository of `mirror` (an empty bare repository) when it is
+/// missing. The caller holds the mirror's lock.
+async fn ensure_transport(mirror: &Path, timeout: Duration) -> Result<(), GitError> {
+    let transport = transport_dir(mirror);
+    if transport.join("HEAD").exists() {
+        return Ok(());
+    }
+    let partial = transport.with_extension("transport-partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let parent = mirror.parent().unwrap_or(mirror);
+    let target = partial.display().to_string();
+    git(
+        parent,
+        &["init", "--bare", "--quiet", "--", &target],
+        timeout,
+    )
+    .await?;
+    std::fs::rename(&partial, &transport).map_err(GitError::Spawn)
+}
+
+/// `<object id> <ref name>` of the refs under `refs/remotes/origin/` that `cmd` (a git
+/// command of one repository) has, `origin/HEAD` left out.
+async fn remote_branches(
+    cmd: tokio::process::Command,
+    timeout: Duration,
+) -> Result<std::collections::BTreeMap<String, String>, GitError> {
+    let args = [
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        "refs/remotes/origin/",
+    ];
+    let listing = run(cmd, &args, None, timeout).await?;
+    Ok(listing
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, name)| *name != "refs/remotes/origin/HEAD")
+        .map(|(id, name)| (name.to_string(), id.to_string()))
+        .collect())
+}
+
+/// Make the mirror's `refs/remotes/origin/*` what the transport repository fetched:
+/// one `git update-ref` transaction, no remote involved. The caller holds the lock.
+async fn copy_remote_branches(mirror: &Path, timeout: Duration) -> Result<(), GitError> {
+    let fetched = remote_branches(transport_command(mirror), timeout).await?;
+    let had = remote_branches(git_command(mirror), timeout).await?;
+    let mut script = String::new();
+    for (name, id) in &fetched {
+        if had.get(name) != Some(id) {
+            script.push_str(&format!("update {name} {id}\n"));
+        }
+    }
+    for name in had.keys().filter(|name| !fetched.contains_key(*name)) {
+        script.push_str(&format!("delete {name}\n"));
+    }
+    if script.is_empty() {
+        return Ok(());
+    }
+    let args = ["update-ref", "--no-deref", "--stdin"];
+    run(git_command(mirror), &args, Some(&script), timeout).await?;
+    Ok(())
 }
 
 /// Fetch the mirror and give the ticket its worktree at `dir` on `branch`: the existing
@@ -416,6 +560,8 @@ pub async fn prepare_worktree(
         start,
         start_changes,
         created,
+        mirror,
+        url: git_cfg.url.clone(),
     })
 }
 
@@ -466,17 +612,32 @@ pub async fn run_changes(worktree: &Worktree, timeout: Duration) -> Result<RunCh
     })
 }
 
-/// Push the ticket's branch to `origin`, never forced: a branch the remote already has
-/// at this commit is a no-op, one that moved elsewhere is [`GitError::PushRejected`].
+/// Push the ticket's branch to the configured URL, never forced: a branch the remote
+/// already has at this commit is a no-op, one that moved elsewhere is
+/// [`GitError::PushRejected`]. The push runs from the transport repository (see the
+/// module doc), so no remote, URL rewrite or hook the agent configured in the mirror
+/// applies, and it updates no ref on this side (a fetch of the mirror never races it).
 pub async fn push(worktree: &Worktree, timeout: Duration) -> Result<(), GitError> {
-    let refspec = format!("refs/heads/{0}:refs/heads/{0}", worktree.branch);
-    match git(
-        &worktree.dir,
-        &["push", "--quiet", "origin", "--", &refspec],
-        timeout,
-    )
-    .await
+    let mirror = &worktree.mirror;
     {
+        let _lock = lock_mirror(mirror).await?;
+        ensure_transport(mirror, timeout).await?;
+    }
+    // The commit to push is the ticket's branch in the mirror (the transport
+    // repository has no branches of its own).
+    let local = format!("refs/heads/{}^{{commit}}", worktree.branch);
+    let args = ["rev-parse", "--verify", "--end-of-options", local.as_str()];
+    let head = git(mirror, &args, timeout).await?.trim().to_string();
+    let refspec = format!("{head}:refs/heads/{}", worktree.branch);
+    let args = [
+        "push",
+        "--quiet",
+        "--no-verify",
+        "--",
+        worktree.url.as_str(),
+        refspec.as_str(),
+    ];
+    match run(transport_command(mirror), &args, None, timeout).await {
         Err(GitError::Failed { stderr, .. })
             if stderr.contains("[rejected]")
                 || stderr.contains("[remote rejected]")
@@ -599,6 +760,78 @@ mod tests {
             !names.iter().any(|n| n.starts_with("CARGO")),
             "the test process's variables are not passed on: {names:?}"
         );
+    }
+
+    /// `git <args>` in `dir` for a test's own setup; its stdout, trimmed.
+    fn setup_git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    // Issue #29 (5): a fetch of the mirror (serialized by its lock) and a push of a
+    // ticket's branch (not serialized) raced on `refs/remotes/origin/<branch>`, which
+    // both updated ("cannot lock ref ... is at X but expected Y"). A push now writes no
+    // ref on this side at all, so the fetch is the only writer of the mirror's
+    // remote-tracking refs and there is nothing left to race (the interleaving is
+    // impossible, not merely unlikely).
+    #[tokio::test]
+    async fn a_push_writes_no_ref_in_the_mirror_so_it_never_races_a_fetch() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        setup_git(
+            root,
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "--initial-branch=main",
+                "remote.git",
+            ],
+        );
+        setup_git(root, &["clone", "-q", "remote.git", "seed"]);
+        std::fs::write(root.join("seed/README"), "x\n").unwrap();
+        setup_git(&root.join("seed"), &["add", "README"]);
+        setup_git(&root.join("seed"), &["commit", "-q", "-m", "initial"]);
+        setup_git(
+            &root.join("seed"),
+            &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        );
+        let cfg = GitWorkspace {
+            url: format!("file://{}", root.join("remote.git").display()),
+            base: "main".to_string(),
+            branch: crate::config::DEFAULT_BRANCH.to_string(),
+            push: true,
+        };
+        let state = root.join("state");
+        let dir = state.join("workspaces/1");
+        let timeout = Duration::from_secs(60);
+        let worktree = prepare_worktree(&state, &cfg, &dir, "sortie/1", timeout)
+            .await
+            .unwrap();
+        std::fs::write(dir.join("work.txt"), "work\n").unwrap();
+        setup_git(&dir, &["add", "work.txt"]);
+        setup_git(&dir, &["commit", "-q", "-m", "work"]);
+        let mirror = mirror_dir(&state, &cfg.url);
+        let refs = || {
+            setup_git(
+                &mirror,
+                &["for-each-ref", "--format=%(objectname) %(refname)"],
+            )
+        };
+        let before = refs();
+        push(&worktree, timeout).await.unwrap();
+        assert_eq!(
+            setup_git(&root.join("remote.git"), &["rev-parse", "sortie/1"]),
+            setup_git(&dir, &["rev-parse", "HEAD"]),
+            "pushed"
+        );
+        assert_eq!(refs(), before, "the push changed no ref in the mirror");
     }
 
     #[test]

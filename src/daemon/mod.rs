@@ -259,7 +259,11 @@ pub async fn serve(
                 cleaned = true;
                 clean_at_start(pipeline.clone());
             }
-            tick_once(&shared, &pipeline, &mut shutdown).await;
+            if tick_once(&shared, &pipeline, &mut shutdown).await == Stop::Asked {
+                // `shutdown` completed during the tick: it must not be polled again (an
+                // `async` block panics when resumed after completion).
+                break;
+            }
         }
         next = Instant::now() + shared.config().poll_interval;
     }
@@ -302,23 +306,33 @@ fn clean_at_start(pipeline: Arc<Pipeline>) {
     });
 }
 
-/// Run one detached tick on `pipeline`; a shutdown meanwhile stops its claiming.
+/// Whether the daemon's `shutdown` future completed during a tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// It completed: the loop stops without polling it again.
+    Asked,
+    /// Still pending.
+    NotYet,
+}
+
+/// Run one detached tick on `pipeline`; a shutdown meanwhile stops its claiming and is
+/// reported, since a completed future must not be polled again.
 async fn tick_once(
     shared: &Shared,
     pipeline: &Pipeline,
     shutdown: &mut Pin<&mut impl Future<Output = ()>>,
-) {
+) -> Stop {
     let before: std::collections::HashSet<String> =
         pipeline.live_runs().into_iter().map(|r| r.run_id).collect();
     let started_at = shared.now();
     let clock = Instant::now();
     let tick = pipeline.tick_detached(TickOptions::default());
     tokio::pin!(tick);
-    let result = tokio::select! {
-        result = &mut tick => result,
+    let (result, stop) = tokio::select! {
+        result = &mut tick => (result, Stop::NotYet),
         _ = shutdown.as_mut() => {
             pipeline.stop_claiming();
-            tick.await
+            (tick.await, Stop::Asked)
         }
     };
     let duration_seconds = clock.elapsed().as_secs_f64();
@@ -354,6 +368,7 @@ async fn tick_once(
     };
     let now = shared.now();
     shared.status().record_tick(summary, now);
+    stop
 }
 
 /// When the config file or a role file changed, or the last build could not reach the

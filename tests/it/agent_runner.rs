@@ -145,9 +145,8 @@ async fn cancel_kills_the_whole_process_group() {
     let trigger = cancel.clone();
     let watcher = pidfile.clone();
     tokio::spawn(async move {
-        while !watcher.exists() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // Not as soon as the file exists: `>` creates it before `echo` writes the pid.
+        pid_line(&watcher).await;
         trigger.cancel();
     });
     let end = run_agent(
@@ -160,11 +159,7 @@ async fn cancel_kills_the_whole_process_group() {
     )
     .await;
     assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&pidfile);
     // Reap-independent liveness check: signal 0 fails once the process is gone
     // (a zombie of an exited parent is reaped by init almost at once).
     let mut alive = true;
@@ -179,6 +174,47 @@ async fn cancel_kills_the_whole_process_group() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!alive, "grandchild {pid} outlived its run");
+}
+
+/// Wait until `path` holds a whole line (a pid and its newline), polling every 20 ms,
+/// and return the pid. A file that exists but is empty or has no newline yet is a
+/// shell between creating it and writing to it.
+async fn pid_line(path: &Path) -> i32 {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Some((line, _)) = text.split_once('\n') {
+                if let Ok(pid) = line.trim().parse() {
+                    return pid;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Regression (#30): `cancel_kills_the_whole_process_group` cancelled as soon as the
+/// pid file existed, before the shell had written the pid, and then failed to parse
+/// an empty file (`ParseIntError { kind: Empty }`). The wait is for a whole line.
+#[tokio::test(start_paused = true)]
+async fn the_pid_file_wait_ignores_a_file_not_written_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("child.pid");
+    std::fs::write(&path, "").unwrap();
+    let waiter = tokio::spawn({
+        let path = path.clone();
+        async move { pid_line(&path).await }
+    });
+    // Paused time: the waiter polls the file many times meanwhile.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!waiter.is_finished(), "returned for an empty pid file");
+    std::fs::write(&path, "12345").unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !waiter.is_finished(),
+        "returned for a pid without its newline"
+    );
+    std::fs::write(&path, "12345\n").unwrap();
+    assert_eq!(waiter.await.unwrap(), 12345);
 }
 
 fn pid_in(path: &Path) -> i32 {
@@ -222,9 +258,7 @@ async fn cancel_kills_a_descendant_in_a_session_of_its_own() {
     let trigger = cancel.clone();
     let watcher = pidfile.clone();
     tokio::spawn(async move {
-        while std::fs::read_to_string(&watcher).map_or(true, |t| t.trim().is_empty()) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        pid_line(&watcher).await;
         trigger.cancel();
     });
     let spec = AgentSpec {

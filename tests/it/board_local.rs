@@ -495,3 +495,81 @@ fn bad_values_are_refused_before_anything_is_written() {
     let err = f.board.add_comment("1", "a\nb", "x").unwrap_err();
     assert!(matches!(err, TrackerError::Invalid(_)), "{err:?}");
 }
+
+/// An outcome-block comment with idempotency key `key`, as sortie writes back.
+fn block_comment(key: &str, summary: &str) -> String {
+    format!(
+        "The architect is done.\n\n```yaml sortie:success\nrole: architect\nstage_attempt: 1\n\
+         idempotency_key: {key}\nfrom_status: todo\nto_status: review\nsummary: {summary}\n```\n"
+    )
+}
+
+/// Regression (#30): two write-backs of the same outcome (same idempotency key) that
+/// both checked the board before either posted leave one comment, not two. This is
+/// what two ticks did when the ledger was deleted under the first one
+/// (`crash_anywhere::deleting_the_ledger_mid_run_...` saw `duplicate_comments: 2`).
+/// Each pair of threads checks (no comment yet), meets at a barrier, then posts, so
+/// every round is the check-then-post race; `post_comment` must settle it under the
+/// ticket lock. A comment by someone else carrying the key, or another key, does not
+/// stop sortie's post.
+#[test]
+fn two_posts_with_the_same_idempotency_key_racing_leave_one_comment() {
+    let f = fixture();
+    const ROUNDS: usize = 20;
+    for _ in 0..ROUNDS {
+        f.board.add_ticket(new_ticket("T", "todo")).unwrap();
+    }
+    for round in 1..=ROUNDS {
+        let id = round.to_string();
+        let key = sortie::block::idempotency_key("local", &id, "architect", "todo", 1);
+        let barrier = Arc::new(Barrier::new(2));
+        let handles: Vec<_> = ["first", "second"]
+            .into_iter()
+            .map(|who| {
+                let (board, barrier) = (f.board.clone(), barrier.clone());
+                let (id, key) = (id.clone(), key.clone());
+                std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async {
+                        // The write-back's check: no comment with the key yet.
+                        let before = board.comments(&id).await.unwrap();
+                        barrier.wait();
+                        assert!(before.is_empty());
+                        board
+                            .post_comment(&id, &block_comment(&key, who), &key)
+                            .await
+                            .unwrap()
+                    })
+                })
+            })
+            .collect();
+        let posted: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let comments = f.board.read_comments(&id).unwrap().0;
+        assert_eq!(comments.len(), 1, "ticket {id}: {comments:#?}");
+        assert!(
+            posted.iter().all(|c| c.id == comments[0].id),
+            "both posts answer with the one comment: {posted:#?}"
+        );
+    }
+
+    // Only sortie's own valid blocks count: a person's paste and another key do not.
+    let id = "1";
+    let key = sortie::block::idempotency_key("local", id, "architect", "todo", 2);
+    f.board
+        .add_comment(id, "ana", &block_comment(&key, "pasted"))
+        .unwrap();
+    let other = sortie::block::idempotency_key("local", id, "architect", "todo", 3);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(f.board.post_comment(id, &block_comment(&key, "mine"), &key))
+        .unwrap();
+    rt.block_on(
+        f.board
+            .post_comment(id, &block_comment(&other, "next"), &other),
+    )
+    .unwrap();
+    assert_eq!(f.board.read_comments(id).unwrap().0.len(), 4);
+}

@@ -224,3 +224,149 @@ async fn a_run_that_ends_starts_the_next_stage_without_waiting_for_the_poll() {
     assert!(started.elapsed() < Duration::from_secs(30));
     d.stop().await;
 }
+
+/// A shutdown future that panics when polled again after it completed, as an
+/// embedder's `async` block does ("`async fn` resumed after completion").
+struct PollOnceAfterReady<F> {
+    inner: std::pin::Pin<Box<F>>,
+    done: bool,
+    /// Told when the shutdown completed (the listing waits for it).
+    completed: Arc<Notify>,
+}
+
+impl<F: std::future::Future<Output = ()>> std::future::Future for PollOnceAfterReady<F> {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        assert!(
+            !self.done,
+            "the shutdown future was polled after it completed"
+        );
+        let ready = self.inner.as_mut().poll(cx);
+        if ready.is_ready() {
+            self.done = true;
+            self.completed.notify_one();
+        }
+        ready
+    }
+}
+
+/// The memory board, whose listing tells `listing` it started and then waits for
+/// `release`: a tick in flight for as long as the test wants.
+struct HeldListing {
+    inner: MemoryTracker,
+    listing: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl sortie::tracker::Tracker for HeldListing {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> sortie::tracker::Capabilities {
+        self.inner.capabilities()
+    }
+    async fn identity(&self) -> Result<String, sortie::tracker::TrackerError> {
+        self.inner.identity().await
+    }
+    async fn list(
+        &self,
+        statuses: &[String],
+    ) -> Result<sortie::tracker::Listing, sortie::tracker::TrackerError> {
+        self.listing.notify_one();
+        self.release.notified().await;
+        self.inner.list(statuses).await
+    }
+    async fn list_filtered(
+        &self,
+        statuses: &[String],
+        _filter: &sortie::config::TicketFilter,
+    ) -> Result<sortie::tracker::Listing, sortie::tracker::TrackerError> {
+        self.list(statuses).await
+    }
+    async fn get(
+        &self,
+        id: &str,
+    ) -> Result<sortie::tracker::Ticket, sortie::tracker::TrackerError> {
+        self.inner.get(id).await
+    }
+    async fn comments(
+        &self,
+        id: &str,
+    ) -> Result<Vec<sortie::tracker::Comment>, sortie::tracker::TrackerError> {
+        self.inner.comments(id).await
+    }
+    async fn post_comment(
+        &self,
+        id: &str,
+        body: &str,
+        key: &str,
+    ) -> Result<sortie::tracker::Comment, sortie::tracker::TrackerError> {
+        self.inner.post_comment(id, body, key).await
+    }
+    async fn transition(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<(), sortie::tracker::TrackerError> {
+        self.inner.transition(id, from, to).await
+    }
+}
+
+/// Regression (#30): a stop that arrives while a tick runs ends the daemon cleanly.
+/// The loop used to poll its `shutdown` future again after the tick, which an
+/// embedder's `async` block answers with a panic ("`async fn` resumed after
+/// completion"). Here the tick's listing waits until the shutdown has completed, so
+/// the stop always lands mid-tick, and the shutdown future panics if polled again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_a_tick_ends_the_daemon_without_polling_the_shutdown_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), 30, 1, "true")).unwrap();
+    let config = Config::load(&path).expect("config");
+    let (listing, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let tracker = Arc::new(HeldListing {
+        inner: MemoryTracker::new(),
+        listing: listing.clone(),
+        release: release.clone(),
+    });
+    let ledger: Arc<dyn Ledger> =
+        Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
+    let factory: PipelineFactory = Arc::new(move |config: Config, wake: Arc<Notify>| {
+        let (tracker, ledger) = (tracker.clone(), ledger.clone());
+        Box::pin(async move {
+            Pipeline::builder(config, tracker, ledger)
+                .run_ended(wake)
+                .build()
+                .await
+        }) as BuildFuture
+    });
+    let opts = ServeOptions {
+        config_path: path,
+        factory,
+        clock: Arc::new(SystemClock::default()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The shutdown completes once the first tick is listing the board.
+    let shutdown = PollOnceAfterReady {
+        inner: Box::pin(async move { listing.notified().await }),
+        done: false,
+        completed: release,
+    };
+    let served = tokio::spawn(serve(
+        listener,
+        config,
+        opts,
+        shutdown,
+        std::future::pending(),
+    ))
+    .await;
+    match served {
+        Ok(result) => result.expect("the daemon stops cleanly"),
+        Err(err) => panic!("the daemon panicked on a stop during a tick: {err}"),
+    }
+}

@@ -279,7 +279,6 @@ fn a_bad_route_is_refused_by_validate_with_file_and_line() {
 
 #[test]
 fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets() {
-    let dir = common::repo().join("pipelines");
     // A checkout laid out as the README's first steps leave it (`sortie board init
     // board`; the demo's board under state/demo): validate refuses a missing board.
     let checkout = tempfile::tempdir().unwrap();
@@ -292,11 +291,7 @@ fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets()
     }
     std::fs::create_dir(checkout.path().join("pipelines")).unwrap();
     let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let shipped = entry.unwrap().path();
-        if shipped.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
+    for shipped in shipped_pipelines(&common::repo()) {
         seen += 1;
         let path = checkout
             .path()
@@ -325,6 +320,65 @@ fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets()
         }
     }
     assert!(seen >= 5, "the pipelines directory: {seen} files");
+}
+
+/// The `pipelines/*.yaml` files git tracks in `repo`: the shipped examples, not a
+/// scratch file someone left there (an untracked broken one used to fail the test).
+fn shipped_pipelines(repo: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        // `glob`: the `*` stays in `pipelines/`, as the shipped examples do.
+        .args(["ls-files", "-z", "--", ":(glob)pipelines/*.yaml"])
+        .output()
+        .expect("git runs (the shipped pipelines are the files git tracks)");
+    assert!(
+        out.status.success(),
+        "git ls-files in {}: {}",
+        repo.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+        .split(|b| *b == 0)
+        .filter(|name| !name.is_empty())
+        .map(|name| repo.join(String::from_utf8_lossy(name).as_ref()))
+        .collect()
+}
+
+/// Regression (#30): the shipped pipelines are the tracked ones; an untracked
+/// `pipelines/scratch.yaml` is not among them, nor a tracked file in a subfolder
+/// (the test used to read the folder, top level only).
+#[test]
+fn the_shipped_pipelines_are_the_tracked_yaml_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::create_dir_all(repo.join("pipelines/old")).unwrap();
+    for name in ["a.yaml", "b.yaml", "notes.md", "scratch.yaml", "old/c.yaml"] {
+        std::fs::write(repo.join("pipelines").join(name), "x: 1\n").unwrap();
+    }
+    git(&[
+        "add",
+        "pipelines/a.yaml",
+        "pipelines/b.yaml",
+        "pipelines/notes.md",
+        "pipelines/old/c.yaml",
+    ]);
+    let mut got: Vec<_> = shipped_pipelines(repo)
+        .into_iter()
+        .map(|p| p.strip_prefix(repo).unwrap().display().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, ["pipelines/a.yaml", "pipelines/b.yaml"]);
 }
 
 /// One `pipeline tick --json` with the clock `offset` seconds ahead (a retry is due).

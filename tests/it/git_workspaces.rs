@@ -33,23 +33,24 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// A bare repository at `root/remote.git` whose `main` has one commit, "initial".
 /// Every update of its refs is logged, so a test can count pushes.
 pub(crate) fn bare_remote(root: &Path) -> PathBuf {
-    let remote = root.join("remote.git");
+    bare_repository(root, "remote", "initial")
+}
+
+/// A bare repository at `root/<name>.git` whose `main` has one commit, `subject`.
+fn bare_repository(root: &Path, name: &str, subject: &str) -> PathBuf {
+    let bare = format!("{name}.git");
+    let remote = root.join(&bare);
     git(
         root,
-        &[
-            "init",
-            "--quiet",
-            "--bare",
-            "--initial-branch=main",
-            "remote.git",
-        ],
+        &["init", "--quiet", "--bare", "--initial-branch=main", &bare],
     );
     git(&remote, &["config", "core.logAllRefUpdates", "always"]);
-    let seed = root.join("seed");
-    git(root, &["clone", "--quiet", "remote.git", "seed"]);
-    std::fs::write(seed.join("README"), "widgets\n").unwrap();
+    let seed_name = format!("seed-{name}");
+    let seed = root.join(&seed_name);
+    git(root, &["clone", "--quiet", &bare, &seed_name]);
+    std::fs::write(seed.join("README"), format!("{name}\n")).unwrap();
     git(&seed, &["add", "README"]);
-    git(&seed, &["commit", "--quiet", "-m", "initial"]);
+    git(&seed, &["commit", "--quiet", "-m", subject]);
     git(
         &seed,
         &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
@@ -647,5 +648,247 @@ mod forge_merge_requests {
         let pulls = model.pulls();
         assert_eq!(pulls.len(), 1, "{pulls:?}");
         assert_eq!(pulls[0].title, "WIP: 7: Fix the widget");
+    }
+}
+
+/// Issue #29 (4): an agent edits the mirror's config (its worktree shares it) or plants
+/// hooks there; sortie's push and fetch still go to the configured repository, by its
+/// URL, and run none of the agent's hooks.
+mod redirection {
+    use super::*;
+
+    /// One backend stage whose agent commits once in its worktree, then runs `attack`
+    /// there (`$EVIL` is the other repository's URL, `$REMOTE` the configured one,
+    /// `$MARKS` a directory for hooks to leave marks in). Returns the sandbox, the
+    /// configured remote and the other repository (whose `main` is another commit).
+    fn sandbox(attack: &str) -> (Sandbox, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = bare_remote(dir.path());
+        let evil = bare_repository(dir.path(), "evil", "not the configured repository");
+        let marks = dir.path().join("marks");
+        std::fs::create_dir(&marks).unwrap();
+        let script = format!(
+            "#!/bin/sh\ncat > /dev/null\nset -e\n\
+EVIL=file://{evil}\nREMOTE=file://{remote}\nMARKS={marks}\n\
+if ! git log --format=%s | grep -q \"^$SORTIE_ROLE: \"; then\n\
+  echo \"$SORTIE_ROLE\" >> work.txt\n\
+  git add work.txt\n\
+  git -c user.name=Agent -c user.email=agent@example.com commit -q -m \"$SORTIE_ROLE: work on $SORTIE_TICKET_ID\"\n\
+fi\n\
+{attack}\n\
+printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
+            evil = evil.display(),
+            remote = remote.display(),
+            marks = marks.display(),
+        );
+        let agent = dir.path().join("agent.sh");
+        std::fs::write(&agent, script).unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&agent)
+            .status()
+            .unwrap();
+        let config = format!(
+            r#"
+tracker: {{kind: local, path: board}}
+state_root: state
+roles_dir: {roles}
+terminal_states: [done]
+agent: {{command: ["{agent}"], timeout_seconds: 60}}
+workspace:
+  prune_every_ticks: 0
+  git: {{url: "file://{remote}", base: main}}
+pipeline_stages:
+  - {{role: backend, claim_status: todo, success_status: done, failure_status: blocked}}
+"#,
+            roles = common::repo().join("roles").display(),
+            agent = agent.display(),
+            remote = remote.display(),
+        );
+        std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
+        let sb = Sandbox { dir };
+        sb.ok(&["board", "init", "board"]);
+        (sb, remote, evil)
+    }
+
+    /// The ticket's branch is on the configured remote with the agent's commit, and the
+    /// other repository received nothing.
+    fn assert_pushed_to_the_configured_repository_only(
+        sb: &Sandbox,
+        id: &str,
+        remote: &Path,
+        evil: &Path,
+    ) {
+        let blocks = sb.blocks(id);
+        assert_eq!(sb.ticket(id).status, "done", "{blocks:?}");
+        let branch = format!("sortie/{id}");
+        assert_eq!(
+            git(remote, &["log", "--format=%s", &branch, "--"]),
+            format!("backend: work on {id}\ninitial"),
+            "the configured repository has the ticket's branch"
+        );
+        assert_eq!(
+            git(evil, &["for-each-ref", "--format=%(refname)"]),
+            "refs/heads/main",
+            "the other repository received no push"
+        );
+        let done = successes(&blocks);
+        assert_eq!(
+            done[0].artifacts["head"],
+            git(remote, &["rev-parse", &branch])
+        );
+    }
+
+    #[test]
+    fn a_push_ignores_a_remote_url_the_agent_rewrote() {
+        let (sb, remote, evil) = sandbox("git config remote.origin.url \"$EVIL\"");
+        let id = sb.add("widget", "todo", &[]);
+        sb.drain(3);
+        assert_pushed_to_the_configured_repository_only(&sb, &id, &remote, &evil);
+    }
+
+    /// Also a remote *named* by the configured URL: git would use its `pushurl` for a
+    /// push to that URL given on the command line.
+    #[test]
+    fn a_push_ignores_a_push_url_the_agent_set() {
+        let (sb, remote, evil) = sandbox(
+            "git config remote.origin.pushurl \"$EVIL\"\n\
+             git config \"remote.$REMOTE.pushurl\" \"$EVIL\"\n\
+             git config \"remote.$REMOTE.url\" \"$EVIL\"",
+        );
+        let id = sb.add("widget", "todo", &[]);
+        sb.drain(3);
+        assert_pushed_to_the_configured_repository_only(&sb, &id, &remote, &evil);
+    }
+
+    #[test]
+    fn a_push_ignores_an_instead_of_rule_the_agent_added() {
+        let (sb, remote, evil) = sandbox(
+            "git config \"url.$EVIL.insteadOf\" \"$REMOTE\"\n\
+             git config \"url.$EVIL.pushInsteadOf\" \"$REMOTE\"",
+        );
+        let id = sb.add("widget", "todo", &[]);
+        sb.drain(3);
+        assert_pushed_to_the_configured_repository_only(&sb, &id, &remote, &evil);
+    }
+
+    /// Hooks in the mirror's `hooks/` and in a `core.hooksPath` the agent set: sortie's
+    /// push (and its fetch, ref updates and worktree creation) run none of them. (The
+    /// hooks mark only a git that does not run in an agent's environment: the agent's
+    /// own commits run them, which is the agent's business.)
+    #[test]
+    fn sortie_s_git_runs_no_hook_the_agent_planted() {
+        let hooks = ["pre-push", "reference-transaction", "post-checkout"]
+            .iter()
+            .map(|hook| {
+                format!(
+                    "printf '#!/bin/sh\\n[ -n \"$SORTIE_ROLE\" ] || touch %s/{hook}\\ncat > /dev/null\\n' \"$MARKS\" > \"$DIR/{hook}\"\n\
+                     chmod +x \"$DIR/{hook}\""
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let attack = format!(
+            "if [ ! -f \"$MARKS/planted\" ]; then\n\
+             touch \"$MARKS/planted\"\n\
+             DIR=\"$(git rev-parse --path-format=absolute --git-common-dir)/hooks\"\n{hooks}\n\
+             DIR=\"$MARKS/../planted-hooks\"; mkdir -p \"$DIR\"\n{hooks}\n\
+             git config core.hooksPath \"$DIR\"\n\
+             fi"
+        );
+        let (sb, remote, evil) = sandbox(&attack);
+        let first = sb.add("widget", "todo", &[]);
+        sb.drain(3);
+        // A second ticket: its fetch and worktree come after the hooks were planted.
+        let second = sb.add("gadget", "todo", &[]);
+        sb.drain(3);
+        for id in [&first, &second] {
+            assert_pushed_to_the_configured_repository_only(&sb, id, &remote, &evil);
+        }
+        let marks: Vec<String> = std::fs::read_dir(sb.path().join("marks"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name != "planted")
+            .collect();
+        assert_eq!(marks, Vec::<String>::new(), "no planted hook ran");
+    }
+
+    /// The fetch too: a ticket started after another ticket's agent redirected `origin`
+    /// branches from the configured repository's `main` (pushes are off, so only the
+    /// fetch can bring the other repository's `main` in).
+    #[test]
+    fn a_fetch_ignores_the_remote_settings_the_agent_changed() {
+        let (sb, _remote, _evil) = sandbox(
+            "git config remote.origin.url \"$EVIL\"\n\
+             git config \"url.$EVIL.insteadOf\" \"$REMOTE\"",
+        );
+        let config = std::fs::read_to_string(sb.config_path())
+            .unwrap()
+            .replace("base: main}", "base: main, push: false}");
+        std::fs::write(sb.config_path(), config).unwrap();
+        let first = sb.add("widget", "todo", &[]);
+        sb.drain(3);
+        let second = sb.add("gadget", "todo", &[]);
+        sb.drain(3);
+        let mirror = std::fs::read_dir(sb.path().join("state/git"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "git"))
+            .expect("one mirror under state/git");
+        for id in [&first, &second] {
+            assert_eq!(sb.ticket(id).status, "done", "{:?}", sb.blocks(id));
+            assert_eq!(
+                git(
+                    &mirror,
+                    &["log", "--format=%s", &format!("sortie/{id}"), "--"]
+                ),
+                format!("backend: work on {id}\ninitial"),
+                "ticket {id} branched from the configured repository's main"
+            );
+        }
+        assert_eq!(
+            git(
+                &mirror,
+                &["log", "--format=%s", "refs/remotes/origin/main", "--"]
+            ),
+            "initial"
+        );
+    }
+}
+
+/// Issue #29 (5): many tickets in flight on one repository: fetches (serialized) and
+/// pushes (not) never fail each other with a ref lock error. Sixteen tickets at once,
+/// so that before the fix ("cannot lock ref 'refs/remotes/origin/sortie/N'") it failed
+/// in every one of five drains; `agent::git`'s unit test shows why it cannot now.
+#[test]
+fn sixteen_concurrent_runs_on_one_repository_drain_with_no_git_failure() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let config = std::fs::read_to_string(sb.config_path()).unwrap().replace(
+        "concurrency: {max_in_flight: 6, per_role_max_in_flight: 3}",
+        "concurrency: {max_in_flight: 16, per_role_max_in_flight: 16}",
+    );
+    std::fs::write(sb.config_path(), config).unwrap();
+    let ids: Vec<String> = (0..16)
+        .map(|i| sb.add(&format!("widget {i}"), "ready-for-design", &[]))
+        .collect();
+    sb.drain(10);
+    for id in &ids {
+        let blocks = sb.blocks(id);
+        let failures: Vec<_> = blocks
+            .iter()
+            .filter_map(|b| match b {
+                OutcomeBlock::Failure(f) => Some((&f.reason_code, &f.detail)),
+                OutcomeBlock::Success(_) => None,
+            })
+            .collect();
+        assert_eq!(failures, Vec::<(&String, &String)>::new(), "ticket {id}");
+        assert_eq!(sb.ticket(id).status, "done", "ticket {id}");
+        let log = git(
+            &remote,
+            &["log", "--format=%s", &format!("sortie/{id}"), "--"],
+        );
+        assert_eq!(log.lines().count(), 4, "ticket {id}: {log}");
     }
 }

@@ -423,10 +423,10 @@ impl Tracker for LocalBoard {
         &self,
         id: &str,
         body: &str,
-        _idempotency_key: &str,
+        idempotency_key: &str,
     ) -> Result<Comment, TrackerError> {
-        let (id, body) = (id.to_owned(), body.to_owned());
-        self.blocking(move |board| board.add_comment(&id, IDENTITY, &body))
+        let (id, body, key) = (id.to_owned(), body.to_owned(), idempotency_key.to_owned());
+        self.blocking(move |board| board.add_comment_once(&id, IDENTITY, &body, &key))
             .await
     }
 

@@ -104,6 +104,45 @@ impl LocalBoard {
         })
     }
 
+    /// Add a comment by `author` unless one by `author` already carries an outcome block
+    /// whose idempotency key is `idempotency_key`: then that comment, and nothing is
+    /// written (what [`Tracker::post_comment`](crate::tracker::Tracker::post_comment)
+    /// does on this board).
+    ///
+    /// The check and the write happen under the ticket's lock, so two writers posting
+    /// the same key at once (two ticks that both found no such comment, say one of them
+    /// on a ledger that was deleted under the other) leave one comment, not two. The key
+    /// is recognised as `TicketHistory::contains_key` does: by the `idempotency_key` of a
+    /// valid block in the comment, not by text matching. An empty key never matches.
+    pub fn add_comment_once(
+        &self,
+        id: &str,
+        author: &str,
+        body: &str,
+        idempotency_key: &str,
+    ) -> Result<Comment, TrackerError> {
+        check_line("author", author)?;
+        let ticket_dir = self.ticket_dir(id)?;
+        if !ticket_dir.join(TICKET_FILE).is_file() {
+            return Err(TrackerError::NotFound(format!(
+                "no ticket {id} on board {}",
+                self.root.display()
+            )));
+        }
+        let _lock = TicketLock::acquire(&ticket_dir).map_err(|e| io_error(&ticket_dir, e))?;
+        if !idempotency_key.is_empty() {
+            let (comments, _) = self.read_comments(id)?;
+            let author = author.trim();
+            if let Some(posted) = comments
+                .into_iter()
+                .find(|c| c.author == author && carries_key(&c.body, idempotency_key))
+            {
+                return Ok(posted);
+            }
+        }
+        self.add_comment(id, author, body)
+    }
+
     /// Move ticket `id` to `status` whatever it is in now (what a person does); returns the old status.
     pub fn set_status(&self, id: &str, status: &str) -> Result<String, TrackerError> {
         self.rewrite_status(id, None, status)
@@ -291,6 +330,14 @@ fn same_ticket_moved(front: &TicketFront, body: &str, new: &str, to: &str) -> bo
         && moved.priority == front.priority
         && moved.labels == front.labels
         && (front.created_at.is_none() || moved.created_at == front.created_at)
+}
+
+/// Whether `body` holds a valid outcome block whose idempotency key is `key`.
+fn carries_key(body: &str, key: &str) -> bool {
+    crate::block::parse_blocks(body)
+        .into_iter()
+        .flatten()
+        .any(|parsed| parsed.block.idempotency_key() == key)
 }
 
 fn comment_file_name(n: u64) -> String {
