@@ -10,8 +10,11 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
 use sortie::config::Config;
 use sortie::ledger::{Claim, ClaimKey, LedgerSnapshot, RetryEntry};
-use sortie::pipeline::decide::plan::{plan, PlanInput};
+use std::collections::HashMap;
+
+use sortie::pipeline::decide::plan::{plan, Facts, PlanInput, Planner};
 use sortie::pipeline::eligibility::candidates;
+use sortie::pipeline::history::TicketHistory;
 use sortie::tracker::Ticket;
 
 const CONFIG: &str = r#"
@@ -111,9 +114,66 @@ fn bench(c: &mut Criterion) {
     });
 }
 
+/// Issue #29's board: a third `done`, a third `backlog` (no stage's status), a third in
+/// `design-approved` with no architect block, so each of those is a candidate whose
+/// history the plan must read before it can say the stage's one slot stays free.
+fn thirds(n: usize) -> Vec<Ticket> {
+    let mut tickets = board(n);
+    for (i, t) in tickets.iter_mut().enumerate() {
+        t.status = ["done", "backlog", "design-approved"][i % 3].to_string();
+    }
+    tickets
+}
+
+/// The tick's "read what the plan asks for" loop over in-memory histories (every read
+/// finds no block): rounds of the planner until it needs nothing, then the plan.
+fn plan_with_reads(config: &Config, tickets: &[Ticket], snapshot: &LedgerSnapshot) -> usize {
+    let now = Utc::now();
+    let mut histories: HashMap<String, TicketHistory> = HashMap::new();
+    let (unreadable, blockers_read) = (HashMap::new(), HashMap::new());
+    let mut planner = Planner::new(config, tickets, snapshot, "sortie", now);
+    let mut rounds = 0;
+    loop {
+        let facts = Facts {
+            config,
+            identity: "sortie",
+            blockers: false,
+            histories: &histories,
+            unreadable: &unreadable,
+            blockers_read: &blockers_read,
+        };
+        let ids: Vec<String> = planner
+            .round(&facts)
+            .history
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if ids.is_empty() {
+            let plan = planner.finish(&facts);
+            return rounds + plan.skips.len();
+        }
+        rounds += 1;
+        for id in ids {
+            histories.insert(id, TicketHistory::default());
+        }
+    }
+}
+
+fn bench_reads(c: &mut Criterion) {
+    let config = Config::parse_str(CONFIG, None).expect("bench config");
+    let snapshot = LedgerSnapshot::default();
+    for n in [10_000, 100_000] {
+        let tickets = thirds(n);
+        c.bench_function(
+            &format!("plan_with_history_reads_thirds_{}k", n / 1000),
+            |b| b.iter(|| black_box(plan_with_reads(&config, black_box(&tickets), &snapshot))),
+        );
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = bench
+    targets = bench, bench_reads
 }
 criterion_main!(benches);

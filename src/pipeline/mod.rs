@@ -44,7 +44,7 @@ pub use supervisor::LiveRun;
 use self::context::{run_ref, Context, Events};
 use self::decide::caps::Caps;
 use self::decide::eligibility::{natural_cmp, SkipReason};
-use self::decide::plan::{plan, Plan, PlanInput};
+use self::decide::plan::{Facts, Planner};
 use self::history::TicketHistory;
 use self::observe::Observation;
 use self::report::{RunLine, SkipLine, TickReport, WritebackLine};
@@ -441,8 +441,9 @@ impl Pipeline {
         }
         report.cancels = reconcile::reconcile(ctx, &obs, opts.dry_run).await?;
 
-        let (histories, unreadable, blockers) = self.read_histories(&obs, opts.dry_run).await;
-        let plan = plan_with(&obs, ctx, &histories, &unreadable, &blockers);
+        let (planner, reads) = self.read_for_plan(&obs, opts.dry_run).await;
+        let plan = planner.finish(&reads.facts(ctx));
+        let histories = reads.histories;
         report.skips = plan
             .skips
             .iter()
@@ -576,38 +577,49 @@ impl Pipeline {
     /// reason; so is one whose blockers could not be read, or whose read did not fit in
     /// `tracker.blockers.max_reads_per_tick` (the tickets tried least recently go first,
     /// whether that try succeeded or not, so reads rotate fairly across ticks).
-    async fn read_histories(
+    async fn read_for_plan<'t>(
         &self,
-        obs: &Observation,
+        obs: &'t Observation,
         dry_run: bool,
-    ) -> (
-        HashMap<String, TicketHistory>,
-        HashMap<String, String>,
-        BlockerReads,
-    ) {
+    ) -> (Planner<'t, '_>, Reads) {
         let ctx = &self.ctx;
-        let mut histories = HashMap::new();
-        let mut unreadable = HashMap::new();
-        let mut blockers: BlockerReads = HashMap::new();
+        let mut reads = Reads::default();
         let mut budget = ctx.config.blockers.max_reads_per_tick as usize;
         let mut reserved: Option<HashSet<String>> = None;
+        // The candidates are ordered once; each round walks on from where the last one
+        // had to stop (issue #29).
+        let mut planner = Planner::new(
+            &ctx.config,
+            &obs.tickets,
+            &obs.ledger,
+            &ctx.identity,
+            obs.now,
+        );
         loop {
-            let plan = plan_with(obs, ctx, &histories, &unreadable, &blockers);
-            let needed: Vec<String> = plan.needs_history.iter().map(|s| s.to_string()).collect();
-            let needed_blockers: Vec<String> =
-                plan.needs_blockers.iter().map(|s| s.to_string()).collect();
-            drop(plan);
-            if needed.is_empty() && needed_blockers.is_empty() {
-                return (histories, unreadable, blockers);
+            let needs = planner.round_reading_ahead(&reads.facts(ctx), ctx.tracker.read_ahead());
+            if needs.is_empty() {
+                return (planner, reads);
             }
-            for id in needed {
-                match ctx.tracker.comments(&id).await {
+            let needed: Vec<String> = needs.history.iter().map(|s| s.to_string()).collect();
+            let needed_blockers: Vec<String> =
+                needs.blockers.iter().map(|s| s.to_string()).collect();
+            let must = needed.len();
+            let mut batch = needed;
+            batch.extend(needs.ahead.iter().map(|s| s.to_string()));
+            let read = ctx.tracker.comments_of(&batch).await;
+            for (i, (id, comments)) in batch.into_iter().zip(read).enumerate() {
+                match comments {
                     Ok(comments) => {
-                        histories.insert(id, TicketHistory::from_comments(&comments, &ctx.trusted));
+                        reads
+                            .histories
+                            .insert(id, TicketHistory::from_comments(&comments, &ctx.trusted));
                     }
-                    Err(err) => {
-                        unreadable.insert(id, err.to_string());
+                    // A read ahead of need that failed is no fact about the plan: the
+                    // ticket is read again if the plan comes to need it.
+                    Err(err) if i < must => {
+                        reads.unreadable.insert(id, err.to_string());
                     }
+                    Err(_) => {}
                 }
             }
             if needed_blockers.is_empty() {
@@ -641,10 +653,16 @@ impl Pipeline {
                     .collect::<HashSet<String>>()
             });
             for id in needed_blockers {
+                if !ctx.tracker.capabilities().blockers {
+                    // The tracker found it has no blockers to read (a GitHub server
+                    // without issue dependencies): free, and as if blockers were off.
+                    reads.blockers.insert(id, Ok(Vec::new()));
+                    continue;
+                }
                 let mine = reserved.remove(&id);
                 if !mine && budget <= reserved.len() {
                     let max = ctx.config.blockers.max_reads_per_tick;
-                    blockers.insert(
+                    reads.blockers.insert(
                         id,
                         Err(format!(
                             "{max} blocker reads per tick used up (tracker.blockers.max_reads_per_tick); read on a later tick"
@@ -664,7 +682,7 @@ impl Pipeline {
                         tracing::warn!(%err, "could not record the blocker read");
                     }
                 }
-                blockers.insert(id, read);
+                reads.blockers.insert(id, read);
             }
         }
     }
@@ -734,25 +752,26 @@ impl Pipeline {
 /// Blockers read this tick, by ticket id: the list, or why it could not be read.
 type BlockerReads = HashMap<String, Result<Vec<crate::tracker::Blocker>, String>>;
 
-/// The plan for what `obs` saw, given the histories and blockers read so far.
-fn plan_with<'t>(
-    obs: &'t Observation,
-    ctx: &Context,
-    histories: &HashMap<String, TicketHistory>,
-    unreadable: &HashMap<String, String>,
-    blockers_read: &BlockerReads,
-) -> Plan<'t> {
-    plan(PlanInput {
-        config: &ctx.config,
-        tickets: &obs.tickets,
-        ledger: &obs.ledger,
-        histories,
-        unreadable,
-        identity: &ctx.identity,
-        blockers: ctx.blockers,
-        blockers_read,
-        now: obs.now,
-    })
+/// What a tick read for its plan: histories, unreadable comments, blockers.
+#[derive(Default)]
+struct Reads {
+    histories: HashMap<String, TicketHistory>,
+    unreadable: HashMap<String, String>,
+    blockers: BlockerReads,
+}
+
+impl Reads {
+    /// These reads as the plan's facts.
+    fn facts<'a>(&'a self, ctx: &'a Context) -> Facts<'a> {
+        Facts {
+            config: &ctx.config,
+            identity: &ctx.identity,
+            blockers: ctx.blockers,
+            histories: &self.histories,
+            unreadable: &self.unreadable,
+            blockers_read: &self.blockers,
+        }
+    }
 }
 
 fn skip_line(config: &Config, ticket: &Ticket, stage: usize, reason: SkipReason) -> SkipLine {
@@ -767,4 +786,63 @@ fn skip_line(config: &Config, ticket: &Ticket, stage: usize, reason: SkipReason)
 fn new_run_id() -> String {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     format!("r{}", &nonce[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::SqliteLedger;
+    use crate::tracker::memory::MemoryTracker;
+
+    /// Issue #29: on a board where 3,000 candidates of one stage (one slot) wait
+    /// without the prior role's block, a dry-run tick took 2.5 s on 10,000 tickets,
+    /// because every round of history reads planned the whole board again (3,000
+    /// rounds of 3,000 verdicts, and a sort each). The tick's planning work must grow
+    /// with the board, not with its square.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_tick_whose_candidates_all_wait_for_the_prior_role_plans_in_linear_work() {
+        let state = tempfile::tempdir().unwrap();
+        let config = Config::parse_str(
+            &format!(
+                "tracker: {{kind: local, path: unused}}\nstate_root: {}\nroles_dir: {}/roles\n\
+                 agent: {{command: [\"true\"]}}\n\
+                 pipeline_stages:\n\
+                 - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}\n\
+                 - {{role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}}\n\
+                 - {{role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}}\n",
+                state.path().display(),
+                env!("CARGO_MANIFEST_DIR"),
+            ),
+            None,
+        )
+        .unwrap();
+        let tracker = Arc::new(MemoryTracker::new());
+        let waiting = 1_500;
+        for i in 0..waiting * 3 {
+            let status = ["done", "backlog", "design-approved"][i % 3];
+            tracker.insert(MemoryTracker::ticket(&i.to_string(), "t", status));
+        }
+        let ledger = Arc::new(SqliteLedger::open(&config.ledger_path()).unwrap());
+        let pipeline = Pipeline::builder(config, tracker, ledger)
+            .require_agents(false)
+            .build()
+            .await
+            .unwrap();
+        decide::plan::JUDGED.with(|n| n.set(0));
+        let report = pipeline.tick(TickOptions { dry_run: true }).await.unwrap();
+        let judged = decide::plan::JUDGED.with(|n| n.get());
+        assert!(report.runs.is_empty());
+        let prior_missing = report
+            .skips
+            .iter()
+            .filter(|s| matches!(s.reason, SkipReason::PriorRoleMissing { .. }))
+            .count();
+        assert_eq!(prior_missing, waiting, "every waiting ticket was checked");
+        // Each candidate is judged a few times (once to find it needs its history,
+        // once more when it has it, once for the final plan), never once per round.
+        assert!(
+            judged <= 4 * waiting as u64,
+            "{judged} verdicts for {waiting} candidates: planning is not linear"
+        );
+    }
 }

@@ -75,7 +75,12 @@ pub struct Blocker {
 /// pipeline compare names with this, never with `==`.
 pub fn same_name(a: &str, b: &str) -> bool {
     let (a, b) = (a.trim(), b.trim());
-    a.eq_ignore_ascii_case(b) || a.to_lowercase() == b.to_lowercase()
+    if a.eq_ignore_ascii_case(b) {
+        return true;
+    }
+    // Lowercasing allocates: only names with non-ASCII letters need it (issue #29: a
+    // tick compared every ticket's status with every stage's this way).
+    !(a.is_ascii() && b.is_ascii()) && a.to_lowercase() == b.to_lowercase()
 }
 
 /// One comment on a ticket.
@@ -301,6 +306,24 @@ pub trait Tracker: Send + Sync {
 
     /// All comments on a ticket, oldest first.
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError>;
+
+    /// The comments of each of `ids`, in order: [`Tracker::comments`] one ticket after
+    /// the other, unless the adapter reads several at once more cheaply.
+    async fn comments_of(&self, ids: &[String]) -> Vec<Result<Vec<Comment>, TrackerError>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.comments(id).await);
+        }
+        out
+    }
+
+    /// How many histories beyond those a tick's plan needs it may read in the same
+    /// round, for candidates likely to need them next: reads that cost no request
+    /// (the local board). Default 0: a remote tracker reads exactly what the plan
+    /// needs.
+    fn read_ahead(&self) -> usize {
+        0
+    }
 
     /// Post a comment. `idempotency_key` is sent where the tracker supports it;
     /// callers check for an existing comment with the key themselves.

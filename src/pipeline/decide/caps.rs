@@ -36,6 +36,11 @@ impl<'c> Caps<'c> {
         caps
     }
 
+    /// The config the caps are counted for.
+    pub fn config(&self) -> &'c Config {
+        self.config
+    }
+
     /// The limits of `stage`: what the ledger checks with its claim.
     pub fn limits(config: &Config, stage: &Stage) -> ClaimLimits {
         ClaimLimits {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::caps::Caps;
-use super::eligibility::{candidates, SkipReason};
+use super::eligibility::{candidates, Candidate, SkipReason};
 use crate::config::Config;
 use crate::ledger::{ClaimLimits, LedgerSnapshot};
 use crate::pipeline::history::TicketHistory;
@@ -94,7 +94,7 @@ impl Plan<'_> {
     }
 }
 
-/// Plan one tick (see the module docs).
+/// Plan one tick (see the module docs): every candidate walked once, from scratch.
 pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
     let config = input.config;
     let (ordered, early) = candidates(
@@ -105,94 +105,333 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
         input.now,
     );
     let mut out = Plan {
-        skips: early
-            .into_iter()
-            .map(|s| Skip {
-                ticket: s.ticket,
-                stage: s.stage,
-                reason: s.reason,
-            })
-            .collect(),
+        skips: early.into_iter().map(Skip::from).collect(),
         ..Plan::default()
     };
     let mut caps = Caps::from_claims(config, &input.ledger.claims, input.now);
-    for candidate in ordered {
-        let stage = &config.stages[candidate.stage];
-        let ticket = candidate.ticket;
-        let skip = |reason| Skip {
-            ticket,
-            stage: candidate.stage,
-            reason,
-        };
-        if let Some(message) = input.unreadable.get(&ticket.id) {
-            out.skips.push(skip(SkipReason::TrackerError {
-                message: message.clone(),
-            }));
-            continue;
-        }
-        if let Some(reason) = caps.check(stage) {
-            out.skips.push(skip(reason));
-            continue;
-        }
-        if input.blockers {
-            let listed = ticket.blocked_by.as_deref().map(Ok);
-            let read = input
-                .blockers_read
-                .get(&ticket.id)
-                .map(|r| r.as_deref().map_err(String::as_str));
-            match listed.or(read) {
-                None => {
-                    // Keep its place, as for a history.
-                    caps.add(stage);
-                    out.needs_blockers.push(&ticket.id);
-                    continue;
-                }
-                Some(Err(message)) => {
-                    out.skips.push(skip(SkipReason::BlockersUnknown {
-                        message: message.to_string(),
-                    }));
-                    continue;
-                }
-                Some(Ok(blockers)) => {
-                    if let Some(reason) = blocked(config, blockers) {
-                        out.skips.push(skip(reason));
-                        continue;
-                    }
-                }
-            }
-        }
-        let Some(history) = input.histories.get(&ticket.id) else {
-            // Keep its place: whether it runs decides what the next candidates may do.
-            caps.add(stage);
-            out.needs_history.push(&ticket.id);
-            continue;
-        };
-        if let Some(prior) = &stage.requires_prior_role {
-            if !history.has_success(prior) {
-                out.skips.push(skip(SkipReason::PriorRoleMissing {
-                    role: prior.clone(),
-                }));
-                continue;
-            }
-            if !history.has_success_since_sent_back(prior, &stage.role, stage.rework_target()) {
-                out.skips.push(skip(SkipReason::PriorRoleNotRedone {
-                    role: prior.clone(),
-                    since: stage.role.clone(),
-                }));
-                continue;
-            }
-        }
-        caps.add(stage);
-        out.dispatches.push(Dispatch {
-            ticket,
-            stage: candidate.stage,
-            retry: candidate.retry,
-            attempt_floor: history.max_attempt(&stage.role) + 1,
-            limits: Caps::limits(config, stage),
-            route: super::route::choose(stage, ticket, input.identity).map(|(i, _)| i),
-        });
+    let facts = Facts::of(&input);
+    for candidate in &ordered {
+        let verdict = judge(&facts, &caps, candidate);
+        record(&mut out, &mut caps, candidate, verdict);
     }
     out
+}
+
+/// What the tick has read so far for the plan: the parts of [`PlanInput`] that grow
+/// from one round of reads to the next.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'f> {
+    /// The validated config (the same one the planner was made with).
+    pub config: &'f Config,
+    /// Who sortie is on the tracker.
+    pub identity: &'f str,
+    /// Whether tracker-native blockers hold tickets back.
+    pub blockers: bool,
+    /// Histories read so far, by ticket id.
+    pub histories: &'f HashMap<String, TicketHistory>,
+    /// Tickets whose history could not be read, with the tracker's error.
+    pub unreadable: &'f HashMap<String, String>,
+    /// Blockers read so far: the list, or why it could not be read.
+    pub blockers_read: &'f HashMap<String, Result<Vec<Blocker>, String>>,
+}
+
+impl<'f> Facts<'f> {
+    /// The facts of `input`.
+    pub fn of(input: &PlanInput<'_, 'f>) -> Self {
+        Facts {
+            config: input.config,
+            identity: input.identity,
+            blockers: input.blockers,
+            histories: input.histories,
+            unreadable: input.unreadable,
+            blockers_read: input.blockers_read,
+        }
+    }
+}
+
+/// The tickets the plan still needs read before it is final.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Needs<'t> {
+    /// Tickets whose history must be read.
+    pub history: Vec<&'t str>,
+    /// Tickets whose blockers must be read.
+    pub blockers: Vec<&'t str>,
+    /// Tickets whose history may be read in the same round, ahead of need
+    /// ([`Planner::round_reading_ahead`]); a failed read of one is not recorded.
+    pub ahead: Vec<&'t str>,
+}
+
+impl Needs<'_> {
+    /// Whether nothing more must be read (reads ahead are never a must).
+    pub fn is_empty(&self) -> bool {
+        self.history.is_empty() && self.blockers.is_empty()
+    }
+}
+
+/// The plan of one tick, computed in rounds of reads without walking the whole board
+/// each round (issue #29: a board of 3,000 candidates with one slot took 3,000 rounds,
+/// each of which filtered, sorted and walked every ticket).
+///
+/// The candidates are filtered and sorted once. A round walks on from the first
+/// candidate that still waited for a read: everything before it was decided on facts
+/// that no later read changes (a ticket's history or blockers are read once, and the
+/// caps it met were counted from candidates decided before it), so it stays decided.
+/// Past that point the round only looks for what to read next, and stops looking in a
+/// stage at its first capped candidate: the caps only fill as the walk goes on, so
+/// every later candidate of that stage is capped too. [`Planner::finish`] then gives
+/// exactly what [`plan`] gives for the same facts.
+pub struct Planner<'t, 'c> {
+    ordered: Vec<Candidate<'t>>,
+    /// For each candidate, the index one past the last candidate of its stage.
+    stage_end: Vec<usize>,
+    /// The dispatches and skips of the candidates before `next`, decided for good.
+    settled: Plan<'t>,
+    /// The caps counted from the settled candidates and the ledger.
+    caps: Caps<'c>,
+    /// The first candidate not decided for good.
+    next: usize,
+    /// Per stage (by the end of its candidates), how far the read-ahead has looked.
+    ahead: HashMap<usize, usize>,
+}
+
+impl<'t, 'c> Planner<'t, 'c> {
+    /// Filter and order the candidates among `tickets` (the fields of [`PlanInput`]
+    /// that stay the same from one round of reads to the next).
+    pub fn new(
+        config: &'c Config,
+        tickets: &'t [Ticket],
+        ledger: &LedgerSnapshot,
+        identity: &str,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let (ordered, early) = candidates(config, tickets, ledger, identity, now);
+        let mut stage_end = vec![0; ordered.len()];
+        let mut end = ordered.len();
+        for i in (0..ordered.len()).rev() {
+            if i + 1 < ordered.len() && ordered[i + 1].stage != ordered[i].stage {
+                end = i + 1;
+            }
+            stage_end[i] = end;
+        }
+        Planner {
+            ordered,
+            stage_end,
+            settled: Plan {
+                skips: early.into_iter().map(Skip::from).collect(),
+                ..Plan::default()
+            },
+            caps: Caps::from_claims(config, &ledger.claims, now),
+            next: 0,
+            ahead: HashMap::new(),
+        }
+    }
+
+    /// What must be read before the plan is final, given what has been read so far.
+    pub fn round(&mut self, facts: &Facts<'_>) -> Needs<'t> {
+        self.round_reading_ahead(facts, 0)
+    }
+
+    /// [`Planner::round`], plus, in each stage whose slots are taken, up to
+    /// `read_ahead` histories of the candidates that wait behind them: read in the
+    /// same round, they are there when a slot's candidate turns out not to run (a
+    /// tracker whose reads cost no request: [`crate::tracker::Tracker::read_ahead`]).
+    /// They never change the plan, only how many rounds it takes.
+    pub fn round_reading_ahead(&mut self, facts: &Facts<'_>, read_ahead: usize) -> Needs<'t> {
+        self.settle(facts);
+        let mut caps = self.caps.clone();
+        let mut needs = Needs::default();
+        let mut i = self.next;
+        while i < self.ordered.len() {
+            let candidate = &self.ordered[i];
+            let stage = &facts.config.stages[candidate.stage];
+            match judge(facts, &caps, candidate) {
+                Verdict::NeedsHistory => {
+                    caps.add(stage);
+                    needs.history.push(&candidate.ticket.id);
+                }
+                Verdict::NeedsBlockers => {
+                    caps.add(stage);
+                    needs.blockers.push(&candidate.ticket.id);
+                }
+                Verdict::Dispatch { .. } => caps.add(stage),
+                Verdict::Skip(SkipReason::CapReached { .. }) => {
+                    let end = self.stage_end[i];
+                    if read_ahead > 0 {
+                        let from = self.ahead.get(&end).copied().unwrap_or(0).max(i);
+                        let mut j = from;
+                        let mut taken = 0;
+                        while j < end && taken < read_ahead {
+                            let id = &self.ordered[j].ticket.id;
+                            if !facts.histories.contains_key(id)
+                                && !facts.unreadable.contains_key(id)
+                            {
+                                needs.ahead.push(id);
+                                taken += 1;
+                            }
+                            j += 1;
+                        }
+                        self.ahead.insert(end, j);
+                    }
+                    i = end;
+                    continue;
+                }
+                Verdict::Skip(_) => {}
+            }
+            i += 1;
+        }
+        needs
+    }
+
+    /// The plan for `facts`: the same as [`plan`] gives for them.
+    pub fn finish(mut self, facts: &Facts<'_>) -> Plan<'t> {
+        self.settle(facts);
+        for candidate in &self.ordered[self.next..] {
+            let verdict = judge(facts, &self.caps, candidate);
+            record(&mut self.settled, &mut self.caps, candidate, verdict);
+        }
+        self.settled
+    }
+
+    /// Decide for good every candidate from `next` up to the first that waits for a read.
+    fn settle(&mut self, facts: &Facts<'_>) {
+        while let Some(candidate) = self.ordered.get(self.next) {
+            let verdict = judge(facts, &self.caps, candidate);
+            if matches!(verdict, Verdict::NeedsHistory | Verdict::NeedsBlockers) {
+                return;
+            }
+            record(&mut self.settled, &mut self.caps, candidate, verdict);
+            self.next += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many candidate verdicts this thread has computed: the work of planning,
+    /// counted without a clock (tests of the tick's cost).
+    pub(crate) static JUDGED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// What the plan does with one candidate, given the facts so far and the caps counted
+/// before it.
+enum Verdict {
+    Dispatch {
+        attempt_floor: u32,
+        limits: ClaimLimits,
+        route: Option<usize>,
+    },
+    Skip(SkipReason),
+    NeedsHistory,
+    NeedsBlockers,
+}
+
+fn judge(facts: &Facts<'_>, caps: &Caps<'_>, candidate: &Candidate<'_>) -> Verdict {
+    #[cfg(test)]
+    JUDGED.with(|n| n.set(n.get() + 1));
+    let config = facts.config;
+    let stage = &config.stages[candidate.stage];
+    let ticket = candidate.ticket;
+    if let Some(message) = facts.unreadable.get(&ticket.id) {
+        return Verdict::Skip(SkipReason::TrackerError {
+            message: message.clone(),
+        });
+    }
+    if let Some(reason) = caps.check(stage) {
+        return Verdict::Skip(reason);
+    }
+    if facts.blockers {
+        let listed = ticket.blocked_by.as_deref().map(Ok);
+        let read = facts
+            .blockers_read
+            .get(&ticket.id)
+            .map(|r| r.as_deref().map_err(String::as_str));
+        match listed.or(read) {
+            // Keep its place, as for a history.
+            None => return Verdict::NeedsBlockers,
+            Some(Err(message)) => {
+                return Verdict::Skip(SkipReason::BlockersUnknown {
+                    message: message.to_string(),
+                })
+            }
+            Some(Ok(blockers)) => {
+                if let Some(reason) = blocked(config, blockers) {
+                    return Verdict::Skip(reason);
+                }
+            }
+        }
+    }
+    let Some(history) = facts.histories.get(&ticket.id) else {
+        // Keep its place: whether it runs decides what the next candidates may do.
+        return Verdict::NeedsHistory;
+    };
+    if let Some(prior) = &stage.requires_prior_role {
+        if !history.has_success(prior) {
+            return Verdict::Skip(SkipReason::PriorRoleMissing {
+                role: prior.clone(),
+            });
+        }
+        if !history.has_success_since_sent_back(prior, &stage.role, stage.rework_target()) {
+            return Verdict::Skip(SkipReason::PriorRoleNotRedone {
+                role: prior.clone(),
+                since: stage.role.clone(),
+            });
+        }
+    }
+    Verdict::Dispatch {
+        attempt_floor: history.max_attempt(&stage.role) + 1,
+        limits: Caps::limits(config, stage),
+        route: super::route::choose(stage, ticket, facts.identity).map(|(i, _)| i),
+    }
+}
+
+/// Add `verdict` for `candidate` to `out`, counting the slot it takes.
+fn record<'t>(
+    out: &mut Plan<'t>,
+    caps: &mut Caps<'_>,
+    candidate: &Candidate<'t>,
+    verdict: Verdict,
+) {
+    let stage = &caps.config().stages[candidate.stage];
+    match verdict {
+        Verdict::Skip(reason) => out.skips.push(Skip {
+            ticket: candidate.ticket,
+            stage: candidate.stage,
+            reason,
+        }),
+        Verdict::NeedsHistory => {
+            caps.add(stage);
+            out.needs_history.push(&candidate.ticket.id);
+        }
+        Verdict::NeedsBlockers => {
+            caps.add(stage);
+            out.needs_blockers.push(&candidate.ticket.id);
+        }
+        Verdict::Dispatch {
+            attempt_floor,
+            limits,
+            route,
+        } => {
+            caps.add(stage);
+            out.dispatches.push(Dispatch {
+                ticket: candidate.ticket,
+                stage: candidate.stage,
+                retry: candidate.retry,
+                attempt_floor,
+                limits,
+                route,
+            });
+        }
+    }
+}
+
+impl<'a> From<super::eligibility::Skip<'a>> for Skip<'a> {
+    fn from(s: super::eligibility::Skip<'a>) -> Self {
+        Skip {
+            ticket: s.ticket,
+            stage: s.stage,
+            reason: s.reason,
+        }
+    }
 }
 
 /// Why a ticket with `blockers` waits for them, if it does. A blocker is done when the tracker
@@ -374,5 +613,189 @@ mod tests {
             .skips
             .iter()
             .all(|s| matches!(s.reason, SkipReason::CapReached { .. })));
+    }
+}
+
+#[cfg(test)]
+mod planner_tests {
+    //! The planner gives, round by round and at the end, exactly what the whole-board
+    //! walk gives for the same facts (issue #29 made the tick plan in rounds).
+    use super::*;
+    use crate::tracker::Comment;
+
+    /// A small deterministic generator (no dependency, same boards every run).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    fn config(rng: &mut Lcg) -> Config {
+        let global = 1 + rng.next(6);
+        let role = 1 + rng.next(3);
+        let status = 1 + rng.next(3);
+        Config::parse_str(
+            &format!(
+                "tracker: {{kind: local, path: b}}\nagent: {{command: [\"true\"]}}\n\
+                 concurrency: {{max_in_flight: {global}, per_role_max_in_flight: {role}, \
+                 per_status_max_in_flight: {{review: {status}}}}}\n\
+                 terminal_states: [done]\n\
+                 pipeline_stages:\n\
+                 - {{role: dev, claim_status: todo, success_status: review}}\n\
+                 - {{role: qa, claim_status: review, success_status: test, requires_prior_role: dev}}\n\
+                 - {{role: ops, claim_status: test, success_status: done, requires_prior_role: qa}}\n"
+            ),
+            None,
+        )
+        .unwrap()
+    }
+
+    fn success(role: &str) -> Comment {
+        let key = crate::block::idempotency_key("local", "x", role, "s", 1);
+        Comment {
+            id: "1".into(),
+            author: "sortie".into(),
+            created_at: Utc::now(),
+            body: format!(
+                "```yaml sortie:success\nrole: {role}\nstage_attempt: 1\nidempotency_key: {key}\nfrom_status: s\nto_status: t\nsummary: ok\n```\n"
+            ),
+        }
+    }
+
+    fn board(rng: &mut Lcg, n: usize) -> Vec<Ticket> {
+        let statuses = ["todo", "review", "test", "done", "backlog"];
+        let base = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        (0..n)
+            .map(|i| {
+                let mut t = crate::tracker::memory::MemoryTracker::ticket(
+                    &i.to_string(),
+                    "t",
+                    statuses[rng.next(5) as usize],
+                );
+                t.priority = match rng.next(4) {
+                    0 => None,
+                    p => Some(p as i64),
+                };
+                t.created_at = base + chrono::Duration::seconds(rng.next(50) as i64);
+                t.blocked_by = match rng.next(3) {
+                    0 => None,
+                    1 => Some(Vec::new()),
+                    _ => Some(vec![Blocker {
+                        id: "99".into(),
+                        status: Some(if rng.next(2) == 0 { "done" } else { "todo" }.into()),
+                        closed: false,
+                    }]),
+                };
+                t
+            })
+            .collect()
+    }
+
+    fn describe(plan: &Plan<'_>) -> (Vec<String>, Vec<String>) {
+        let dispatches = plan
+            .dispatches
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {} {} {} {:?}",
+                    d.ticket.id, d.stage, d.retry, d.attempt_floor, d.route
+                )
+            })
+            .collect();
+        let skips = plan
+            .skips
+            .iter()
+            .map(|s| format!("{} {} {}", s.ticket.id, s.stage, s.reason))
+            .collect();
+        (dispatches, skips)
+    }
+
+    #[test]
+    fn rounds_and_the_final_plan_match_the_whole_board_walk() {
+        let trusted = ["sortie".to_string()].into();
+        for seed in 0..200 {
+            let mut rng = Lcg(seed);
+            let config = config(&mut rng);
+            let size = 1 + rng.next(40) as usize;
+            let tickets = board(&mut rng, size);
+            let ledger = LedgerSnapshot::default();
+            let now = Utc::now();
+            let blockers = rng.next(2) == 0;
+            let read_ahead = rng.next(4) as usize;
+            let mut histories = HashMap::new();
+            let mut unreadable = HashMap::new();
+            let mut blockers_read = HashMap::new();
+            let mut planner = Planner::new(&config, &tickets, &ledger, "sortie", now);
+            let mut rounds = 0;
+            loop {
+                let input = PlanInput {
+                    config: &config,
+                    tickets: &tickets,
+                    ledger: &ledger,
+                    histories: &histories,
+                    unreadable: &unreadable,
+                    identity: "sortie",
+                    blockers,
+                    blockers_read: &blockers_read,
+                    now,
+                };
+                let whole = plan(input);
+                let needs = planner.round_reading_ahead(&Facts::of(&input), read_ahead);
+                assert_eq!(
+                    needs.history, whole.needs_history,
+                    "seed {seed} round {rounds}"
+                );
+                assert_eq!(
+                    needs.blockers, whole.needs_blockers,
+                    "seed {seed} round {rounds}"
+                );
+                if needs.is_empty() {
+                    let finished = planner.finish(&Facts::of(&input));
+                    assert_eq!(describe(&finished), describe(&whole), "seed {seed}");
+                    assert!(finished.is_final());
+                    break;
+                }
+                rounds += 1;
+                for id in needs.ahead {
+                    // A read ahead that fails is not recorded, one that works is.
+                    if rng.next(3) > 0 {
+                        histories.insert(id.to_string(), TicketHistory::default());
+                    }
+                }
+                for id in needs.history {
+                    match rng.next(4) {
+                        0 => {
+                            unreadable.insert(id.to_string(), "boom".to_string());
+                        }
+                        1 => {
+                            histories.insert(id.to_string(), TicketHistory::default());
+                        }
+                        _ => {
+                            let role = ["dev", "qa"][rng.next(2) as usize];
+                            let history = TicketHistory::from_comments(&[success(role)], &trusted);
+                            histories.insert(id.to_string(), history);
+                        }
+                    }
+                }
+                for id in needs.blockers {
+                    let read = match rng.next(3) {
+                        0 => Err("503".to_string()),
+                        1 => Ok(Vec::new()),
+                        _ => Ok(vec![Blocker {
+                            id: "7".into(),
+                            status: None,
+                            closed: false,
+                        }]),
+                    };
+                    blockers_read.insert(id.to_string(), read);
+                }
+            }
+        }
     }
 }

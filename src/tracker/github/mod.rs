@@ -357,8 +357,9 @@ impl Tracker for GithubTracker {
             native_statuses: false,
             idempotency_header: false,
             // Issue dependencies: none to read for an issue whose listing says it has
-            // no open blocker, else one request per candidate, bounded per tick.
-            blockers: true,
+            // no open blocker, else one request per candidate, bounded per tick; none
+            // at all once the server turned out to have no dependencies endpoint.
+            blockers: !self.dependencies_missing(),
         }
     }
 

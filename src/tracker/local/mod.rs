@@ -337,6 +337,10 @@ impl LocalBoard {
     }
 }
 
+/// Histories a tick reads ahead on the local board, per stage and round: file reads
+/// cost no request, and a round of reads costs a handoff to the blocking pool.
+const LOCAL_READ_AHEAD: usize = 64;
+
 #[async_trait]
 impl Tracker for LocalBoard {
     fn name(&self) -> &str {
@@ -380,6 +384,39 @@ impl Tracker for LocalBoard {
         let (comments, warnings) = self.blocking(move |board| board.read_comments(&id)).await?;
         log_warnings(&warnings);
         Ok(comments)
+    }
+
+    /// One blocking task for all of `ids`: a handoff to the blocking pool per ticket
+    /// cost more than reading its comments (issue #29).
+    async fn comments_of(&self, ids: &[String]) -> Vec<Result<Vec<Comment>, TrackerError>> {
+        let owned = ids.to_vec();
+        let read = self
+            .blocking(move |board| {
+                Ok(owned
+                    .iter()
+                    .map(|id| board.read_comments(id))
+                    .collect::<Vec<_>>())
+            })
+            .await;
+        match read {
+            Ok(all) => all
+                .into_iter()
+                .map(|r| {
+                    r.map(|(comments, warnings)| {
+                        log_warnings(&warnings);
+                        comments
+                    })
+                })
+                .collect(),
+            Err(err) => ids
+                .iter()
+                .map(|_| Err(TrackerError::Unavailable(err.to_string())))
+                .collect(),
+        }
+    }
+
+    fn read_ahead(&self) -> usize {
+        LOCAL_READ_AHEAD
     }
 
     async fn post_comment(
