@@ -120,8 +120,31 @@ impl TicketLock {
 pub fn read_into(path: &Path, buf: &mut Vec<u8>) -> io::Result<File> {
     buf.clear();
     let mut file = File::open(path)?;
-    file.read_to_end(buf)?;
+    read_rest(&mut file, buf)?;
     Ok(file)
+}
+
+/// Append the rest of `file` to `buf`. `read_to_end` first asks the file its size and
+/// position (two system calls); for a board's small files those cost more than the
+/// read (issue #29), so this reads in chunks until end of file.
+pub fn read_rest(file: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
+    const CHUNK: usize = 4096;
+    loop {
+        let start = buf.len();
+        buf.resize(start + CHUNK, 0);
+        match file.read(&mut buf[start..]) {
+            Ok(0) => {
+                buf.truncate(start);
+                return Ok(());
+            }
+            Ok(n) => buf.truncate(start + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(start),
+            Err(e) => {
+                buf.truncate(start);
+                return Err(e);
+            }
+        }
+    }
 }
 
 /// Read `path` into `buf` until its front matter is closed (or the file ends).

@@ -255,6 +255,47 @@ impl LocalBoard {
         }
     }
 
+    /// [`LocalBoard::read_comments`] of each of `ids`, in order, on up to as many threads
+    /// as the machine has cores when there are enough to share.
+    fn read_comments_of(&self, ids: &[String]) -> Vec<CommentsRead> {
+        const PER_THREAD: usize = 16;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(ids.len() / PER_THREAD)
+            .max(1);
+        if threads == 1 {
+            return ids.iter().map(|id| self.read_comments(id)).collect();
+        }
+        let chunk = ids.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = ids
+                .chunks(chunk)
+                .map(|part| {
+                    let reader = scope.spawn(move || {
+                        part.iter()
+                            .map(|id| self.read_comments(id))
+                            .collect::<Vec<_>>()
+                    });
+                    (part.len(), reader)
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|(len, reader)| {
+                    reader.join().unwrap_or_else(|_| {
+                        (0..len)
+                            .map(|_| {
+                                Err(TrackerError::Unavailable(
+                                    "a local board read panicked".to_string(),
+                                ))
+                            })
+                            .collect()
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// All readable comments of ticket `id`, oldest first, and a warning per skipped file.
     pub fn read_comments(&self, id: &str) -> Result<(Vec<Comment>, Vec<String>), TrackerError> {
         let dir = self.ticket_dir(id)?.join(COMMENTS_DIR);
@@ -337,6 +378,9 @@ impl LocalBoard {
     }
 }
 
+/// One ticket's comments as read off the board, with a warning per skipped file.
+type CommentsRead = Result<(Vec<Comment>, Vec<String>), TrackerError>;
+
 /// Histories a tick reads ahead on the local board, per stage and round: file reads
 /// cost no request, and a round of reads costs a handoff to the blocking pool.
 const LOCAL_READ_AHEAD: usize = 64;
@@ -391,12 +435,7 @@ impl Tracker for LocalBoard {
     async fn comments_of(&self, ids: &[String]) -> Vec<Result<Vec<Comment>, TrackerError>> {
         let owned = ids.to_vec();
         let read = self
-            .blocking(move |board| {
-                Ok(owned
-                    .iter()
-                    .map(|id| board.read_comments(id))
-                    .collect::<Vec<_>>())
-            })
+            .blocking(move |board| Ok(board.read_comments_of(&owned)))
             .await;
         match read {
             Ok(all) => all

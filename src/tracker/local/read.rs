@@ -1,12 +1,12 @@
 //! Reading one ticket or comment file off the local board.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
-use super::files::{read_head_into, read_into};
+use super::files::{read_head_into, read_into, read_rest};
 use super::format::{
     has_closed_front_matter, parse_comment_front, parse_ticket_front, quick_status,
     split_front_matter,
@@ -88,8 +88,7 @@ pub(super) fn load_ticket(
         return Ok(Loaded::Filtered(front.status.trim().to_string()));
     }
     if !whole {
-        file.read_to_end(buf)
-            .map_err(|e| format!("cannot read: {e}"))?;
+        read_rest(&mut file, buf).map_err(|e| format!("cannot read: {e}"))?;
     }
     let text =
         std::str::from_utf8(buf).map_err(|e| format!("{TICKET_FILE} {}", utf8_reason(&e)))?;
