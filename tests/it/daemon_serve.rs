@@ -369,6 +369,7 @@ async fn a_stop_during_a_tick_ends_the_daemon_without_polling_the_shutdown_again
         Ok(result) => result.expect("the daemon stops cleanly"),
         Err(err) => panic!("the daemon panicked on a stop during a tick: {err}"),
     }
+}
 
 /// "Now" that follows tokio's clock, so a test with paused time moves the pipeline's
 /// retry due times and the daemon's timers together.
