@@ -96,25 +96,14 @@ impl Plan<'_> {
 
 /// Plan one tick (see the module docs): every candidate walked once, from scratch.
 pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
-    let config = input.config;
-    let (ordered, early) = candidates(
-        config,
+    Planner::new(
+        input.config,
         input.tickets,
         input.ledger,
         input.identity,
         input.now,
-    );
-    let mut out = Plan {
-        skips: early.into_iter().map(Skip::from).collect(),
-        ..Plan::default()
-    };
-    let mut caps = Caps::from_claims(config, &input.ledger.claims, input.now);
-    let facts = Facts::of(&input);
-    for candidate in &ordered {
-        let verdict = judge(&facts, &caps, candidate);
-        record(&mut out, &mut caps, candidate, verdict);
-    }
-    out
+    )
+    .finish(&Facts::of(&input))
 }
 
 /// What the tick has read so far for the plan: the parts of [`PlanInput`] that grow
@@ -282,7 +271,10 @@ impl<'t, 'c> Planner<'t, 'c> {
         needs
     }
 
-    /// The plan for `facts`: the same as [`plan`] gives for them.
+    /// The plan for `facts`: every candidate not decided yet walked to the end, those still
+    /// waiting for a read listed in its `needs_history` and `needs_blockers` ([`plan`] is a
+    /// fresh planner's `finish`, so rounds of reads change how the plan is reached, never what
+    /// it is).
     pub fn finish(mut self, facts: &Facts<'_>) -> Plan<'t> {
         self.settle(facts);
         for candidate in &self.ordered[self.next..] {

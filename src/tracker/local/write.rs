@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::files::{read_into, TempFile, TicketLock};
 use super::format::{parse_ticket_front, split_front_matter, TicketFront};
@@ -63,6 +63,12 @@ impl LocalBoard {
 
     /// Add a comment by `author`; it gets the next free number and never replaces another.
     pub fn add_comment(&self, id: &str, author: &str, body: &str) -> Result<Comment, TrackerError> {
+        let ticket_dir = self.comment_target(id, author)?;
+        self.write_comment(&ticket_dir, author, body)
+    }
+
+    /// The folder of ticket `id`, once `author` is a valid author line and the ticket exists.
+    fn comment_target(&self, id: &str, author: &str) -> Result<PathBuf, TrackerError> {
         check_line("author", author)?;
         let ticket_dir = self.ticket_dir(id)?;
         if !ticket_dir.join(TICKET_FILE).is_file() {
@@ -71,6 +77,17 @@ impl LocalBoard {
                 self.root.display()
             )));
         }
+        Ok(ticket_dir)
+    }
+
+    /// Write a comment by `author` into the ticket folder `ticket_dir` (checked by
+    /// [`LocalBoard::comment_target`]).
+    fn write_comment(
+        &self,
+        ticket_dir: &Path,
+        author: &str,
+        body: &str,
+    ) -> Result<Comment, TrackerError> {
         let dir = ticket_dir.join(COMMENTS_DIR);
         match fs::create_dir(&dir) {
             Ok(()) => {}
@@ -121,14 +138,7 @@ impl LocalBoard {
         body: &str,
         idempotency_key: &str,
     ) -> Result<Comment, TrackerError> {
-        check_line("author", author)?;
-        let ticket_dir = self.ticket_dir(id)?;
-        if !ticket_dir.join(TICKET_FILE).is_file() {
-            return Err(TrackerError::NotFound(format!(
-                "no ticket {id} on board {}",
-                self.root.display()
-            )));
-        }
+        let ticket_dir = self.comment_target(id, author)?;
         let _lock = TicketLock::acquire(&ticket_dir).map_err(|e| io_error(&ticket_dir, e))?;
         if !idempotency_key.is_empty() {
             let (comments, _) = self.read_comments(id)?;
@@ -140,7 +150,7 @@ impl LocalBoard {
                 return Ok(posted);
             }
         }
-        self.add_comment(id, author, body)
+        self.write_comment(&ticket_dir, author, body)
     }
 
     /// Move ticket `id` to `status` whatever it is in now (what a person does); returns the old status.
