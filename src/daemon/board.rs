@@ -166,7 +166,7 @@ fn last_failures(
 }
 
 /// The stage `status` is the failure status of, when no stage claims it.
-fn failure_stage<'c>(
+pub(super) fn failure_stage<'c>(
     config: &'c crate::config::Config,
     status: &str,
 ) -> Option<&'c crate::config::Stage> {

@@ -398,7 +398,7 @@ const RECENT_ROWS: usize = 20;
 /// The last finished runs of `tracker`, newest first, from the ledger's run history (so
 /// a restarted daemon, and runs of cron ticks or other hosts, show too): where each went
 /// from the outbox entry of its outcome, the note from this daemon's memory when it saw
-/// the run end.
+/// the run end, the title from the board (else the one the run recorded when it started).
 fn recent_rows(
     shared: &Shared,
     ledger: &dyn crate::ledger::Ledger,
@@ -465,6 +465,7 @@ fn recent_rows(
             title: titles
                 .get(r.key.ticket_id.as_str())
                 .map(|(t, _)| t.to_string())
+                .or(r.title)
                 .or_else(|| seen_titles.get(&r.key.ticket_id).cloned()),
             ticket: r.key.ticket_id,
             role: r.key.role,
@@ -540,11 +541,25 @@ pub(super) struct TicketPage {
     runs: Vec<RunRow>,
 }
 
+/// The reason code of `role`'s newest failure block on the ticket.
+fn newest_failure<'b>(blocks: &'b [super::ticket::BlockView], role: &str) -> Option<&'b str> {
+    blocks
+        .iter()
+        .filter(|b| b.block.block.role() == role)
+        .max_by_key(|b| b.created_at)
+        .and_then(|b| match &b.block.block {
+            crate::block::OutcomeBlock::Failure(f) => Some(f.reason_code.as_str()),
+            crate::block::OutcomeBlock::Success(_) => None,
+        })
+}
+
 /// Make a ticket's view readable.
 pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
     let config = shared.config();
     let now = shared.now();
     let t = &view.ticket;
+    // On the failure status of a stage no stage claims: a person releases it.
+    let failed_in = board::failure_stage(&config, &t.status).map(|s| s.role.as_str());
     let stages = config
         .stages
         .iter()
@@ -567,6 +582,22 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
                 )
             } else if t.closed || config.is_terminal(&t.status) {
                 ("terminal: no stage runs on it".to_string(), false)
+            } else if failed_in == Some(s.role.as_str()) {
+                // The ledger's newest run of the role (as the board says), else the block.
+                let code = view
+                    .runs
+                    .iter()
+                    .find(|r| r.key.role == s.role && r.outcome.is_some())
+                    .map(|r| r.reason_code.as_deref())
+                    .unwrap_or_else(|| newest_failure(&view.blocks, &s.role));
+                let failed = match code {
+                    Some(code) => format!("{} failed: {code}", s.role),
+                    None => format!("{} failed", s.role),
+                };
+                (
+                    format!("{failed}; move to {} to re-run", s.claim_status),
+                    false,
+                )
             } else if owns {
                 if config.filter.is_empty() {
                     ("not listed by the tick".to_string(), false)

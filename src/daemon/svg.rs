@@ -168,6 +168,7 @@ mod tests {
             finished_at: None,
             session_id: None,
             route: None,
+            title: None,
         }
     }
 

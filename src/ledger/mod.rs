@@ -219,6 +219,9 @@ pub struct RunRecord {
     pub session_id: Option<String>,
     /// The stage route the run took (`routes:`), when one matched.
     pub route: Option<String>,
+    /// The ticket's title when the run started (kept once recorded: a later record with
+    /// none leaves it), so history names a ticket that has left the board.
+    pub title: Option<String>,
 }
 
 /// Progress of an outbox entry through write-back.

@@ -216,6 +216,7 @@ async fn run_stage(
         ctx,
         &claim,
         run.route.as_deref(),
+        Some(&ticket.title),
         RunPhase::Running,
         None,
         None,
@@ -302,6 +303,7 @@ async fn run_stage(
                 ctx,
                 &claim,
                 run.route.as_deref(),
+                None,
                 RunPhase::Cancelled,
                 Some("cancelled"),
                 None,
@@ -704,6 +706,7 @@ impl Finish<'_> {
             ctx,
             claim,
             self.route.as_deref(),
+            None,
             RunPhase::Finished,
             Some(&entry.outcome),
             line.reason_code.as_deref(),
@@ -845,6 +848,7 @@ fn record_run(
     ctx: &Context,
     claim: &Claim,
     route: Option<&str>,
+    title: Option<&str>,
     phase: RunPhase,
     outcome: Option<&str>,
     reason_code: Option<&str>,
@@ -866,6 +870,7 @@ fn record_run(
         finished_at,
         session_id: None,
         route: route.map(str::to_string),
+        title: title.map(str::to_string),
     };
     if let Err(err) = ctx.ledger.record_run(&record) {
         tracing::warn!(%err, "could not record run history");

@@ -387,6 +387,7 @@ async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
         finished_at: Some(chrono::Utc::now()),
         session_id: None,
         route: None,
+        title: None,
     };
     d.ledger.record_run(&record("outside", &secret)).unwrap();
     d.ledger
@@ -853,6 +854,7 @@ async fn recent_handoffs_and_failures_survive_a_restart() {
             finished_at: Some(finished),
             session_id: None,
             route: None,
+            title: None,
         })
         .unwrap();
     d.stop().await;
@@ -1044,6 +1046,7 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
                 finished_at: Some(at),
                 session_id: None,
                 route: None,
+                title: None,
             })
             .unwrap();
         d.ledger
@@ -1092,6 +1095,7 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
             finished_at: Some(now - chrono::Duration::days(2)),
             session_id: None,
             route: None,
+            title: None,
         })
         .unwrap();
     let page = decoded(
@@ -1233,6 +1237,7 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
             finished_at: Some(finished),
             session_id: None,
             route: None,
+            title: None,
         })
         .unwrap();
     let page = decoded(
@@ -1250,6 +1255,18 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
         "{blocked}"
     );
     assert!(!blocked.contains("no stage claims it"), "{blocked}");
+    // The ticket's page says the same on the stage that failed.
+    let (status, page) = d.get("/tickets/5").await;
+    assert_eq!(status, 200, "{page}");
+    let page = decoded(page);
+    let row = page
+        .split("<tr>")
+        .find(|r| r.contains("<td>architect</td>"))
+        .unwrap_or_else(|| panic!("no architect row: {page}"));
+    assert!(
+        row.contains("architect failed: spec.unclear; move to ready-for-design to re-run"),
+        "{row}"
+    );
     d.stop().await;
 }
 
@@ -1281,6 +1298,39 @@ async fn recent_handoffs_keep_the_title_of_tickets_that_left_the_pipeline() {
             row.contains(r#"<td class="small"></td>"#),
             "no note repeating the write-back: {row}"
         );
+    }
+    d.stop().await;
+}
+
+/// Regression (#30): the title of a finished run survives a restart of the daemon for a
+/// ticket the board no longer lists (moved to a status the config names nowhere): the run
+/// recorded it in the ledger when it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_handoffs_keep_the_title_after_a_restart_when_the_board_no_longer_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_with_failures(dir.path(), "true")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "8", "Export the invoices", "ready-for-design");
+    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
+    d.until(Duration::from_secs(20), "ticket 8 done", || async {
+        board.get("8").await.is_ok_and(|t| t.status == "done")
+    })
+    .await;
+    d.stop().await;
+    board.set_status("8", "archived");
+
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let page = decoded(
+        d.page_with("/?part=body", "code-review → done", Duration::from_secs(10))
+            .await,
+    );
+    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
+    let recent = &recent[..recent.find("</table>").unwrap()];
+    let rows: Vec<&str> = recent.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 3, "three handoffs: {recent}");
+    for row in rows {
+        assert!(row.contains("#8 Export the invoices"), "title: {row}");
     }
     d.stop().await;
 }

@@ -167,9 +167,13 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
         started_at: at(started),
         session_id: None,
         route: None,
+        title: None,
         finished_at: None,
     };
-    ledger.record_run(&run("r1", 0)).unwrap();
+    // The title is recorded when the run starts; a later record without one keeps it.
+    let mut started = run("r1", 0);
+    started.title = Some("Export the invoices".into());
+    ledger.record_run(&started).unwrap();
     ledger.record_run(&run("r3", 20)).unwrap();
     ledger.record_run(&run("r2", 10)).unwrap();
 
@@ -180,6 +184,7 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
     finished.log_path = Some("state/logs/r1.log".into());
     finished.finished_at = Some(at(3600));
     ledger.record_run(&finished).unwrap();
+    finished.title = Some("Export the invoices".into());
 
     assert_eq!(
         ledger.recent_runs(Scope::All, 10).unwrap(),

@@ -203,6 +203,8 @@ const MIGRATIONS: &[&str] = &[
     $fn$;
     "#,
     SLOTS,
+    // 3: the ticket's title as the run knew it (the SQLite ledger's schema 5).
+    "ALTER TABLE runs ADD COLUMN title TEXT;",
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

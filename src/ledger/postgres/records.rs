@@ -136,7 +136,7 @@ pub(super) fn clear_hold(conn: &mut Conn, key: &ClaimKey) -> Result<bool, Ledger
 macro_rules! run_columns {
     () => {
         "run_id, tracker, ticket_id, role, stage, stage_attempt, claimer_id, phase, \
-         outcome, reason_code, log_path, started_at, finished_at, session_id, route"
+         outcome, reason_code, log_path, started_at, finished_at, session_id, route, title"
     };
 }
 
@@ -145,7 +145,7 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
         concat!(
             "INSERT INTO runs (",
             run_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
              ON CONFLICT (run_id) DO UPDATE SET tracker = excluded.tracker, \
              ticket_id = excluded.ticket_id, role = excluded.role, stage = excluded.stage, \
              stage_attempt = excluded.stage_attempt, claimer_id = excluded.claimer_id, \
@@ -153,7 +153,8 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
              reason_code = excluded.reason_code, log_path = excluded.log_path, \
              started_at = excluded.started_at, finished_at = excluded.finished_at, \
              session_id = COALESCE(excluded.session_id, runs.session_id), \
-             route = COALESCE(excluded.route, runs.route)"
+             route = COALESCE(excluded.route, runs.route), \
+             title = COALESCE(excluded.title, runs.title)"
         ),
         &[
             &run.run_id,
@@ -171,6 +172,7 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
             &run.finished_at.map(to_millis),
             &run.session_id,
             &run.route,
+            &run.title,
         ],
     )?;
     Ok(())
@@ -191,6 +193,7 @@ fn decode_run(row: &Row) -> Result<RunRecord, LedgerError> {
         finished_at: get::<Option<i64>>(row, 12)?.map(from_millis).transpose()?,
         session_id: get(row, 13)?,
         route: get(row, 14)?,
+        title: get(row, 15)?,
     })
 }
 

@@ -149,6 +149,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tracker, ticket_id)
     ) WITHOUT ROWID;
     ",
+    // 5: the ticket's title as the run knew it, so run history names a ticket that has
+    // since left the board (done, closed, deleted) after a restart too.
+    "
+    ALTER TABLE runs ADD COLUMN title TEXT;
+    ",
 ];
 
 /// The schema version this build writes and understands.

@@ -140,7 +140,7 @@ pub(super) fn clear_hold(conn: &Connection, key: &ClaimKey) -> Result<bool, Ledg
 macro_rules! run_columns {
     () => {
         "run_id, tracker, ticket_id, role, stage, stage_attempt, claimer_id, phase, \
-         outcome, reason_code, log_path, started_at, finished_at, session_id, route"
+         outcome, reason_code, log_path, started_at, finished_at, session_id, route, title"
     };
 }
 
@@ -149,7 +149,7 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
     conn.prepare_cached(concat!(
         "INSERT INTO runs (",
         run_columns!(),
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) \
          ON CONFLICT (run_id) DO UPDATE SET tracker = excluded.tracker, \
          ticket_id = excluded.ticket_id, role = excluded.role, stage = excluded.stage, \
          stage_attempt = excluded.stage_attempt, claimer_id = excluded.claimer_id, \
@@ -157,7 +157,8 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
          reason_code = excluded.reason_code, log_path = excluded.log_path, \
          started_at = excluded.started_at, finished_at = excluded.finished_at, \
          session_id = COALESCE(excluded.session_id, runs.session_id), \
-         route = COALESCE(excluded.route, runs.route)"
+         route = COALESCE(excluded.route, runs.route), \
+         title = COALESCE(excluded.title, runs.title)"
     ))?
     .execute(rusqlite::params![
         &run.run_id,
@@ -175,6 +176,7 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
         run.finished_at.map(to_millis),
         &run.session_id,
         &run.route,
+        &run.title,
     ])?;
     Ok(())
 }
@@ -194,6 +196,7 @@ type StoredRun = (
     Option<i64>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 fn stored_run(row: &Row<'_>) -> rusqlite::Result<StoredRun> {
@@ -211,6 +214,7 @@ fn stored_run(row: &Row<'_>) -> rusqlite::Result<StoredRun> {
         row.get(12)?,
         row.get(13)?,
         row.get(14)?,
+        row.get(15)?,
     ))
 }
 
@@ -229,6 +233,7 @@ fn decode_run(stored: StoredRun) -> Result<RunRecord, LedgerError> {
         end,
         session,
         route,
+        title,
     ) = stored;
     Ok(RunRecord {
         run_id,
@@ -244,6 +249,7 @@ fn decode_run(stored: StoredRun) -> Result<RunRecord, LedgerError> {
         finished_at: end.map(from_millis).transpose()?,
         session_id: session,
         route,
+        title,
     })
 }
 
