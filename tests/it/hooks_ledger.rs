@@ -43,6 +43,7 @@ fn a_ledger_from_before_hooks_is_migrated_and_keeps_its_rows() {
              ALTER TABLE outbox DROP COLUMN lease_expires_at;
              ALTER TABLE runs DROP COLUMN session_id;
              ALTER TABLE runs DROP COLUMN route;
+             ALTER TABLE runs DROP COLUMN title;
              INSERT INTO attempts VALUES ('local', 'T-1', 'qa', 4);
              PRAGMA user_version = 1;",
         )
