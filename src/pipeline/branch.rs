@@ -156,7 +156,11 @@ async fn open_pull_request(
         body,
         draft: pr.draft,
     };
-    match ctx.forge.open_pull_request(&spec).await {
+    let opened = match &ctx.forge {
+        Some(forge) => forge.open_pull_request(&spec).await,
+        None => Err(crate::tracker::not_a_code_host(ctx.tracker.name(), &spec.head)),
+    };
+    match opened {
         Ok(found) => {
             tracing::info!(url = %found.url, reused = found.reused, "pull request");
             Ok(found.url)

@@ -57,8 +57,9 @@ pub(crate) struct Context {
     pub config: Config,
     /// The board.
     pub tracker: Arc<dyn Tracker>,
-    /// Where pull requests open: the `forge:` adapter, else the tracker itself.
-    pub forge: Arc<dyn Tracker>,
+    /// Where pull requests open: the `forge:` adapter, else the tracker itself when it is
+    /// a forge; `None` when neither is (opening one fails the run, `pull_request.failed`).
+    pub forge: Option<Arc<dyn crate::tracker::Forge>>,
     /// The claim ledger.
     pub ledger: Arc<dyn Ledger>,
     /// Role prompt templates, loaded and checked.

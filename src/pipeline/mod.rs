@@ -168,7 +168,7 @@ pub struct TickOptions {
 pub struct PipelineBuilder {
     config: Config,
     tracker: Arc<dyn Tracker>,
-    forge: Option<Arc<dyn Tracker>>,
+    forge: Option<Arc<dyn crate::tracker::Forge>>,
     ledger: Arc<dyn Ledger>,
     clock: Arc<dyn Clock>,
     faults: Faults,
@@ -186,7 +186,7 @@ impl PipelineBuilder {
 
     /// Open pull requests on `forge` instead of the one `config.forge` names (or, without
     /// one, the tracker).
-    pub fn forge(mut self, forge: Arc<dyn Tracker>) -> Self {
+    pub fn forge(mut self, forge: Arc<dyn crate::tracker::Forge>) -> Self {
         self.forge = Some(forge);
         self
     }
@@ -230,8 +230,8 @@ impl PipelineBuilder {
         }
         let identity = self.tracker.identity().await?;
         let forge = match self.forge {
-            Some(forge) => forge,
-            None => crate::tracker::open_forge(&config)?.unwrap_or_else(|| self.tracker.clone()),
+            Some(forge) => Some(forge),
+            None => crate::tracker::open_forge(&config)?.or_else(|| self.tracker.clone().forge()),
         };
         let trusted = std::iter::once(identity.clone())
             .chain(config.trusted_authors.iter().cloned())

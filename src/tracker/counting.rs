@@ -5,7 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+use super::{
+    Capabilities, CheckReport, Comment, Forge, Listing, PullRequest, PullRequestSpec, Ticket,
+    Tracker, TrackerError,
+};
 
 /// Requests made through every [`CountingTracker`] of this process, by
 /// `(kind, result)`: kind `list`, `get`, `comments`, `post_comment`, `transition`,
@@ -36,15 +39,18 @@ fn count<T>(kind: &'static str, result: &Result<T, TrackerError>) {
         .or_default() += 1;
 }
 
-/// Wraps a tracker and counts every call (see [`request_counts`]).
+/// Wraps a tracker and counts every call (see [`request_counts`]), its calls as a forge
+/// too when it is one.
 pub struct CountingTracker {
     inner: Arc<dyn Tracker>,
+    forge: Option<Arc<dyn Forge>>,
 }
 
 impl CountingTracker {
     /// Count the calls made to `inner`.
     pub fn new(inner: Arc<dyn Tracker>) -> Self {
-        CountingTracker { inner }
+        let forge = inner.clone().forge();
+        CountingTracker { inner, forge }
     }
 }
 
@@ -112,12 +118,31 @@ impl Tracker for CountingTracker {
         count("check", &r);
         r
     }
-    async fn open_pull_request(
-        &self,
-        spec: &super::PullRequestSpec,
-    ) -> Result<super::PullRequest, TrackerError> {
-        let r = self.inner.open_pull_request(spec).await;
+    fn forge(self: Arc<Self>) -> Option<Arc<dyn Forge>> {
+        self.forge.is_some().then_some(self as Arc<dyn Forge>)
+    }
+}
+
+/// Only built when the tracker is a forge ([`CountingTracker::forge`]).
+#[async_trait]
+impl Forge for CountingTracker {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError> {
+        let r = match &self.forge {
+            Some(forge) => forge.open_pull_request(spec).await,
+            None => Err(super::not_a_code_host(self.inner.name(), &spec.head)),
+        };
         count("open_pull_request", &r);
+        r
+    }
+    async fn check(&self) -> Result<CheckReport, TrackerError> {
+        let r = match &self.forge {
+            Some(forge) => forge.check().await,
+            None => Tracker::check(self, &[], false).await,
+        };
+        count("check", &r);
         r
     }
 }

@@ -1,10 +1,12 @@
-//! The `Tracker` trait, the ticket model shared by every adapter, and the adapters themselves.
+//! The `Tracker` trait, the ticket model shared by every adapter, and the adapters themselves;
+//! the [`Forge`] trait (where pull requests open) beside it.
 //!
 //! A tracker is where tickets live. sortie reads the board through this trait and
 //! writes only two things back: comments (carrying outcome blocks) and status
 //! transitions. Keep it small: every adapter implements all of it.
 
 pub mod counting;
+pub mod forge;
 pub mod forge_webhook;
 pub mod gitea;
 pub mod github;
@@ -22,6 +24,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+pub use forge::{Forge, PullRequest, PullRequestSpec};
 
 /// One ticket as the pipeline sees it, whatever tracker it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,34 +162,6 @@ impl CheckReport {
     pub fn all_ok(&self) -> bool {
         self.checks.iter().all(|c| c.ok)
     }
-}
-
-/// A pull request (merge request) to open for a ticket's branch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PullRequestSpec {
-    /// The ticket it is for.
-    pub ticket_id: String,
-    /// The branch with the work (already pushed).
-    pub head: String,
-    /// The branch it merges into.
-    pub base: String,
-    /// Its title.
-    pub title: String,
-    /// Its description.
-    pub body: String,
-    /// Open it as a draft.
-    pub draft: bool,
-}
-
-/// A pull request on the forge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PullRequest {
-    /// The link a person opens.
-    pub url: String,
-    /// The forge's number for it.
-    pub number: u64,
-    /// It was open already (found by its branch) and reused, not opened now.
-    pub reused: bool,
 }
 
 /// Errors every adapter maps its failures onto; the pipeline branches on these.
@@ -338,15 +314,10 @@ pub trait Tracker: Send + Sync {
     /// a ticket in neither is [`TrackerError::Conflict`] and nothing is written.
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError>;
 
-    /// Open a pull request for `spec.head` into `spec.base`, once: an open pull
-    /// request for the same branch is found and returned (`reused`) instead of opening
-    /// a second. The default: [`TrackerError::Unsupported`] (the tracker is not a forge).
-    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError> {
-        Err(TrackerError::Unsupported(format!(
-            "{} cannot open pull requests (for branch {})",
-            self.name(),
-            spec.head
-        )))
+    /// The tracker as a forge (where pull requests open), when it is one: GitHub, GitLab
+    /// and Gitea answer `Some(self)`. The default: `None` (a board, not a code host).
+    fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn Forge>> {
+        None
     }
 
     /// Check that sortie can work with this tracker: credentials, access, and that every
@@ -423,13 +394,13 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
 /// one. Its token is read from `forge.token_env` here, once, like the tracker's.
 pub fn open_forge(
     config: &crate::config::Config,
-) -> Result<Option<std::sync::Arc<dyn Tracker>>, TrackerError> {
+) -> Result<Option<std::sync::Arc<dyn Forge>>, TrackerError> {
     use crate::config::TrackerConfig;
     const DOC: &str = "docs/workspaces.md#pull-requests";
     let Some(forge) = &config.forge else {
         return Ok(None);
     };
-    let opened: std::sync::Arc<dyn Tracker> = match forge {
+    let opened: std::sync::Arc<dyn Forge> = match forge {
         TrackerConfig::Github { token_env, .. } => {
             let token = read_token(token_env, "GitHub", DOC)?;
             let settings =
@@ -465,6 +436,14 @@ pub fn open_forge(
         other => return Err(not_a_forge(other)),
     };
     Ok(Some(opened))
+}
+
+/// What opening a pull request on `tracker` (a board, not a code host) answers, for
+/// `head`: the pipeline's error when neither the tracker nor a `forge:` is a forge.
+pub fn not_a_code_host(tracker: &str, head: &str) -> TrackerError {
+    TrackerError::Unsupported(format!(
+        "{tracker} cannot open pull requests (for branch {head})"
+    ))
 }
 
 /// A `forge:` of a kind that opens no pull requests (the config loader refuses it).

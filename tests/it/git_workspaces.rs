@@ -578,7 +578,7 @@ mod forge_merge_requests {
     use sortie::tracker::gitea::{GiteaOptions, GiteaSettings, GiteaTracker};
     use sortie::tracker::gitlab::{GitlabOptions, GitlabSettings, GitlabTracker};
     use sortie::tracker::labels::LabelScheme;
-    use sortie::tracker::{PullRequestSpec, Tracker};
+    use sortie::tracker::{Forge, PullRequestSpec};
 
     use crate::{gitea_model, gitlab_model};
 

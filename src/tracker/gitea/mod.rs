@@ -276,6 +276,10 @@ fn not_gitea(config: &Config) -> TrackerError {
 
 #[async_trait]
 impl Tracker for GiteaTracker {
+    fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
+        Some(self)
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -435,54 +439,6 @@ impl Tracker for GiteaTracker {
         Ok(())
     }
 
-    /// Pull requests: the open one from the branch into `base` (`GET /pulls/{base}/{head}`,
-    /// Gitea 1.21+) is reused; else one is created (a draft gets Gitea's `WIP: ` title
-    /// prefix). A create refused because one exists (409, a race) reads it back.
-    async fn open_pull_request(
-        &self,
-        spec: &super::PullRequestSpec,
-    ) -> Result<super::PullRequest, TrackerError> {
-        let find = format!(
-            "{}/pulls/{}/{}",
-            self.repo_path,
-            encode(&spec.base),
-            encode(&spec.head)
-        );
-        let lookup = || async {
-            match self.client.get_json::<Value>(&find).await {
-                Ok(v) if v.get("state").and_then(Value::as_str) == Some("open") => {
-                    forge_pull(&v, "number", "html_url", true).map(Some)
-                }
-                Ok(_) | Err(TrackerError::NotFound(_)) => Ok(None),
-                Err(err) => Err(err),
-            }
-        };
-        if let Some(found) = lookup().await? {
-            return Ok(found);
-        }
-        let title = if spec.draft {
-            format!("WIP: {}", spec.title)
-        } else {
-            spec.title.clone()
-        };
-        let body =
-            json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
-        let path = format!("{}/pulls", self.repo_path);
-        match self.client.send(Method::POST, &path, Some(&body)).await {
-            Ok(reply) => forge_pull(
-                &reply.json::<Value>("POST pulls")?,
-                "number",
-                "html_url",
-                false,
-            ),
-            Err(err) if !err.is_retryable() => match lookup().await? {
-                Some(found) => Ok(found),
-                None => Err(err),
-            },
-            Err(err) => Err(err),
-        }
-    }
-
     async fn check(
         &self,
         statuses: &[String],
@@ -550,5 +506,64 @@ impl Tracker for GiteaTracker {
         }
         report.rate_limit_remaining = self.client.rate_limit_remaining();
         Ok(report)
+    }
+}
+
+#[async_trait]
+impl super::Forge for GiteaTracker {
+    fn name(&self) -> &str {
+        Tracker::name(self)
+    }
+
+    async fn check(&self) -> Result<CheckReport, TrackerError> {
+        Tracker::check(self, &[], false).await
+    }
+
+    /// Pull requests: the open one from the branch into `base` (`GET /pulls/{base}/{head}`,
+    /// Gitea 1.21+) is reused; else one is created (a draft gets Gitea's `WIP: ` title
+    /// prefix). A create refused because one exists (409, a race) reads it back.
+    async fn open_pull_request(
+        &self,
+        spec: &super::PullRequestSpec,
+    ) -> Result<super::PullRequest, TrackerError> {
+        let find = format!(
+            "{}/pulls/{}/{}",
+            self.repo_path,
+            encode(&spec.base),
+            encode(&spec.head)
+        );
+        let lookup = || async {
+            match self.client.get_json::<Value>(&find).await {
+                Ok(v) if v.get("state").and_then(Value::as_str) == Some("open") => {
+                    forge_pull(&v, "number", "html_url", true).map(Some)
+                }
+                Ok(_) | Err(TrackerError::NotFound(_)) => Ok(None),
+                Err(err) => Err(err),
+            }
+        };
+        if let Some(found) = lookup().await? {
+            return Ok(found);
+        }
+        let title = if spec.draft {
+            format!("WIP: {}", spec.title)
+        } else {
+            spec.title.clone()
+        };
+        let body =
+            json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
+        let path = format!("{}/pulls", self.repo_path);
+        match self.client.send(Method::POST, &path, Some(&body)).await {
+            Ok(reply) => forge_pull(
+                &reply.json::<Value>("POST pulls")?,
+                "number",
+                "html_url",
+                false,
+            ),
+            Err(err) if !err.is_retryable() => match lookup().await? {
+                Some(found) => Ok(found),
+                None => Err(err),
+            },
+            Err(err) => Err(err),
+        }
     }
 }

@@ -344,6 +344,10 @@ fn number(id: &str) -> Result<u64, TrackerError> {
 
 #[async_trait]
 impl Tracker for GithubTracker {
+    fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
+        Some(self)
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -507,6 +511,18 @@ impl Tracker for GithubTracker {
         create_missing: bool,
     ) -> Result<CheckReport, TrackerError> {
         check::run(self, statuses, create_missing).await
+    }
+
+}
+
+#[async_trait]
+impl super::Forge for GithubTracker {
+    fn name(&self) -> &str {
+        Tracker::name(self)
+    }
+
+    async fn check(&self) -> Result<CheckReport, TrackerError> {
+        Tracker::check(self, &[], false).await
     }
 
     /// Look for an open pull request with the branch as head first; open one only when

@@ -284,6 +284,10 @@ fn iid(id: &str) -> Result<u64, TrackerError> {
 
 #[async_trait]
 impl Tracker for GitlabTracker {
+    fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
+        Some(self)
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -437,50 +441,6 @@ impl Tracker for GitlabTracker {
         self.put_issue(id, &body).await
     }
 
-    /// Merge requests: an open one with the branch as `source_branch` is reused; else
-    /// one is created (a draft gets GitLab's `Draft: ` title prefix). A create refused
-    /// because one exists (409, a race) reads it back.
-    async fn open_pull_request(
-        &self,
-        spec: &super::PullRequestSpec,
-    ) -> Result<super::PullRequest, TrackerError> {
-        let find = format!(
-            "{}/merge_requests?state=opened&source_branch={}",
-            self.project_path,
-            encode(&spec.head)
-        );
-        let found =
-            |items: Vec<Value>| items.first().map(|v| forge_pull(v, "iid", "web_url", true));
-        if let Some(found) = found(self.client.get_json(&find).await?) {
-            return found;
-        }
-        let title = if spec.draft {
-            format!("Draft: {}", spec.title)
-        } else {
-            spec.title.clone()
-        };
-        let body = json!({
-            "source_branch": spec.head,
-            "target_branch": spec.base,
-            "title": title,
-            "description": spec.body,
-        });
-        let path = format!("{}/merge_requests", self.project_path);
-        match self.client.send(Method::POST, &path, Some(&body)).await {
-            Ok(reply) => forge_pull(
-                &reply.json::<Value>("POST merge_requests")?,
-                "iid",
-                "web_url",
-                false,
-            ),
-            Err(err) if !err.is_retryable() => match found(self.client.get_json(&find).await?) {
-                Some(found) => found,
-                None => Err(err),
-            },
-            Err(err) => Err(err),
-        }
-    }
-
     async fn check(
         &self,
         statuses: &[String],
@@ -555,5 +515,60 @@ impl Tracker for GitlabTracker {
         }
         report.rate_limit_remaining = self.client.rate_limit_remaining();
         Ok(report)
+    }
+}
+
+#[async_trait]
+impl super::Forge for GitlabTracker {
+    fn name(&self) -> &str {
+        Tracker::name(self)
+    }
+
+    async fn check(&self) -> Result<CheckReport, TrackerError> {
+        Tracker::check(self, &[], false).await
+    }
+
+    /// Merge requests: an open one with the branch as `source_branch` is reused; else
+    /// one is created (a draft gets GitLab's `Draft: ` title prefix). A create refused
+    /// because one exists (409, a race) reads it back.
+    async fn open_pull_request(
+        &self,
+        spec: &super::PullRequestSpec,
+    ) -> Result<super::PullRequest, TrackerError> {
+        let find = format!(
+            "{}/merge_requests?state=opened&source_branch={}",
+            self.project_path,
+            encode(&spec.head)
+        );
+        let found =
+            |items: Vec<Value>| items.first().map(|v| forge_pull(v, "iid", "web_url", true));
+        if let Some(found) = found(self.client.get_json(&find).await?) {
+            return found;
+        }
+        let title = if spec.draft {
+            format!("Draft: {}", spec.title)
+        } else {
+            spec.title.clone()
+        };
+        let body = json!({
+            "source_branch": spec.head,
+            "target_branch": spec.base,
+            "title": title,
+            "description": spec.body,
+        });
+        let path = format!("{}/merge_requests", self.project_path);
+        match self.client.send(Method::POST, &path, Some(&body)).await {
+            Ok(reply) => forge_pull(
+                &reply.json::<Value>("POST merge_requests")?,
+                "iid",
+                "web_url",
+                false,
+            ),
+            Err(err) if !err.is_retryable() => match found(self.client.get_json(&find).await?) {
+                Some(found) => found,
+                None => Err(err),
+            },
+            Err(err) => Err(err),
+        }
     }
 }
