@@ -11,9 +11,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::Utc;
-use hmac::{Hmac, Mac};
 use serde::Serialize;
-use sha2::Sha256;
 
 use super::state::{render_metrics, FinishedRun, Gauges, TickSummary};
 use super::Shared;
@@ -21,21 +19,24 @@ use crate::agent::{AgentEvent, EVENT_TEXT_CHARS};
 use crate::config::Config;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 use crate::pipeline::LiveRun;
+use crate::tracker::webhook::Vendor;
 
 /// The routes of the HTTP surface.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+    let mut router = Router::new();
+    for vendor in Vendor::ALL {
+        let hook = move |State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes| async move {
+            webhook(vendor, &shared, &headers, &body).await
+        };
+        router = router.route(&format!("/hooks/{}", vendor.path()), post(hook));
+    }
+    router
         .route("/", get(dashboard))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/state", get(state))
         .route("/api/v1/refresh", post(refresh))
         .route("/metrics", get(metrics))
-        .route("/hooks/github", post(github))
-        .route("/hooks/gitlab", post(gitlab))
-        .route("/hooks/gitea", post(gitea))
-        .route("/hooks/linear", post(linear))
-        .route("/hooks/jira", post(jira))
         .route("/api/v1/tickets/{id}", get(ticket))
         .route("/tickets/{id}", get(ticket_page))
         .route("/runs/{run_id}/log", get(super::logs::run_log))
@@ -468,150 +469,26 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-/// `POST /hooks/github`: a signed delivery triggers a tick; its payload is not read.
-async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(var) = shared.config().http.github_webhook_secret_env.clone() else {
+/// `POST /hooks/{vendor}`: a delivery the vendor's check accepts (its adapter's
+/// `webhook::verify`, with the secret in the variable its `http.*_webhook_secret_env`
+/// names) triggers a tick; its payload is not otherwise read. 404 when the key is not
+/// configured, 401 when the variable is unset or the delivery is refused.
+async fn webhook(vendor: Vendor, shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
+    let Some(var) = vendor.secret_env(&shared.config().http).map(str::to_string) else {
         return ApiError::new(
             StatusCode::NOT_FOUND,
             "not_configured",
-            "http.github_webhook_secret_env is not configured",
+            format!("{} is not configured", vendor.secret_key()),
         )
         .into_response();
     };
     let Ok(secret) = std::env::var(&var) else {
-        tracing::error!(var = %var, "the GitHub webhook secret variable is not set");
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "secret_unavailable",
-            "webhook secret not available",
-        )
-        .into_response();
-    };
-    let signature = headers
-        .get("x-hub-signature-256")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("sha256="))
-        .and_then(|v| hex::decode(v).ok());
-    let Some(signature) = signature else {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "bad_signature",
-            "missing or malformed X-Hub-Signature-256",
-        )
-        .into_response();
-    };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
-        return ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "bad_secret",
-            "bad secret",
-        )
-        .into_response();
-    };
-    mac.update(&body);
-    if mac.verify_slice(&signature).is_err() {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "bad_signature",
-            "signature does not match",
-        )
-        .into_response();
-    }
-    shared.request_tick();
-    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
-}
-
-/// `POST /hooks/gitlab`: a delivery with the right `X-Gitlab-Token` triggers a tick.
-async fn gitlab(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let var = shared.config().http.gitlab_webhook_secret_env.clone();
-    forge_hook(&shared, var, "http.gitlab_webhook_secret_env", |secret| {
-        let token = headers.get("x-gitlab-token").and_then(|v| v.to_str().ok());
-        crate::tracker::forge_webhook::verify_gitlab(secret, token)
-    })
-}
-
-/// `POST /hooks/gitea`: a delivery signed in `X-Gitea-Signature` triggers a tick.
-async fn gitea(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let var = shared.config().http.gitea_webhook_secret_env.clone();
-    forge_hook(&shared, var, "http.gitea_webhook_secret_env", |secret| {
-        let sig = headers
-            .get("x-gitea-signature")
-            .and_then(|v| v.to_str().ok());
-        crate::tracker::forge_webhook::verify_gitea(secret, sig, &body)
-    })
-}
-
-/// The secret in the variable `var` names, `verify` on the delivery, then a tick.
-fn forge_hook(
-    shared: &Shared,
-    var: Option<String>,
-    key: &str,
-    verify: impl FnOnce(&str) -> Result<(), crate::tracker::forge_webhook::WebhookError>,
-) -> Response {
-    let Some(var) = var else {
-        return ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_configured",
-            format!("{key} is not configured"),
-        )
-        .into_response();
-    };
-    let Ok(secret) = std::env::var(&var) else {
-        tracing::error!(var = %var, "the webhook secret variable is not set");
+        tracing::error!(var = %var, vendor = vendor.display(), "the webhook secret variable is not set");
         return secret_unavailable();
     };
-    if let Err(err) = verify(&secret) {
-        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", err.to_string())
-            .into_response();
-    }
-    shared.request_tick();
-    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
-}
-
-/// `POST /hooks/linear`: a delivery signed with the Linear webhook secret and at most a
-/// minute old triggers a tick; its payload is not otherwise read.
-async fn linear(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(var) = shared.config().http.linear_webhook_secret_env.clone() else {
-        return ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_configured",
-            "http.linear_webhook_secret_env is not configured",
-        )
-        .into_response();
-    };
-    let Ok(secret) = std::env::var(&var) else {
-        tracing::error!(var = %var, "the Linear webhook secret variable is not set");
-        return secret_unavailable();
-    };
-    let signature = headers
-        .get("linear-signature")
-        .and_then(|v| v.to_str().ok());
-    if let Err(err) =
-        crate::tracker::linear::webhook::verify(secret.as_bytes(), signature, &body, Utc::now())
-    {
-        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", err.to_string())
-            .into_response();
-    }
-    shared.request_tick();
-    (StatusCode::ACCEPTED, "tick scheduled\n").into_response()
-}
-
-/// `POST /hooks/jira`: a delivery signed with `X-Hub-Signature: sha256=...` triggers a
-/// tick; its payload is not read.
-async fn jira(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let config = shared.config().http.jira_webhook_secret_env.clone();
-    let Some(var) = config else {
-        let text = "http.jira_webhook_secret_env is not configured";
-        return ApiError::new(StatusCode::NOT_FOUND, "not_configured", text).into_response();
-    };
-    let Ok(secret) = std::env::var(&var) else {
-        tracing::error!(var = %var, "the Jira webhook secret variable is not set");
-        return secret_unavailable();
-    };
-    let signature = headers.get("x-hub-signature").and_then(|v| v.to_str().ok());
-    if let Err(e) = crate::tracker::jira::webhook::verify(secret.as_bytes(), signature, &body) {
-        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", e.to_string())
-            .into_response();
+    let header = headers.get(vendor.header()).and_then(|v| v.to_str().ok());
+    if let Err(why) = vendor.verify(&secret, header, body, Utc::now()) {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", why).into_response();
     }
     shared.request_tick();
     (StatusCode::ACCEPTED, "tick scheduled\n").into_response()

@@ -158,7 +158,10 @@ async fn open_pull_request(
     };
     let opened = match &ctx.forge {
         Some(forge) => forge.open_pull_request(&spec).await,
-        None => Err(crate::tracker::not_a_code_host(ctx.tracker.name(), &spec.head)),
+        None => Err(crate::tracker::not_a_code_host(
+            ctx.tracker.name(),
+            &spec.head,
+        )),
     };
     match opened {
         Ok(found) => {

@@ -7,7 +7,6 @@
 
 pub mod counting;
 pub mod forge;
-pub mod forge_webhook;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
@@ -18,6 +17,7 @@ pub mod local;
 pub mod memory;
 pub mod redmine;
 pub mod rest;
+pub mod webhook;
 
 use std::time::Duration;
 

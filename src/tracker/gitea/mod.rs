@@ -3,6 +3,7 @@
 //! old one by id (never replacing the whole label set). Label ids are read once
 //! per listing. See `docs/trackers/gitea.md`.
 
+pub mod webhook;
 mod wire;
 
 use std::collections::BTreeMap;

@@ -7,6 +7,7 @@ mod check;
 mod etag;
 mod issue;
 mod transport;
+pub mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -512,7 +513,6 @@ impl Tracker for GithubTracker {
     ) -> Result<CheckReport, TrackerError> {
         check::run(self, statuses, create_missing).await
     }
-
 }
 
 #[async_trait]

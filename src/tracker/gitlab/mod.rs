@@ -3,6 +3,7 @@
 //! terminal, comments are notes, and a transition is one atomic `PUT` with
 //! `add_labels` and `remove_labels`. See `docs/trackers/gitlab.md`.
 
+pub mod webhook;
 mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};

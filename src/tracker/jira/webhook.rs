@@ -1,8 +1,7 @@
 //! Verifying Jira webhook deliveries: `X-Hub-Signature: sha256=<hex HMAC-SHA256 of
 //! the body>` with the webhook's secret. Pure, so the daemon's handler stays small.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use crate::tracker::webhook::{hmac_sha256_hex, hmac_sha256_matches};
 
 /// Why a delivery was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,17 +21,16 @@ pub fn verify(secret: &[u8], signature: Option<&str>, body: &[u8]) -> Result<(),
         .and_then(|v| v.strip_prefix("sha256="))
         .ok_or(WebhookError::Malformed)?;
     let expected = hex::decode(hex_sig).map_err(|_| WebhookError::Malformed)?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| WebhookError::Mismatch)?;
-    mac.update(body);
-    mac.verify_slice(&expected)
-        .map_err(|_| WebhookError::Mismatch)
+    if hmac_sha256_matches(secret, body, &expected) {
+        Ok(())
+    } else {
+        Err(WebhookError::Mismatch)
+    }
 }
 
 /// The header value Jira would send for `body` (tests, and people checking a setup).
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    format!("sha256={}", hmac_sha256_hex(secret, body))
 }
 
 #[cfg(test)]

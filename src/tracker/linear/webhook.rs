@@ -3,9 +3,8 @@
 //! (epoch milliseconds) must be at most a minute old, so a captured delivery cannot
 //! be replayed later. A verified delivery only hints that the board changed.
 
+use crate::tracker::webhook::{hmac_sha256_hex, hmac_sha256_matches};
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 
 /// How old a delivery may be.
 pub const MAX_AGE_MS: i64 = 60_000;
@@ -40,10 +39,9 @@ pub fn verify(
     let signature = signature
         .and_then(|s| hex::decode(s.trim()).ok())
         .ok_or(WebhookError::MissingSignature)?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| WebhookError::BadSignature)?;
-    mac.update(body);
-    mac.verify_slice(&signature)
-        .map_err(|_| WebhookError::BadSignature)?;
+    if !hmac_sha256_matches(secret, body, &signature) {
+        return Err(WebhookError::BadSignature);
+    }
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|_| WebhookError::MissingTimestamp)?;
     let sent = value
@@ -59,9 +57,7 @@ pub fn verify(
 
 /// The `Linear-Signature` value for `body` (tests, tools).
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
-    mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
+    hmac_sha256_hex(secret, body)
 }
 
 #[cfg(test)]
