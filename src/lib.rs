@@ -9,5 +9,6 @@ pub mod daemon;
 pub mod events;
 pub mod hooks;
 pub mod ledger;
+pub mod names;
 pub mod pipeline;
 pub mod tracker;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::tracker::same_name;
+use crate::names::same_name;
 
 /// A complete, validated pipeline configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]

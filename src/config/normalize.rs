@@ -196,7 +196,7 @@ pub(crate) fn normalize(
         at_least(problems, &p, Some(*cap), 1, 1);
         let owner = stages
             .iter()
-            .find(|s| crate::tracker::same_name(&s.claim_status, status));
+            .find(|s| crate::names::same_name(&s.claim_status, status));
         let key = owner.map_or_else(|| status.clone(), |s| s.claim_status.clone());
         if per_status.insert(key.clone(), *cap).is_some() {
             problems.at_key(

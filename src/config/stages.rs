@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::tracker::same_name;
+use crate::names::same_name;
 
 use super::diagnostic::Problems;
 use super::locate::FieldPath;

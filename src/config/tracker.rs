@@ -407,13 +407,13 @@ pub(super) fn check_pinned_transitions(
         })
         .flatten()
         .fold(Vec::new(), |mut v, s| {
-            if !v.iter().any(|x| crate::tracker::same_name(x, s)) {
+            if !v.iter().any(|x| crate::names::same_name(x, s)) {
                 v.push(s);
             }
             v
         });
     for status in transitions.keys() {
-        if !targets.iter().any(|t| crate::tracker::same_name(t, status)) {
+        if !targets.iter().any(|t| crate::names::same_name(t, status)) {
             problems.at_key(
                 &FieldPath::root()
                     .key("tracker")
@@ -454,7 +454,7 @@ pub(super) fn normalize_filter(
     let labels = names(problems, "labels", raw.labels);
     let exclude_labels = names(problems, "exclude_labels", raw.exclude_labels);
     for (i, label) in exclude_labels.iter().enumerate() {
-        if labels.iter().any(|l| crate::tracker::same_name(l, label)) {
+        if labels.iter().any(|l| crate::names::same_name(l, label)) {
             problems.at_value(
                 &path.key("exclude_labels").index(i),
                 format!("label {label:?} is both required (`labels`) and excluded; no ticket could pass"),
@@ -493,7 +493,7 @@ pub(super) fn narrow_filter(
     let union = |a: &[String], b: Vec<String>| {
         let mut out = a.to_vec();
         for name in b {
-            if !out.iter().any(|o| crate::tracker::same_name(o, &name)) {
+            if !out.iter().any(|o| crate::names::same_name(o, &name)) {
                 out.push(name);
             }
         }
@@ -502,7 +502,7 @@ pub(super) fn narrow_filter(
     let clash = |required: &[String], excluded: &[String]| {
         required
             .iter()
-            .find(|l| excluded.iter().any(|e| crate::tracker::same_name(e, l)))
+            .find(|l| excluded.iter().any(|e| crate::names::same_name(e, l)))
             .cloned()
     };
     let crossed = clash(&base.labels, &own.exclude_labels)
@@ -516,7 +516,7 @@ pub(super) fn narrow_filter(
     let labels = union(&base.labels, own.labels);
     let exclude_labels = union(&base.exclude_labels, own.exclude_labels);
     let assignee = match (&base.assignee, own.assignee) {
-        (Some(a), Some(b)) if !crate::tracker::same_name(a, &b) => {
+        (Some(a), Some(b)) if !crate::names::same_name(a, &b) => {
             problems.at_value(
                 &path.key("assignee"),
                 format!("`tracker.filter` already requires assignee {a:?}; a stage filter narrows it and cannot ask for {b:?} instead"),

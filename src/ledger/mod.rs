@@ -5,6 +5,7 @@
 //! for several hosts ([`PostgresLedger`]). Every method takes `now` explicitly so lease
 //! and backoff logic is tested without a clock or sleeping.
 
+mod codec;
 mod postgres;
 mod sqlite;
 
@@ -452,9 +453,10 @@ impl UsageTotal {
 /// them as "cannot run this tick" (exit 1), never as "nobody holds it".
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// SQLite reported an error.
+    /// The database refused a statement or failed (it answered: SQLite, or a PostgreSQL
+    /// server that is reachable). The backend's own error is the source.
     #[error("ledger database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Database(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The ledger file was written by a newer sortie.
     #[error("ledger {path} has schema version {found}, newer than this sortie supports ({supported}); upgrade sortie, or move the file away (SQLite) or point ledger.url_env at another database (PostgreSQL)")]
     TooNew {
@@ -479,9 +481,12 @@ pub enum LedgerError {
     /// The ledger's database could not be reached (a server-backed ledger).
     #[error("ledger unavailable: {0}")]
     Unavailable(String),
-    /// The PostgreSQL server refused a statement (it answered, so it is reachable).
-    #[error("ledger database error: {0}")]
-    Postgres(String),
+}
+
+impl From<rusqlite::Error> for LedgerError {
+    fn from(err: rusqlite::Error) -> Self {
+        LedgerError::Database(Box::new(err))
+    }
 }
 
 /// Open the ledger `config` names (`ledger.kind`): the SQLite file under the state root,

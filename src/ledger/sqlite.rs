@@ -26,7 +26,6 @@
 //! [`Ledger::outbox_put`] returns. `docs/ledger.md` explains what a power loss can cost.
 
 mod claims;
-pub(super) mod codec;
 mod hook_deliveries;
 mod migrations;
 mod records;
@@ -92,7 +91,7 @@ impl SqliteLedger {
                 Err(err) if is_busy(&err) && started.elapsed() < BUSY_TIMEOUT => {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
-                Err(LedgerError::Sqlite(e)) => return Err(open_error(std::io::Error::other(e))),
+                Err(LedgerError::Database(e)) => return Err(open_error(std::io::Error::other(e))),
                 other => return other,
             }
         }
@@ -188,9 +187,12 @@ impl Drop for OpenTransaction<'_> {
 /// Connection settings: a fast busy handler, WAL, and no fsync on ordinary commits.
 /// Whether `err` is SQLite reporting a lock held by another connection.
 fn is_busy(err: &LedgerError) -> bool {
+    let LedgerError::Database(e) = err else {
+        return false;
+    };
     matches!(
-        err,
-        LedgerError::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+        e.downcast_ref::<rusqlite::Error>(),
+        Some(rusqlite::Error::SqliteFailure(e, _))
             if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     )
 }
@@ -367,7 +369,7 @@ impl Ledger for SqliteLedger {
             if !claims::is_held_by(tx, &entry.key, claimer_id)? {
                 return Ok(OutboxPut::LeaseLost);
             }
-            let lease_until = codec::expiry_millis(now, write_lease);
+            let lease_until = super::codec::expiry_millis(now, write_lease);
             Ok(
                 if records::outbox_put(tx, entry, claimer_id, lease_until)? {
                     OutboxPut::Stored

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::names::same_name;
 pub use forge::{Forge, PullRequest, PullRequestSpec};
 
 /// One ticket as the pipeline sees it, whatever tracker it came from.
@@ -72,19 +73,6 @@ pub struct Blocker {
     pub status: Option<String>,
     /// The tracker itself says it is closed or done.
     pub closed: bool,
-}
-
-/// Whether two status or label names are the same for sortie: compared ignoring case
-/// and surrounding whitespace (`In Review` is `in review`). Every adapter and the
-/// pipeline compare names with this, never with `==`.
-pub fn same_name(a: &str, b: &str) -> bool {
-    let (a, b) = (a.trim(), b.trim());
-    if a.eq_ignore_ascii_case(b) {
-        return true;
-    }
-    // Lowercasing allocates: only names with non-ASCII letters need it (issue #29: a
-    // tick compared every ticket's status with every stage's this way).
-    !(a.is_ascii() && b.is_ascii()) && a.to_lowercase() == b.to_lowercase()
 }
 
 /// One comment on a ticket.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use postgres::Row;
 
 use super::pool::Conn;
-use crate::ledger::sqlite::codec::{expiry_millis, from_millis, to_millis, to_u32};
+use crate::ledger::codec::{expiry_millis, from_millis, to_millis, to_u32};
 use crate::ledger::{
     CeilingScope, Claim, ClaimKey, ClaimOutcome, ClaimRequest, LedgerError, RenewOutcome, Timestamp,
 };

@@ -451,10 +451,13 @@ pub(super) fn migrate(conn: &mut Conn, target: &str) -> Result<(), LedgerError> 
             .and_then(|row| row.get::<_, Option<String>>(0))
             .is_none()
         {
-            return Err(LedgerError::Postgres(format!(
-                "{target}: no schema of the search_path exists to create the ledger in \
+            return Err(LedgerError::Database(
+                format!(
+                    "{target}: no schema of the search_path exists to create the ledger in \
                  (create it, or fix `options=-c search_path=...` in the URL)"
-            )));
+                )
+                .into(),
+            ));
         }
         tx.batch(
             "CREATE TABLE IF NOT EXISTS sortie_schema (\

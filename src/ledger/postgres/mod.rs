@@ -45,7 +45,7 @@ use super::{
     LedgerSnapshot, OutboxEntry, OutboxPut, RenewOutcome, RetryEntry, RunRecord, RunUsage, Scope,
     Timestamp, UsageTotal,
 };
-use crate::ledger::sqlite::codec::expiry_millis;
+use crate::ledger::codec::expiry_millis;
 
 /// Connections per ledger: a tick's reads are sequential and runs in flight renew and
 /// store outcomes now and then, so a handful is plenty, and each costs a server process.

@@ -277,7 +277,7 @@ fn work(queue: &Mutex<Receiver<Job>>, worker: &mut Worker) {
 
 /// A `postgres` error as a ledger error: a lost or refused connection, or a server that
 /// is shutting down or starting, is [`LedgerError::Unavailable`]; anything the server
-/// answered otherwise is [`LedgerError::Postgres`].
+/// answered otherwise is [`LedgerError::Database`].
 pub(super) fn db_error(err: postgres::Error) -> LedgerError {
     let unavailable_state = err.code().is_some_and(|code| {
         let code = code.code();
@@ -299,7 +299,7 @@ pub(super) fn db_error(err: postgres::Error) -> LedgerError {
     if unavailable_state {
         LedgerError::Unavailable(text)
     } else if err.as_db_error().is_some() {
-        LedgerError::Postgres(text)
+        LedgerError::Database(text.into())
     } else if text.starts_with("error deserializing") || text.starts_with("error serializing") {
         LedgerError::Corrupt(text)
     } else {

@@ -6,7 +6,7 @@ use postgres::Row;
 
 use super::claims::corrupt;
 use super::pool::Conn;
-use crate::ledger::sqlite::codec::{
+use crate::ledger::codec::{
     expiry_millis, follow_up_text, from_millis, legacy_follow_up, outbox_state_name,
     parse_follow_up, parse_outbox_state, parse_phase, phase_name, to_millis, to_u32,
 };

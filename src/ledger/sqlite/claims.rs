@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row};
 
-use super::codec::{expiry_millis, from_millis, to_millis, to_u32};
+use crate::ledger::codec::{expiry_millis, from_millis, to_millis, to_u32};
 use crate::ledger::{
     CeilingScope, Claim, ClaimKey, ClaimOutcome, ClaimRequest, LedgerError, RenewOutcome, Timestamp,
 };

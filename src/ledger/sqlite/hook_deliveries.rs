@@ -2,7 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::codec::{from_millis, to_millis, to_u32};
+use crate::ledger::codec::{from_millis, to_millis, to_u32};
 use crate::ledger::{HookDelivery, HookDeliveryState, LedgerError, Timestamp};
 
 const COLUMNS: &str = "delivery_id, sink_id, event, payload, state, attempts, last_error, \

@@ -2,7 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use super::codec::to_millis;
+use crate::ledger::codec::to_millis;
 use crate::ledger::{LedgerError, RunUsage, Timestamp, UsageTotal};
 
 /// A stored count (never negative) as a `u64`.

@@ -1,4 +1,5 @@
-//! Conversions between ledger types and the integers and strings SQLite stores.
+//! Conversions between ledger types and the integers and strings both backends store
+//! (SQLite and PostgreSQL keep the same column types: milliseconds, names, JSON text).
 
 use std::time::Duration;
 
