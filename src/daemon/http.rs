@@ -13,12 +13,12 @@ use axum::{Json, Router};
 use chrono::Utc;
 use serde::Serialize;
 
+use super::api_error::{no_pipeline, unauthorized, ApiError};
 use super::state::{render_metrics, FinishedRun, Gauges, TickSummary};
+use super::views::{live_runs, usage, LiveRunView, UsageSince};
 use super::Shared;
-use crate::agent::{AgentEvent, EVENT_TEXT_CHARS};
 use crate::config::Config;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
-use crate::pipeline::LiveRun;
 use crate::tracker::webhook::Vendor;
 
 /// The routes of the HTTP surface.
@@ -44,32 +44,6 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/logout", post(super::login::logout))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such page") })
         .with_state(shared)
-}
-
-/// An error of the HTTP API, answered as `{"error": {"code": "...", "message": "..."}}`.
-#[derive(Debug)]
-pub(super) struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
-
-impl ApiError {
-    /// An error with its HTTP status, a stable code and a message for a person.
-    pub(super) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
-    }
 }
 
 /// `?part=body`: only the part of the page that refreshes.
@@ -114,7 +88,7 @@ async fn ticket_page(
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    let page = super::pages::ticket(&shared, &view);
+    let page = super::ticket_page::ticket(&shared, &view);
     match super::pages::render("ticket.html", &page) {
         Ok(html) => Html(html).into_response(),
         Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
@@ -127,15 +101,6 @@ fn secret_unavailable() -> Response {
         StatusCode::UNAUTHORIZED,
         "secret_unavailable",
         "webhook secret not available",
-    )
-    .into_response()
-}
-
-pub(super) fn unauthorized() -> Response {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "bearer token required (Authorization: Bearer <token>)",
     )
     .into_response()
 }
@@ -176,21 +141,6 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     } else {
         unavailable("not ready: no successful tick within three poll intervals".to_string())
     }
-}
-
-/// 503 for endpoints that need a pipeline before one could be built.
-pub(super) fn no_pipeline(shared: &Shared) -> Response {
-    let reason = shared
-        .status()
-        .not_ready
-        .clone()
-        .unwrap_or_else(|| "starting".to_string());
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "not_ready",
-        format!("no pipeline yet: {reason}"),
-    )
-    .into_response()
 }
 
 /// The config as `/api/v1/state` shows it.
@@ -234,89 +184,6 @@ impl ConfigSummary {
                 .collect(),
         }
     }
-}
-
-/// A run in flight, as `/api/v1/state` and the dashboard show it.
-#[derive(Serialize)]
-pub(super) struct LiveRunView {
-    #[serde(flatten)]
-    pub(super) run: LiveRun,
-    pub(super) elapsed_seconds: i64,
-    /// The agent's last event on its stream (Claude Code, Codex); for the `command`
-    /// preset, or before the stream had one, the last line of its log (`kind: "output"`).
-    pub(super) last_event: Option<AgentEvent>,
-    /// Model turns so far: `null` until the stream reports one.
-    pub(super) turns: Option<u32>,
-    /// Tokens so far (input, output, cache reads and writes): `null` until the stream
-    /// reports usage.
-    pub(super) tokens: Option<u64>,
-    /// Cost so far in US dollars: `null` while the CLI has not reported one.
-    pub(super) cost_usd: Option<f64>,
-    /// Tokens so far by kind.
-    pub(super) usage: Option<crate::agent::Usage>,
-    /// Where the log tail is served.
-    pub(super) log_url: String,
-}
-
-/// Runs in flight of every pipeline (retired ones included), oldest first.
-pub(super) async fn live_runs(shared: &Shared) -> Vec<LiveRunView> {
-    let now = shared.now();
-    let mut views = Vec::new();
-    for run in shared.all_pipelines().iter().flat_map(|p| p.live_runs()) {
-        let progress = run.progress.snapshot();
-        let last_event = match progress.last_event {
-            Some(event) => Some(event),
-            None => super::logs::last_line(std::path::Path::new(&run.log_path), EVENT_TEXT_CHARS)
-                .await
-                .map(|(text, at)| AgentEvent {
-                    kind: "output".to_string(),
-                    text,
-                    at,
-                }),
-        };
-        views.push(LiveRunView {
-            elapsed_seconds: (now - run.started_at).num_seconds(),
-            log_url: format!("/runs/{}/log", run.run_id),
-            last_event,
-            turns: progress.turns,
-            tokens: progress.usage.map(|u| u.total_tokens()),
-            cost_usd: progress.usage.and_then(|u| u.cost_usd),
-            usage: progress.usage,
-            run,
-        });
-    }
-    views
-}
-
-/// Runs, tokens and cost per role since a moment.
-#[derive(Serialize)]
-pub(super) struct UsageSince {
-    pub(super) since: chrono::DateTime<Utc>,
-    pub(super) roles: Vec<crate::ledger::UsageTotal>,
-}
-
-/// Usage per role today (since 00:00 UTC) and over the last 7 days.
-pub(super) fn usage(
-    ledger: &dyn crate::ledger::Ledger,
-    tracker: &str,
-    now: chrono::DateTime<Utc>,
-) -> Result<(UsageSince, UsageSince), crate::ledger::LedgerError> {
-    let midnight = now
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .map(|t| t.and_utc())
-        .unwrap_or(now);
-    let week = now - chrono::Duration::days(7);
-    Ok((
-        UsageSince {
-            since: midnight,
-            roles: ledger.usage_by_role_since(tracker, midnight)?,
-        },
-        UsageSince {
-            since: week,
-            roles: ledger.usage_by_role_since(tracker, week)?,
-        },
-    ))
 }
 
 /// `GET /api/v1/state`.

@@ -122,7 +122,7 @@ fn login_page(status: StatusCode, next: &str, message: &str) -> Response {
     }
     match super::pages::render("login.html", &View { next, message }) {
         Ok(html) => (status, Html(html)).into_response(),
-        Err(e) => super::http::ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e)
+        Err(e) => super::api_error::ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e)
             .into_response(),
     }
 }
@@ -137,7 +137,7 @@ pub(super) fn refused(headers: &HeaderMap, path: &str) -> Response {
             "This daemon needs its API token (http.token_env) to show ticket pages and logs.",
         )
     } else {
-        super::http::unauthorized()
+        super::api_error::unauthorized()
     }
 }
 
@@ -183,7 +183,7 @@ pub(super) async fn login(
         return if wants_html(&headers) {
             login_page(StatusCode::UNAUTHORIZED, &next, "That is not the token.")
         } else {
-            super::http::unauthorized()
+            super::api_error::unauthorized()
         };
     }
     let cookie = format!(

@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::http::ApiError;
+use super::api_error::ApiError;
 use super::Shared;
 
 use crate::ledger::{Ledger, RunPhase};
@@ -161,7 +161,7 @@ pub(super) async fn run_log(
         return super::login::refused(&headers, &format!("/runs/{run_id}/log"));
     }
     let Some(pipeline) = shared.pipeline() else {
-        return super::http::no_pipeline(&shared);
+        return super::api_error::no_pipeline(&shared);
     };
     let state_root = pipeline.config().state_root.clone();
     let file = match locate(pipeline.ledger().as_ref(), &state_root, &run_id) {

@@ -7,6 +7,7 @@
 //! and its shutdown as arguments (the CLI binds the socket, installs the signal
 //! handlers and prints), so tests drive it in-process.
 
+mod api_error;
 pub mod board;
 mod http;
 mod login;
@@ -15,6 +16,8 @@ mod pages;
 pub mod state;
 mod svg;
 mod ticket;
+mod ticket_page;
+mod views;
 mod watch;
 
 use std::future::Future;

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use chrono::Utc;
 use serde::Serialize;
 
-use super::http::ApiError;
+use super::api_error::ApiError;
 use super::Shared;
 use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
 
