@@ -158,7 +158,8 @@ impl Harness {
             tracker: &tracker,
             statuses: KEBAB,
             terminal: "[done, cancelled]",
-            per_role_max_in_flight: 8,
+            per_role_max_in_flight: "8",
+            agent_extra: "",
         }
         .config(self.dir.path(), &self.agent)
     }

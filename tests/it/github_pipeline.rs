@@ -45,7 +45,8 @@ impl Harness {
             tracker: &tracker,
             statuses: KEBAB,
             terminal: "[done, cancelled]",
-            per_role_max_in_flight: 4,
+            per_role_max_in_flight: "4",
+            agent_extra: "",
         }
         .config(self.dir.path(), &agent)
     }

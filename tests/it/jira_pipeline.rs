@@ -49,7 +49,8 @@ fn config(dir: &Path, url: &str, mode: Mode, extra: &str, agent: &[String]) -> C
         tracker: &tracker,
         statuses: JIRA,
         terminal: "[Done, Won't Do]",
-        per_role_max_in_flight: 4,
+        per_role_max_in_flight: "4",
+        agent_extra: "",
     }
     .config(dir, agent)
 }

@@ -39,7 +39,8 @@ fn config(dir: &Path, api_url: &str, agent: &[String]) -> Config {
         tracker: &tracker,
         statuses: LINEAR,
         terminal: "[done, canceled]",
-        per_role_max_in_flight: 4,
+        per_role_max_in_flight: "4",
+        agent_extra: "",
     }
     .config(dir, agent)
 }

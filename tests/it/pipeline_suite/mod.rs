@@ -5,12 +5,13 @@
 //! keeps the scenarios only it has; the modules at the bottom run the shared ones on
 //! each (`pipeline_suite::github::three_stages_run_end_to_end`).
 
-use std::path::{Path, PathBuf};
+pub use crate::common::{Pipeline3, Spelling, KEBAB};
+
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use sortie::block::OutcomeBlock;
-use sortie::config::Config;
 use sortie::ledger::{Ledger, SqliteLedger};
 use sortie::pipeline::Clock;
 
@@ -41,83 +42,6 @@ fn repo() -> PathBuf {
 /// The demo agent script (writes a success block for each role).
 pub fn demo_agent() -> String {
     repo().join("scripts/demo-agent").display().to_string()
-}
-
-/// The pipeline's statuses as one tracker spells them, in the order: ready for design,
-/// designing, design approved, design blocked, code review, blocked, done, QA failed.
-pub type Spelling = [&'static str; 8];
-
-/// Labels and label-status forges: the config's own words.
-pub const KEBAB: Spelling = [
-    "ready-for-design",
-    "designing",
-    "design-approved",
-    "design-blocked",
-    "code-review",
-    "blocked",
-    "done",
-    "qa-failed",
-];
-
-/// What the three-stage pipeline's YAML varies in.
-pub struct Pipeline3<'a> {
-    /// The `tracker:` entry, key included (one line or an indented block).
-    pub tracker: &'a str,
-    pub statuses: Spelling,
-    /// The `terminal_states:` list (`[done, cancelled]`).
-    pub terminal: &'a str,
-    pub per_role_max_in_flight: u32,
-}
-
-impl Pipeline3<'_> {
-    /// The three-stage pipeline (architect -> backend -> qa) running `agent`.
-    pub fn yaml(&self, agent: &[String]) -> String {
-        let argv: Vec<String> = agent.iter().map(|a| format!("{a:?}")).collect();
-        let [ready, designing, approved, design_blocked, review, blocked, done, qa_failed] =
-            self.statuses;
-        format!(
-            r#"
-{tracker}
-state_root: state
-roles_dir: {roles}
-claim_lock_ttl_seconds: 60
-concurrency: {{max_in_flight: 8, per_role_max_in_flight: {per_role}}}
-terminal_states: {terminal}
-agent:
-  command: [{argv}]
-  timeout_seconds: 60
-retry: {{max_attempts: 1, backoff_base_seconds: 1, backoff_max_seconds: 2}}
-pipeline_stages:
-  - role: architect
-    claim_status: {ready}
-    in_progress_status: {designing}
-    success_status: {approved}
-    failure_status: {design_blocked}
-  - role: backend
-    claim_status: {approved}
-    success_status: {review}
-    failure_status: {blocked}
-    requires_prior_role: architect
-  - role: qa
-    claim_status: {review}
-    success_status: {done}
-    failure_status: {qa_failed}
-    requires_prior_role: backend
-"#,
-            tracker = self.tracker,
-            roles = repo().join("roles").display(),
-            per_role = self.per_role_max_in_flight,
-            terminal = self.terminal,
-            argv = argv.join(", "),
-        )
-    }
-
-    /// The parsed config, as if read from `dir/pipeline.yaml`.
-    pub fn config(&self, dir: &Path, agent: &[String]) -> Config {
-        let text = self.yaml(agent);
-        Config::parse_str(&text, Some(&dir.join("pipeline.yaml")))
-            .unwrap_or_else(|e| panic!("test config: {e}\n{text}"))
-    }
 }
 
 /// What a tick reported (its type is not exported: as JSON, and as text for failures).
