@@ -36,7 +36,6 @@ impl Harness {
     }
 
     fn config(&self) -> Config {
-        let agent = &self.agent;
         let tracker = format!(
             r#"tracker: {{kind: github, repo: acme/widgets, api_url: "{}", token_env: SORTIE_TEST_UNUSED_TOKEN}}"#,
             self.model.api_url()
@@ -48,7 +47,7 @@ impl Harness {
             per_role_max_in_flight: "4",
             agent_extra: "",
         }
-        .config(self.dir.path(), &agent)
+        .config(self.dir.path(), &self.agent)
     }
 
     /// A fresh adapter and pipeline, as a new `sortie pipeline tick` process would
