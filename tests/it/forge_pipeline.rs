@@ -1,18 +1,21 @@
 //! Whole three-stage pipelines against the GitLab and Gitea models: the real adapters,
 //! the real tick, a SQLite ledger in a temp dir and an injected clock. Every scenario
-//! runs on both forges (issue #17).
+//! runs on both forges (issue #17); the ones every vendor shares run from
+//! `pipeline_suite` (`pipeline_suite::gitlab::*`, `pipeline_suite::gitea::*`).
 //! `forge_rules.rs` holds the forge-specific ones and the tick cost.
 
 use crate::forge_model::ForgeModel;
+pub(crate) use crate::pipeline_suite::{demo_agent, Report};
+use crate::pipeline_suite::{Pipeline3, RateLimited, StepClock, Vendor, KEBAB};
 use crate::{gitea_model, gitlab_model};
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::Utc;
 use sortie::block::{parse_blocks, OutcomeBlock};
 use sortie::config::Config;
-use sortie::ledger::{Ledger, SqliteLedger};
+use sortie::ledger::SqliteLedger;
 use sortie::pipeline::{Clock, Faults, Pipeline, TickOptions};
 use sortie::tracker::gitea::{GiteaOptions, GiteaSettings, GiteaTracker};
 use sortie::tracker::gitlab::{GitlabOptions, GitlabSettings, GitlabTracker};
@@ -118,62 +121,6 @@ impl Forge {
     }
 }
 
-/// A clock the test moves by hand, shared by the pipeline and the adapter.
-pub struct StepClock(Mutex<DateTime<Utc>>);
-
-impl StepClock {
-    fn advance(&self, secs: i64) {
-        *self.0.lock().unwrap() += chrono::Duration::seconds(secs);
-    }
-}
-
-impl Clock for StepClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn config(dir: &Path, tracker: &str, agent: &[&str]) -> Config {
-    let argv: Vec<String> = agent.iter().map(|a| format!("{a:?}")).collect();
-    let text = format!(
-        r#"
-tracker: {tracker}
-state_root: state
-roles_dir: {roles}
-claim_lock_ttl_seconds: 60
-concurrency: {{max_in_flight: 8, per_role_max_in_flight: 8}}
-terminal_states: [done, cancelled]
-agent:
-  command: [{argv}]
-  timeout_seconds: 60
-retry: {{max_attempts: 1, backoff_base_seconds: 1, backoff_max_seconds: 2}}
-pipeline_stages:
-  - role: architect
-    claim_status: ready-for-design
-    in_progress_status: designing
-    success_status: design-approved
-    failure_status: design-blocked
-  - role: backend
-    claim_status: design-approved
-    success_status: code-review
-    failure_status: blocked
-    requires_prior_role: architect
-  - role: qa
-    claim_status: code-review
-    success_status: done
-    failure_status: qa-failed
-    requires_prior_role: backend
-"#,
-        roles = repo().join("roles").display(),
-        argv = argv.join(", "),
-    );
-    Config::parse_str(&text, Some(&dir.join("pipeline.yaml"))).expect("valid test config")
-}
-
 pub(crate) struct Harness {
     pub(crate) forge: Forge,
     pub(crate) model: ForgeModel,
@@ -196,16 +143,25 @@ impl Harness {
             forge,
             model,
             dir: tempfile::tempdir().unwrap(),
-            clock: Arc::new(StepClock(Mutex::new(Utc::now().trunc_subsecs(3)))),
+            clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
             extra: extra.to_string(),
         }
     }
 
     pub(crate) fn config(&self) -> Config {
-        let agent: Vec<&str> = self.agent.iter().map(String::as_str).collect();
-        let tracker = self.forge.tracker_yaml(&self.model.url(), &self.extra);
-        config(self.dir.path(), &tracker, &agent)
+        let tracker = format!(
+            "tracker: {}",
+            self.forge.tracker_yaml(&self.model.url(), &self.extra)
+        );
+        Pipeline3 {
+            tracker: &tracker,
+            statuses: KEBAB,
+            terminal: "[done, cancelled]",
+            per_role_max_in_flight: "8",
+            agent_extra: "",
+        }
+        .config(self.dir.path(), &self.agent)
     }
 
     pub(crate) fn label(&self, status: &str) -> String {
@@ -220,10 +176,7 @@ impl Harness {
             .await
             .unwrap_or_else(|e| panic!("{:?}: pipeline: {e}", self.forge));
         let r = p.tick(TickOptions::default()).await.expect("tick");
-        Report {
-            json: serde_json::to_value(&r).unwrap(),
-            text: r.to_text(),
-        }
+        Report::of(&r, r.to_text())
     }
 
     pub(crate) fn blocks(&self, number: u64) -> Vec<OutcomeBlock> {
@@ -239,139 +192,93 @@ impl Harness {
     }
 }
 
-pub(crate) struct Report {
-    pub(crate) json: serde_json::Value,
-    pub(crate) text: String,
-}
+impl Vendor for Harness {
+    type Flavour = Forge;
+    type Id = u64;
 
-impl Report {
-    pub(crate) fn runs(&self) -> &Vec<serde_json::Value> {
-        self.json["runs"].as_array().unwrap()
+    async fn start(forge: Forge, agent: &[&str]) -> Self {
+        Harness::new(forge, agent).await
     }
-    pub(crate) fn writebacks(&self) -> Vec<&str> {
-        self.runs()
-            .iter()
-            .map(|r| r["writeback"].as_str().unwrap_or(""))
-            .collect()
-    }
-    pub(crate) fn replays(&self) -> Vec<&str> {
-        self.json["replays"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["result"].as_str().unwrap())
-            .collect()
-    }
-    pub(crate) fn warnings(&self) -> Vec<&str> {
-        self.json["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w.as_str().unwrap())
-            .collect()
-    }
-}
-
-pub(crate) fn demo_agent() -> String {
-    repo().join("scripts/demo-agent").display().to_string()
-}
-
-#[tokio::test]
-async fn three_stages_run_end_to_end_on_labels_and_comments() {
-    for forge in FORGES {
-        let agent = demo_agent();
-        let h = Harness::new(forge, &[&agent]).await;
-        let ready = h.label("ready-for-design");
-        let n = h.model.add_issue("Export to CSV", &[&ready, "feature"]);
-        h.model.add_comment(n, "alice", "Please keep it small.");
-
-        let mut ticks = 0;
-        loop {
-            ticks += 1;
-            assert!(ticks <= 6, "{forge:?}: not drained");
-            let r = h.tick().await;
-            if r.runs().is_empty() {
-                break;
-            }
-            assert!(
-                r.writebacks().iter().all(|w| *w == "done"),
-                "{forge:?}: {}",
-                r.text
-            );
-        }
-        assert_eq!(ticks, 4, "{forge:?}: one stage per tick, then an idle tick");
-        let issue = h.model.issue(n);
-        assert_eq!(
-            issue.labels,
-            ["feature".to_string(), h.label("done")],
-            "{forge:?}"
-        );
-        assert!(
-            issue.open,
-            "{forge:?}: no close_on: closing is a person's call"
-        );
-        let blocks = h.blocks(n);
-        let roles: Vec<(&str, bool)> = blocks
-            .iter()
-            .map(|b| (b.role(), matches!(b, OutcomeBlock::Success(_))))
+    fn open(&self, title: &str, status: &str, labels: &[&str]) -> u64 {
+        let status = self.label(status);
+        let all: Vec<&str> = std::iter::once(status.as_str())
+            .chain(labels.iter().copied())
             .collect();
-        assert_eq!(
-            roles,
-            [("architect", true), ("backend", true), ("qa", true)],
-            "{forge:?}"
-        );
-        let people = issue.comments.iter().filter(|c| !c.system).count();
-        assert_eq!(
-            people, 4,
-            "{forge:?}: the person's comment and one per stage"
-        );
+        self.model.add_issue(title, &all)
     }
-}
-
-#[tokio::test]
-async fn a_person_relabelling_during_the_run_wins_and_the_write_back_is_dropped() {
-    for forge in FORGES {
-        let h = Harness::new(forge, &["true"]).await;
-        let n = h.model.add_issue("t", &[&h.label("ready-for-design")]);
-        let hold = h.label("on-hold");
-        // Re-read #1 is the in-progress transition's; #2 is the write-back's.
-        h.model.on_get(n, 1, move |i| i.labels = vec![hold]);
-
-        let r = h.tick().await;
-        assert_eq!(
-            r.writebacks(),
-            ["dropped: moved by a person to on-hold"],
-            "{forge:?}: {}",
-            r.text
-        );
-        assert_eq!(h.model.issue(n).labels, [h.label("on-hold")], "{forge:?}");
-        assert!(h.blocks(n).is_empty(), "{forge:?}: nothing written");
+    fn person_comments(&self, n: &u64) {
+        self.model.add_comment(*n, "alice", "Please keep it small.");
     }
-}
-
-#[tokio::test]
-async fn a_closed_issue_is_terminal_and_gets_no_write_back() {
-    for forge in FORGES {
-        let h = Harness::new(forge, &["true"]).await;
-        let n = h.model.add_issue("t", &[&h.label("ready-for-design")]);
-        h.model.on_get(n, 1, |i| i.open = false);
-
-        let r = h.tick().await;
-        assert!(
-            r.writebacks()[0].starts_with("dropped: ticket is terminal"),
-            "{forge:?}: {}",
-            r.text
-        );
-        let issue = h.model.issue(n);
+    fn status_of(&self, n: &u64) -> String {
+        let prefix = self.label("");
+        let labels = self.model.issue(*n).labels;
+        labels
+            .into_iter()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_default()
+    }
+    fn spell(&self, status: &str) -> String {
+        status.to_string()
+    }
+    fn assert_in(&self, n: &u64, status: &str, labels: &[&str]) {
+        let mut want: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        want.push(self.label(status));
+        assert_eq!(self.model.issue(*n).labels, want, "{:?}", self.forge);
+    }
+    fn moves_before_read(&self, n: &u64, skip: usize, status: &str) {
+        let label = self.label(status);
+        self.model.on_get(*n, skip, move |i| i.labels = vec![label]);
+    }
+    fn closes_before_read(&self, n: &u64, skip: usize) {
+        self.model.on_get(*n, skip, |i| i.open = false);
+    }
+    fn assert_closed_in_designing(&self, n: &u64) {
+        let issue = self.model.issue(*n);
         assert!(!issue.open);
-        assert_eq!(issue.labels, [h.label("designing")], "{forge:?}");
-        assert!(h.blocks(n).is_empty(), "{forge:?}");
-        let r = h.tick().await;
+        assert_eq!(issue.labels, [self.label("designing")], "{:?}", self.forge);
+    }
+    fn blocks(&self, n: &u64) -> Vec<OutcomeBlock> {
+        Harness::blocks(self, *n)
+    }
+    fn comments(&self, n: &u64) -> usize {
+        let issue = self.model.issue(*n);
+        issue.comments.iter().filter(|c| !c.system).count()
+    }
+    async fn tick(&self) -> Report {
+        Harness::tick(self).await
+    }
+    fn check_drained(&self, n: &u64) {
         assert!(
-            r.runs().is_empty() && r.json["tickets_listed"] == 0,
-            "{forge:?}: {}",
-            r.text
+            self.model.issue(*n).open,
+            "{:?}: no close_on: closing is a person's call",
+            self.forge
         );
+    }
+}
+
+impl RateLimited for Harness {
+    fn clock(&self) -> &StepClock {
+        &self.clock
+    }
+    fn ledger_name(&self) -> &'static str {
+        self.forge.name()
+    }
+    fn ledger_path(&self) -> PathBuf {
+        self.config().ledger_path()
+    }
+    fn fail_comment_posts(&self) {
+        let comments = match self.forge {
+            Forge::Gitlab => "/notes",
+            Forge::Gitea => "/comments",
+        };
+        self.model.fail("POST", comments, 429, Some(60), usize::MAX);
+    }
+    fn clear_faults(&self) {
+        self.model.clear_faults();
+    }
+    fn statuses(&self) -> (Vec<u16>, Vec<String>) {
+        let statuses = self.model.requests().iter().map(|r| r.status).collect();
+        (statuses, self.model.log())
     }
 }
 
@@ -425,72 +332,5 @@ async fn listings_follow_every_page() {
             .collect();
         assert_eq!(pages.len(), 3, "{forge:?}: {pages:#?}");
         assert!(pages[2].contains("page=3"), "{forge:?}: {pages:#?}");
-    }
-}
-
-#[tokio::test]
-async fn a_429_with_retry_after_defers_the_write_without_a_request_storm() {
-    for forge in FORGES {
-        let h = Harness::new(forge, &["true"]).await;
-        let n = h.model.add_issue("a", &[&h.label("ready-for-design")]);
-        h.model.add_issue("b", &[&h.label("ready-for-design")]);
-        let comments = match forge {
-            Forge::Gitlab => "/notes",
-            Forge::Gitea => "/comments",
-        };
-        h.model.fail("POST", comments, 429, Some(60), usize::MAX);
-
-        let r = h.tick().await;
-        assert_eq!(r.runs().len(), 2, "{forge:?}: {}", r.text);
-        assert!(
-            r.writebacks()
-                .iter()
-                .all(|w| w.starts_with("deferred: rate limited")),
-            "{forge:?}: {}",
-            r.text
-        );
-        // Once the forge said 429 nothing more was sent but what the other run had in
-        // flight already: at most one request.
-        let log = h.model.requests();
-        let first = log.iter().position(|r| r.status == 429).expect("a 429");
-        assert!(
-            log.len() - first - 1 <= 1,
-            "{forge:?}: {:#?}",
-            h.model.log()
-        );
-        let ledger = SqliteLedger::open(&h.config().ledger_path()).unwrap();
-        assert_eq!(ledger.outbox_pending(forge.name()).unwrap().len(), 2);
-        assert_eq!(h.model.issue(n).labels, [h.label("designing")], "{forge:?}");
-
-        h.model.clear_faults();
-        h.clock.advance(61);
-        let r = h.tick().await;
-        assert_eq!(r.replays(), ["done", "done"], "{forge:?}: {}", r.text);
-        let architect = h
-            .blocks(n)
-            .iter()
-            .filter(|b| b.role() == "architect")
-            .count();
-        assert_eq!(architect, 1, "{forge:?}: written once");
-    }
-}
-
-#[tokio::test]
-async fn a_person_relabelling_right_before_the_transition_keeps_the_label() {
-    for forge in FORGES {
-        let h = Harness::new(forge, &["true"]).await;
-        let n = h.model.add_issue("t", &[&h.label("ready-for-design")]);
-        let hold = h.label("on-hold");
-        // Re-read #3 is the write-back transition's own re-read.
-        h.model.on_get(n, 2, move |i| i.labels = vec![hold]);
-
-        let r = h.tick().await;
-        assert_eq!(
-            r.writebacks(),
-            ["dropped: moved by a person to on-hold during write-back"],
-            "{forge:?}: {}",
-            r.text
-        );
-        assert_eq!(h.model.issue(n).labels, [h.label("on-hold")], "{forge:?}");
     }
 }

@@ -1,79 +1,24 @@
 //! Whole pipelines against the in-memory GitHub model: the real adapter, the real
-//! tick, a SQLite ledger in a temp dir and an injected clock. Also measures what a
-//! tick costs in requests and rate-limit units (docs/trackers/github.md quotes it).
+//! tick, a SQLite ledger in a temp dir and an injected clock. The scenarios every
+//! vendor shares run from `pipeline_suite` (`pipeline_suite::github::*`); this file
+//! holds the harness and what a tick costs in requests and rate-limit units
+//! (docs/trackers/github.md quotes it).
 
 use crate::github_model;
+use crate::pipeline_suite::{Pipeline3, RateLimited, Report, StepClock, Vendor, KEBAB};
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SubsecRound, Utc};
 use github_model::{GithubModel, LOGIN, TOKEN};
 use sortie::block::{parse_blocks, OutcomeBlock};
 use sortie::config::Config;
-use sortie::ledger::{Ledger, SqliteLedger};
+use sortie::ledger::SqliteLedger;
 use sortie::pipeline::{Clock, Faults, Pipeline, TickOptions};
 use sortie::tracker::github::{GithubOptions, GithubTracker, ETAG_FILE};
 
-/// A clock the test moves by hand, shared by the pipeline and the adapter.
-struct StepClock(Mutex<DateTime<Utc>>);
-
-impl StepClock {
-    fn advance(&self, secs: i64) {
-        *self.0.lock().unwrap() += chrono::Duration::seconds(secs);
-    }
-}
-
-impl Clock for StepClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The three-stage pipeline (architect -> backend -> qa) on the model's repository.
-fn config(dir: &Path, api_url: &str, agent: &[&str]) -> Config {
-    let argv: Vec<String> = agent.iter().map(|a| format!("{a:?}")).collect();
-    let text = format!(
-        r#"
-tracker: {{kind: github, repo: acme/widgets, api_url: "{api_url}", token_env: SORTIE_TEST_UNUSED_TOKEN}}
-state_root: state
-roles_dir: {roles}
-claim_lock_ttl_seconds: 60
-concurrency: {{max_in_flight: 8, per_role_max_in_flight: 4}}
-terminal_states: [done, cancelled]
-agent:
-  command: [{argv}]
-  timeout_seconds: 60
-retry: {{max_attempts: 1, backoff_base_seconds: 1, backoff_max_seconds: 2}}
-pipeline_stages:
-  - role: architect
-    claim_status: ready-for-design
-    in_progress_status: designing
-    success_status: design-approved
-    failure_status: design-blocked
-  - role: backend
-    claim_status: design-approved
-    success_status: code-review
-    failure_status: blocked
-    requires_prior_role: architect
-  - role: qa
-    claim_status: code-review
-    success_status: done
-    failure_status: qa-failed
-    requires_prior_role: backend
-"#,
-        roles = repo().join("roles").display(),
-        argv = argv.join(", "),
-    );
-    Config::parse_str(&text, Some(&dir.join("pipeline.yaml"))).expect("valid test config")
-}
-
-struct Harness {
+pub(crate) struct Harness {
     model: GithubModel,
     dir: tempfile::TempDir,
     clock: Arc<StepClock>,
@@ -85,14 +30,24 @@ impl Harness {
         Harness {
             model: GithubModel::start().await,
             dir: tempfile::tempdir().unwrap(),
-            clock: Arc::new(StepClock(Mutex::new(Utc::now().trunc_subsecs(3)))),
+            clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
         }
     }
 
     fn config(&self) -> Config {
-        let agent: Vec<&str> = self.agent.iter().map(String::as_str).collect();
-        config(self.dir.path(), &self.model.api_url(), &agent)
+        let tracker = format!(
+            r#"tracker: {{kind: github, repo: acme/widgets, api_url: "{}", token_env: SORTIE_TEST_UNUSED_TOKEN}}"#,
+            self.model.api_url()
+        );
+        Pipeline3 {
+            tracker: &tracker,
+            statuses: KEBAB,
+            terminal: "[done, cancelled]",
+            per_role_max_in_flight: "4",
+            agent_extra: "",
+        }
+        .config(self.dir.path(), &self.agent)
     }
 
     /// A fresh adapter and pipeline, as a new `sortie pipeline tick` process would
@@ -133,10 +88,7 @@ impl Harness {
     async fn tick(&self) -> Report {
         let (p, _) = self.process().await;
         let r = p.tick(TickOptions::default()).await.expect("tick");
-        Report {
-            json: serde_json::to_value(&r).unwrap(),
-            text: r.to_text(),
-        }
+        Report::of(&r, r.to_text())
     }
 
     fn blocks(&self, number: u64) -> Vec<OutcomeBlock> {
@@ -152,195 +104,98 @@ impl Harness {
     }
 }
 
-/// What a tick reported.
-struct Report {
-    json: serde_json::Value,
-    text: String,
-}
+impl Vendor for Harness {
+    type Flavour = ();
+    type Id = u64;
 
-impl Report {
-    fn runs(&self) -> &Vec<serde_json::Value> {
-        self.json["runs"].as_array().unwrap()
+    async fn start(_: (), agent: &[&str]) -> Self {
+        Harness::new(agent).await
     }
-    /// The write-back result of every run.
-    fn writebacks(&self) -> Vec<&str> {
-        self.runs()
-            .iter()
-            .map(|r| r["writeback"].as_str().unwrap_or(""))
-            .collect()
+    fn open(&self, title: &str, status: &str, labels: &[&str]) -> u64 {
+        let status = format!("status:{status}");
+        let all: Vec<&str> = std::iter::once(status.as_str())
+            .chain(labels.iter().copied())
+            .collect();
+        self.model.add_issue(title, &all)
     }
-    fn replays(&self) -> Vec<&str> {
-        self.json["replays"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["result"].as_str().unwrap())
-            .collect()
+    fn person_comments(&self, n: &u64) {
+        self.model.add_comment(*n, "alice", "Please keep it small.");
+    }
+    fn status_of(&self, n: &u64) -> String {
+        let labels = self.model.issue(*n).labels;
+        labels
+            .into_iter()
+            .find(|l| l.starts_with("status:"))
+            .unwrap_or_default()
+    }
+    fn spell(&self, status: &str) -> String {
+        status.to_string()
+    }
+    fn assert_in(&self, n: &u64, status: &str, labels: &[&str]) {
+        let mut want: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        want.push(format!("status:{status}"));
+        assert_eq!(self.model.issue(*n).labels, want);
+    }
+    fn moves_before_read(&self, n: &u64, skip: usize, status: &str) {
+        let label = format!("status:{status}");
+        self.model.on_get(*n, skip, move |i| i.labels = vec![label]);
+    }
+    fn closes_before_read(&self, n: &u64, skip: usize) {
+        self.model.on_get(*n, skip, |i| i.open = false);
+    }
+    fn assert_closed_in_designing(&self, n: &u64) {
+        let issue = self.model.issue(*n);
+        assert!(!issue.open);
+        assert_eq!(issue.labels, ["status:designing"]);
+    }
+    fn blocks(&self, n: &u64) -> Vec<OutcomeBlock> {
+        Harness::blocks(self, *n)
+    }
+    fn comments(&self, n: &u64) -> usize {
+        self.model.issue(*n).comments.len()
+    }
+    async fn tick(&self) -> Report {
+        Harness::tick(self).await
+    }
+    fn check_drained(&self, n: &u64) {
+        assert!(
+            self.model.issue(*n).open,
+            "sortie moves labels; closing is a person's call"
+        );
     }
 }
 
-fn demo_agent() -> String {
-    repo().join("scripts/demo-agent").display().to_string()
-}
-
-#[tokio::test]
-async fn three_stages_run_end_to_end_on_github_labels_and_comments() {
-    let agent = demo_agent();
-    let h = Harness::new(&[&agent]).await;
-    let n = h
-        .model
-        .add_issue("Export to CSV", &["status:ready-for-design", "feature"]);
-    h.model.add_comment(n, "alice", "Please keep it small.");
-
-    let mut ticks = 0;
-    loop {
-        ticks += 1;
-        assert!(ticks <= 6, "not drained");
-        let r = h.tick().await;
-        if r.runs().is_empty() {
-            break;
-        }
-        assert!(r.writebacks().iter().all(|w| *w == "done"), "{}", r.text);
+impl RateLimited for Harness {
+    fn clock(&self) -> &StepClock {
+        &self.clock
     }
-    assert_eq!(ticks, 4, "one stage per tick, then an idle tick");
-
-    let issue = h.model.issue(n);
-    assert_eq!(issue.labels, ["feature", "status:done"]);
-    assert!(
-        issue.open,
-        "sortie moves labels; closing is a person's call"
-    );
-    let blocks = h.blocks(n);
-    let roles: Vec<(&str, bool)> = blocks
-        .iter()
-        .map(|b| (b.role(), matches!(b, OutcomeBlock::Success(_))))
-        .collect();
-    assert_eq!(
-        roles,
-        [("architect", true), ("backend", true), ("qa", true)]
-    );
-    assert_eq!(
-        issue.comments.len(),
-        4,
-        "the person's comment and one per stage"
-    );
-}
-
-#[tokio::test]
-async fn a_person_relabelling_during_the_run_wins_and_the_write_back_is_dropped() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("t", &["status:ready-for-design"]);
-    // Re-read #1 is the in-progress transition's; #2 is the write-back's.
-    h.model
-        .on_get(n, 1, |i| i.labels = vec!["status:on-hold".into()]);
-
-    let r = h.tick().await;
-    assert_eq!(
-        r.writebacks(),
-        ["dropped: moved by a person to on-hold"],
-        "{}",
-        r.text
-    );
-    assert_eq!(h.model.issue(n).labels, ["status:on-hold"]);
-    assert!(h.blocks(n).is_empty(), "nothing written");
-}
-
-#[tokio::test]
-async fn a_person_relabelling_right_before_the_transition_keeps_the_label() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("t", &["status:ready-for-design"]);
-    // Re-read #3 is the write-back transition's own re-read.
-    h.model
-        .on_get(n, 2, |i| i.labels = vec!["status:on-hold".into()]);
-
-    let r = h.tick().await;
-    assert_eq!(
-        r.writebacks(),
-        ["dropped: moved by a person to on-hold during write-back"],
-        "{}",
-        r.text
-    );
-    assert_eq!(h.model.issue(n).labels, ["status:on-hold"]);
-}
-
-#[tokio::test]
-async fn a_closed_issue_is_terminal_and_gets_no_write_back() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("t", &["status:ready-for-design"]);
-    h.model.on_get(n, 1, |i| i.open = false);
-
-    let r = h.tick().await;
-    assert!(
-        r.writebacks()[0].starts_with("dropped: ticket is terminal"),
-        "{}",
-        r.text
-    );
-    let issue = h.model.issue(n);
-    assert!(!issue.open);
-    assert_eq!(issue.labels, ["status:designing"]);
-    assert!(h.blocks(n).is_empty());
-
-    // Closed issues are not on the board any more: the next tick sees nothing to do.
-    let r = h.tick().await;
-    assert!(
-        r.runs().is_empty() && r.json["tickets_listed"] == 0,
-        "{}",
-        r.text
-    );
-}
-
-#[tokio::test]
-async fn a_secondary_rate_limit_defers_the_write_without_a_request_storm() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("a", &["status:ready-for-design"]);
-    h.model.add_issue("b", &["status:ready-for-design"]);
-    h.model.fail("POST", "/comments", 429, Some(60), usize::MAX);
-
-    let r = h.tick().await;
-    assert_eq!(r.runs().len(), 2, "{}", r.text);
-    assert!(
-        r.writebacks()
-            .iter()
-            .all(|w| w.starts_with("deferred: rate limited")),
-        "{}",
-        r.text
-    );
-    // Once GitHub said 429 nothing more was sent, except what the other run already
-    // had in flight before the answer arrived: at most one request.
-    let log = h.model.requests();
-    let first = log.iter().position(|r| r.status == 429).expect("a 429");
-    assert!(log.len() - first - 1 <= 1, "{:#?}", h.model.log());
-    let ledger = SqliteLedger::open(&h.config().ledger_path()).unwrap();
-    assert_eq!(
-        ledger.outbox_pending("github:acme/widgets").unwrap().len(),
-        2
-    );
-    assert_eq!(
-        h.model.issue(n).labels,
-        ["status:designing"],
-        "the write waits"
-    );
-
-    // 30 s later GitHub's wait is not over: the next tick stops before sending
-    // anything (the wait was persisted with the ETag cache).
-    h.clock.advance(30);
-    let sent = h.model.requests().len();
-    let err = h.try_process().await.err().expect("rate limited");
-    assert!(err.contains("rate limited (retry after 30s)"), "{err}");
-    assert_eq!(h.model.requests().len(), sent, "{:#?}", h.model.log());
-
-    // After the wait the stored outcomes are written, once each.
-    h.model.clear_faults();
-    h.clock.advance(31);
-    let r = h.tick().await;
-    assert_eq!(r.replays(), ["done", "done"], "{}", r.text);
-    assert_eq!(
-        h.blocks(n)
-            .iter()
-            .filter(|b| b.role() == "architect")
-            .count(),
-        1
-    );
+    fn ledger_name(&self) -> &'static str {
+        "github:acme/widgets"
+    }
+    fn ledger_path(&self) -> PathBuf {
+        self.config().ledger_path()
+    }
+    fn fail_comment_posts(&self) {
+        self.model
+            .fail("POST", "/comments", 429, Some(60), usize::MAX);
+    }
+    fn clear_faults(&self) {
+        self.model.clear_faults();
+    }
+    fn statuses(&self) -> (Vec<u16>, Vec<String>) {
+        let statuses = self.model.requests().iter().map(|r| r.status).collect();
+        (statuses, self.model.log())
+    }
+    /// 30 s later GitHub's wait is not over: the next tick stops before sending
+    /// anything (the wait was persisted with the ETag cache).
+    async fn while_waiting(&self) -> i64 {
+        self.clock.advance(30);
+        let sent = self.model.requests().len();
+        let err = self.try_process().await.err().expect("rate limited");
+        assert!(err.contains("rate limited (retry after 30s)"), "{err}");
+        assert_eq!(self.model.requests().len(), sent, "{:#?}", self.model.log());
+        30
+    }
 }
 
 /// Requests and rate-limit units one tick spends, with its request log.

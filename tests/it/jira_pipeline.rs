@@ -1,86 +1,58 @@
 //! Whole three-stage pipelines against the in-memory Jira model, Cloud and Data
 //! Center: the real adapter, the real tick, a SQLite ledger in a temp dir and an
-//! injected clock. Also measures what an idle tick and a busy run cost in requests
-//! (docs/trackers/jira.md quotes the figures).
+//! injected clock. The scenarios every vendor shares run from `pipeline_suite`
+//! (`pipeline_suite::jira_cloud::*`, `pipeline_suite::jira_data_center::*`); this file
+//! holds Jira's own (workflows, transitions, pages) and what an idle tick and a busy
+//! run cost in requests (docs/trackers/jira.md quotes the figures).
 
 use crate::jira_model::{self, JiraModel, Mode, BOT_ACCOUNT, BOT_DISPLAY, BOT_NAME};
+pub(crate) use crate::pipeline_suite::Report;
+use crate::pipeline_suite::{Pipeline3, Spelling, StepClock, Vendor};
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 
-use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::{json, Value};
 use sortie::block::{parse_blocks, OutcomeBlock};
 use sortie::config::Config;
 use sortie::ledger::SqliteLedger;
-use sortie::pipeline::{Clock, Pipeline, TickOptions};
+use sortie::pipeline::{Pipeline, TickOptions};
 use sortie::tracker::jira::{JiraSettings, JiraTracker};
 
-/// A clock the test moves by hand.
-struct StepClock(Mutex<DateTime<Utc>>);
-
-impl StepClock {
-    fn advance(&self, secs: i64) {
-        *self.0.lock().unwrap() += chrono::Duration::seconds(secs);
-    }
-}
-
-impl Clock for StepClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+/// The pipeline's statuses as the model's workflow names them.
+const JIRA: Spelling = [
+    "Ready for Design",
+    "In Design",
+    "Design Approved",
+    "Design Blocked",
+    "Code Review",
+    "Blocked",
+    "Done",
+    "QA Failed",
+];
 
 /// The three-stage pipeline on Jira statuses; `extra` goes under `tracker:`.
 fn config(dir: &Path, url: &str, mode: Mode, extra: &str, agent: &[String]) -> Config {
-    let argv: Vec<String> = agent.iter().map(|a| format!("{a:?}")).collect();
     let auth = match mode {
         Mode::Cloud => "api_version: 3\n  email_env: SORTIE_TEST_UNUSED_EMAIL\n  token_env: SORTIE_TEST_UNUSED_TOKEN",
         Mode::DataCenter => "api_version: 2\n  token_env: SORTIE_TEST_UNUSED_TOKEN",
     };
-    let text = format!(
-        r#"
-tracker:
+    let tracker = format!(
+        r#"tracker:
   kind: jira
   url: "{url}"
   project: PROJ
   {auth}
-{extra}
-state_root: state
-roles_dir: {roles}
-claim_lock_ttl_seconds: 60
-concurrency: {{max_in_flight: 8, per_role_max_in_flight: 4}}
-terminal_states: [Done, Won't Do]
-agent:
-  command: [{argv}]
-  timeout_seconds: 60
-retry: {{max_attempts: 1, backoff_base_seconds: 1, backoff_max_seconds: 2}}
-pipeline_stages:
-  - role: architect
-    claim_status: Ready for Design
-    in_progress_status: In Design
-    success_status: Design Approved
-    failure_status: Design Blocked
-  - role: backend
-    claim_status: Design Approved
-    success_status: Code Review
-    failure_status: Blocked
-    requires_prior_role: architect
-  - role: qa
-    claim_status: Code Review
-    success_status: Done
-    failure_status: QA Failed
-    requires_prior_role: backend
-"#,
-        roles = repo().join("roles").display(),
-        argv = argv.join(", "),
+{extra}"#
     );
-    Config::parse_str(&text, Some(&dir.join("pipeline.yaml")))
-        .unwrap_or_else(|e| panic!("test config: {e}\n{text}"))
+    Pipeline3 {
+        tracker: &tracker,
+        statuses: JIRA,
+        terminal: "[Done, Won't Do]",
+        per_role_max_in_flight: "4",
+        agent_extra: "",
+    }
+    .config(dir, agent)
 }
 
 pub(crate) struct Harness {
@@ -99,7 +71,7 @@ impl Harness {
         Harness {
             model: JiraModel::start(mode).await,
             dir: tempfile::tempdir().unwrap(),
-            clock: Arc::new(StepClock(Mutex::new(Utc::now().trunc_subsecs(3)))),
+            clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
             extra: String::new(),
             page_size: None,
@@ -174,10 +146,7 @@ impl Harness {
             .await
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
         let r = p.tick(TickOptions::default()).await.expect("tick");
-        Report {
-            json: serde_json::to_value(&r).unwrap(),
-            text: r.to_text(),
-        }
+        Report::of(&r, r.to_text())
     }
 
     /// The outcome blocks sortie's own account wrote on an issue.
@@ -215,100 +184,85 @@ impl Harness {
     }
 }
 
-/// What a tick reported.
-pub(crate) struct Report {
-    pub json: Value,
-    pub text: String,
-}
+impl Vendor for Harness {
+    type Flavour = Mode;
+    type Id = String;
 
-impl Report {
-    pub fn runs(&self) -> &Vec<Value> {
-        self.json["runs"].as_array().unwrap()
+    async fn start(mode: Mode, agent: &[&str]) -> Self {
+        Harness::new(mode, agent).await
     }
-    fn writebacks(&self) -> Vec<&str> {
-        self.runs()
+    fn open(&self, title: &str, status: &str, labels: &[&str]) -> String {
+        self.model.add_issue(title, &self.spell(status), labels)
+    }
+    fn person_comments(&self, key: &String) {
+        let person = match self.model.mode {
+            Mode::Cloud => json!({"type": "doc", "version": 1, "content": [
+                {"type": "paragraph", "content": [{"type": "text", "text": "Please keep it small."}]}]}),
+            Mode::DataCenter => json!("Please keep it *small*."),
+        };
+        self.model.add_comment(key, "alice-id", "Alice", person);
+    }
+    fn status_of(&self, key: &String) -> String {
+        self.model.issue(key).status
+    }
+    fn spell(&self, status: &str) -> String {
+        let at = crate::pipeline_suite::KEBAB
             .iter()
-            .map(|r| r["writeback"].as_str().unwrap_or(""))
-            .collect()
-    }
-    fn replays(&self) -> Vec<&str> {
-        self.json["replays"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["result"].as_str().unwrap())
-            .collect()
-    }
-}
-
-fn demo_agent() -> String {
-    repo().join("scripts/demo-agent").display().to_string()
-}
-
-async fn drains_the_board(mode: Mode) {
-    let h = Harness::new(mode, &[&demo_agent()]).await;
-    let key = h
-        .model
-        .add_issue("Export to CSV", "Ready for Design", &["feature"]);
-    let person = match mode {
-        Mode::Cloud => json!({"type": "doc", "version": 1, "content": [
-            {"type": "paragraph", "content": [{"type": "text", "text": "Please keep it small."}]}]}),
-        Mode::DataCenter => json!("Please keep it *small*."),
-    };
-    h.model.add_comment(&key, "alice-id", "Alice", person);
-
-    let mut ticks = 0;
-    loop {
-        ticks += 1;
-        assert!(ticks <= 6, "not drained");
-        let r = h.tick().await;
-        if r.runs().is_empty() {
-            break;
+            .position(|s| *s == status);
+        match (at, status) {
+            (Some(i), _) => JIRA[i].to_string(),
+            (None, "on-hold") => "On Hold".to_string(),
+            (None, other) => panic!("no Jira status for {other}"),
         }
-        assert!(r.writebacks().iter().all(|w| *w == "done"), "{}", r.text);
     }
-    assert_eq!(ticks, 4, "one stage per tick, then an idle tick");
-    let issue = h.model.issue(&key);
-    assert_eq!(issue.status, "Done");
-    assert_eq!(
-        h.outcomes(&key),
-        [
-            ("architect".to_string(), "success"),
-            ("backend".to_string(), "success"),
-            ("qa".to_string(), "success")
-        ]
-    );
-    assert_eq!(issue.comments.len(), 4, "the person's and one per stage");
-    for c in &issue.comments[1..] {
-        match mode {
-            Mode::Cloud => {
-                assert!(c.body.is_object(), "ADF on Cloud: {}", c.body);
-                jira_model::check_adf(&c.body).unwrap();
-                let text = c.body.to_string();
-                assert!(
-                    text.contains(r##""text":"# sortie:success\nrole: "##),
-                    "{text}"
-                );
-            }
-            Mode::DataCenter => {
-                let text = c.body.as_str().expect("wiki text on Data Center");
-                assert!(
-                    text.contains("{code:yaml}\n# sortie:success\nrole: "),
-                    "{text}"
-                );
+    fn assert_in(&self, key: &String, status: &str, _labels: &[&str]) {
+        assert_eq!(self.model.issue(key).status, self.spell(status));
+    }
+    fn moves_before_read(&self, key: &String, skip: usize, status: &str) {
+        let status = self.spell(status);
+        self.model.on_get(key, skip, move |i| i.status = status);
+    }
+    /// `Won't Do` is in the done category (and a terminal state).
+    fn closes_before_read(&self, key: &String, skip: usize) {
+        self.model
+            .on_get(key, skip, |i| i.status = "Won't Do".into());
+    }
+    fn assert_closed_in_designing(&self, key: &String) {
+        assert_eq!(self.model.issue(key).status, "Won't Do");
+    }
+    fn blocks(&self, key: &String) -> Vec<OutcomeBlock> {
+        Harness::blocks(self, key)
+    }
+    fn comments(&self, key: &String) -> usize {
+        self.model.issue(key).comments.len()
+    }
+    async fn tick(&self) -> Report {
+        Harness::tick(self).await
+    }
+    /// sortie's comments are ADF on Cloud and wiki text on Data Center.
+    fn check_drained(&self, key: &String) {
+        let issue = self.model.issue(key);
+        for c in &issue.comments[1..] {
+            match self.model.mode {
+                Mode::Cloud => {
+                    assert!(c.body.is_object(), "ADF on Cloud: {}", c.body);
+                    jira_model::check_adf(&c.body).unwrap();
+                    let text = c.body.to_string();
+                    assert!(
+                        text.contains(r##""text":"# sortie:success\nrole: "##),
+                        "{text}"
+                    );
+                }
+                Mode::DataCenter => {
+                    let text = c.body.as_str().expect("wiki text on Data Center");
+                    assert!(
+                        text.contains("{code:yaml}\n# sortie:success\nrole: "),
+                        "{text}"
+                    );
+                }
             }
         }
     }
-}
-
-#[tokio::test]
-async fn three_stages_drain_a_jira_cloud_board_through_named_transitions() {
-    drains_the_board(Mode::Cloud).await;
-}
-
-#[tokio::test]
-async fn three_stages_drain_a_jira_data_center_board_through_named_transitions() {
-    drains_the_board(Mode::DataCenter).await;
 }
 
 #[tokio::test]
@@ -425,23 +379,6 @@ async fn a_pinned_transition_picks_one_of_two_to_the_same_status() {
         2,
         "in progress, then the pinned one: {posted:?}"
     );
-}
-
-#[tokio::test]
-async fn a_person_transitioning_the_issue_mid_run_wins() {
-    let h = Harness::new(Mode::Cloud, &["true"]).await;
-    let key = h.model.add_issue("t", "Ready for Design", &[]);
-    // Read #1 is the in-progress transition's re-read; #2 the write-back's.
-    h.model.on_get(&key, 1, |i| i.status = "On Hold".into());
-    let r = h.tick().await;
-    assert_eq!(
-        r.writebacks(),
-        ["dropped: moved by a person to On Hold"],
-        "{}",
-        r.text
-    );
-    assert_eq!(h.model.issue(&key).status, "On Hold");
-    assert!(h.blocks(&key).is_empty(), "nothing written");
 }
 
 #[tokio::test]

@@ -5,12 +5,12 @@
 //! complexity (docs/trackers/linear.md quotes it).
 
 use crate::linear_model;
+use crate::pipeline_suite::{Pipeline3, Report, Spelling, StepClock, Vendor};
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SubsecRound, Utc};
 use linear_model::{LinearModel, ALICE_ID, TOKEN, VIEWER_ID};
 use sortie::block::{parse_blocks, OutcomeBlock};
 use sortie::config::Config;
@@ -18,65 +18,34 @@ use sortie::ledger::SqliteLedger;
 use sortie::pipeline::{Clock, Faults, Pipeline, TickOptions};
 use sortie::tracker::linear::{LinearOptions, LinearTracker, WAIT_FILE};
 
-/// A clock the test moves by hand, shared by the pipeline and the adapter.
-struct StepClock(Mutex<DateTime<Utc>>);
+/// The pipeline's statuses, spelled in lower case (the team's states are capitalised).
+const LINEAR: Spelling = [
+    "ready for design",
+    "designing",
+    "design approved",
+    "design blocked",
+    "code review",
+    "blocked",
+    "done",
+    "qa failed",
+];
 
-impl StepClock {
-    fn advance(&self, secs: i64) {
-        *self.0.lock().unwrap() += chrono::Duration::seconds(secs);
-    }
-}
-
-impl Clock for StepClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The three-stage pipeline (architect -> backend -> qa) on the model's team; status
-/// names are spelled in lower case, the team's states are capitalised.
-fn config(dir: &Path, api_url: &str, agent: &[&str]) -> Config {
-    let argv: Vec<String> = agent.iter().map(|a| format!("{a:?}")).collect();
-    let text = format!(
-        r#"
-tracker: {{kind: linear, team: ENG, api_url: "{api_url}", token_env: SORTIE_TEST_UNUSED_TOKEN}}
-state_root: state
-roles_dir: {roles}
-claim_lock_ttl_seconds: 60
-concurrency: {{max_in_flight: 8, per_role_max_in_flight: 4}}
-terminal_states: [done, canceled]
-agent:
-  command: [{argv}]
-  timeout_seconds: 60
-retry: {{max_attempts: 1, backoff_base_seconds: 1, backoff_max_seconds: 2}}
-pipeline_stages:
-  - role: architect
-    claim_status: ready for design
-    in_progress_status: designing
-    success_status: design approved
-    failure_status: design blocked
-  - role: backend
-    claim_status: design approved
-    success_status: code review
-    failure_status: blocked
-    requires_prior_role: architect
-  - role: qa
-    claim_status: code review
-    success_status: done
-    failure_status: qa failed
-    requires_prior_role: backend
-"#,
-        roles = repo().join("roles").display(),
-        argv = argv.join(", "),
+/// The three-stage pipeline (architect -> backend -> qa) on the model's team.
+fn config(dir: &Path, api_url: &str, agent: &[String]) -> Config {
+    let tracker = format!(
+        r#"tracker: {{kind: linear, team: ENG, api_url: "{api_url}", token_env: SORTIE_TEST_UNUSED_TOKEN}}"#
     );
-    Config::parse_str(&text, Some(&dir.join("pipeline.yaml"))).expect("valid test config")
+    Pipeline3 {
+        tracker: &tracker,
+        statuses: LINEAR,
+        terminal: "[done, canceled]",
+        per_role_max_in_flight: "4",
+        agent_extra: "",
+    }
+    .config(dir, agent)
 }
 
-struct Harness {
+pub(crate) struct Harness {
     model: LinearModel,
     dir: tempfile::TempDir,
     clock: Arc<StepClock>,
@@ -88,14 +57,13 @@ impl Harness {
         Harness {
             model: LinearModel::start().await,
             dir: tempfile::tempdir().unwrap(),
-            clock: Arc::new(StepClock(Mutex::new(Utc::now().trunc_subsecs(3)))),
+            clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
         }
     }
 
     fn config(&self) -> Config {
-        let agent: Vec<&str> = self.agent.iter().map(String::as_str).collect();
-        config(self.dir.path(), &self.model.api_url(), &agent)
+        config(self.dir.path(), &self.model.api_url(), &self.agent)
     }
 
     fn tracker(&self) -> Arc<LinearTracker> {
@@ -133,10 +101,7 @@ impl Harness {
             Err(err) => panic!("pipeline: {err}\n{:#?}", self.model.log()),
         };
         let r = p.tick(TickOptions::default()).await.expect("tick");
-        Report {
-            json: serde_json::to_value(&r).unwrap(),
-            text: r.to_text(),
-        }
+        Report::of(&r, r.to_text())
     }
 
     fn blocks(&self, n: u64) -> Vec<OutcomeBlock> {
@@ -160,143 +125,85 @@ impl Harness {
     }
 }
 
-struct Report {
-    json: serde_json::Value,
-    text: String,
-}
+impl Vendor for Harness {
+    type Flavour = ();
+    type Id = u64;
 
-impl Report {
-    fn runs(&self) -> &Vec<serde_json::Value> {
-        self.json["runs"].as_array().unwrap()
+    async fn start(_: (), agent: &[&str]) -> Self {
+        Harness::new(agent).await
     }
-    fn writebacks(&self) -> Vec<&str> {
-        self.runs()
+    fn open(&self, title: &str, status: &str, labels: &[&str]) -> u64 {
+        self.model.add_issue(title, &self.spell(status), labels)
+    }
+    fn person_comments(&self, n: &u64) {
+        self.model
+            .add_comment(*n, ALICE_ID, "Please keep it small.");
+    }
+    fn open_parked(&self) -> Option<(u64, String)> {
+        Some((
+            self.model.add_issue("Parked", "Backlog", &[]),
+            "Backlog".into(),
+        ))
+    }
+    fn status_of(&self, n: &u64) -> String {
+        self.model.state_of(*n)
+    }
+    /// The team's state: the config's spelling, capitalised.
+    fn spell(&self, status: &str) -> String {
+        let at = crate::pipeline_suite::KEBAB
             .iter()
-            .map(|r| r["writeback"].as_str().unwrap_or(""))
-            .collect()
+            .position(|s| *s == status);
+        let lower = match (at, status) {
+            (Some(i), _) => LINEAR[i],
+            (None, "on-hold") => "on hold",
+            (None, other) => panic!("no Linear state for {other}"),
+        };
+        let mut chars = lower.chars();
+        let first = chars.next().unwrap().to_uppercase();
+        format!("{first}{}", chars.as_str())
     }
-}
-
-fn demo_agent() -> String {
-    repo().join("scripts/demo-agent").display().to_string()
-}
-
-#[tokio::test]
-async fn three_stages_drain_a_linear_team_end_to_end() {
-    let agent = demo_agent();
-    let h = Harness::new(&[&agent]).await;
-    let n = h
-        .model
-        .add_issue("Export to CSV", "Ready for design", &["feature"]);
-    h.model.add_comment(n, ALICE_ID, "Please keep it small.");
-    let parked = h.model.add_issue("Parked", "Backlog", &[]);
-
-    let mut ticks = 0;
-    loop {
-        ticks += 1;
-        assert!(ticks <= 6, "not drained");
-        let r = h.tick().await;
-        if r.runs().is_empty() {
-            break;
+    fn assert_in(&self, n: &u64, status: &str, _labels: &[&str]) {
+        assert_eq!(self.model.state_of(*n), self.spell(status));
+    }
+    fn moves_before_read(&self, n: &u64, skip: usize, status: &str) {
+        let state = self.model.state_id(&self.spell(status));
+        self.model.on_get(*n, skip, move |i| i.state_id = state);
+    }
+    fn closes_before_read(&self, n: &u64, skip: usize) {
+        let done = self.model.state_id("Done");
+        self.model.on_get(*n, skip, move |i| i.state_id = done);
+    }
+    fn assert_closed_in_designing(&self, n: &u64) {
+        assert_eq!(self.model.state_of(*n), "Done");
+    }
+    fn blocks(&self, n: &u64) -> Vec<OutcomeBlock> {
+        Harness::blocks(self, *n)
+    }
+    fn comments(&self, n: &u64) -> usize {
+        self.model.issue(*n).comments.len()
+    }
+    async fn tick(&self) -> Report {
+        Harness::tick(self).await
+    }
+    /// Each of sortie's comments has the id derived from its block's key.
+    fn check_drained(&self, n: &u64) {
+        let issue = self.model.issue(*n);
+        for c in issue.comments.iter().filter(|c| c.user_id == VIEWER_ID) {
+            let block = parse_blocks(&c.body)
+                .into_iter()
+                .next()
+                .unwrap()
+                .unwrap()
+                .block;
+            assert_eq!(
+                c.id,
+                sortie::tracker::linear::comment_id(block.idempotency_key()).to_string()
+            );
         }
-        assert!(r.writebacks().iter().all(|w| *w == "done"), "{}", r.text);
     }
-    assert_eq!(ticks, 4, "one stage per tick, then an idle tick");
-    assert_eq!(h.model.state_of(n), "Done");
-    assert_eq!(h.model.state_of(parked), "Backlog", "not on the pipeline");
-    let blocks = h.blocks(n);
-    let roles: Vec<(&str, bool)> = blocks
-        .iter()
-        .map(|b| (b.role(), matches!(b, OutcomeBlock::Success(_))))
-        .collect();
-    assert_eq!(
-        roles,
-        [("architect", true), ("backend", true), ("qa", true)]
-    );
-    let issue = h.model.issue(n);
-    assert_eq!(
-        issue.comments.len(),
-        4,
-        "the person's comment and one per stage"
-    );
-    // Each of sortie's comments has the id derived from its block's key.
-    for c in issue.comments.iter().filter(|c| c.user_id == VIEWER_ID) {
-        let block = parse_blocks(&c.body)
-            .into_iter()
-            .next()
-            .unwrap()
-            .unwrap()
-            .block;
-        assert_eq!(
-            c.id,
-            sortie::tracker::linear::comment_id(block.idempotency_key()).to_string()
-        );
+    fn check_clean(&self) {
+        self.assert_nothing_refused();
     }
-    h.assert_nothing_refused();
-}
-
-#[tokio::test]
-async fn a_person_moving_the_issue_during_the_run_wins() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("t", "Ready for design", &[]);
-    let on_hold = h.model.state_id("On hold");
-    // Read #0 is the in-progress transition's re-read; #1 is the write-back's.
-    h.model.on_get(n, 1, move |i| i.state_id = on_hold);
-
-    let r = h.tick().await;
-    assert_eq!(
-        r.writebacks(),
-        ["dropped: moved by a person to On hold"],
-        "{}",
-        r.text
-    );
-    assert_eq!(h.model.state_of(n), "On hold");
-    assert!(h.blocks(n).is_empty(), "nothing written");
-    h.assert_nothing_refused();
-}
-
-#[tokio::test]
-async fn a_person_moving_the_issue_right_before_the_transition_keeps_it_there() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("t", "Ready for design", &[]);
-    let on_hold = h.model.state_id("On hold");
-    // Read #2 is the write-back transition's own re-read, after the comment.
-    h.model.on_get(n, 2, move |i| i.state_id = on_hold);
-
-    let r = h.tick().await;
-    assert_eq!(
-        r.writebacks(),
-        ["dropped: moved by a person to On hold during write-back"],
-        "{}",
-        r.text
-    );
-    assert_eq!(h.model.state_of(n), "On hold", "not clobbered");
-    h.assert_nothing_refused();
-}
-
-#[tokio::test]
-async fn an_issue_completed_during_the_run_is_terminal_and_gets_no_write_back() {
-    let h = Harness::new(&["true"]).await;
-    let n = h.model.add_issue("t", "Ready for design", &[]);
-    let done = h.model.state_id("Done");
-    h.model.on_get(n, 1, move |i| i.state_id = done);
-
-    let r = h.tick().await;
-    assert!(
-        r.writebacks()[0].starts_with("dropped: ticket is terminal"),
-        "{}",
-        r.text
-    );
-    assert_eq!(h.model.state_of(n), "Done");
-    assert!(h.blocks(n).is_empty());
-    // A completed issue is not on the board any more.
-    let r = h.tick().await;
-    assert!(
-        r.runs().is_empty() && r.json["tickets_listed"] == 0,
-        "{}",
-        r.text
-    );
-    h.assert_nothing_refused();
 }
 
 #[tokio::test]

@@ -15,6 +15,8 @@ mod crash_suite;
 mod gitlab_model;
 mod jira_model;
 mod linear_model;
+mod model_plumbing;
+mod pipeline_suite;
 
 mod agent_presets;
 mod agent_resume;

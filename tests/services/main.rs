@@ -6,6 +6,8 @@ mod common;
 mod contract;
 #[path = "../it/github_model/mod.rs"]
 mod github_model;
+#[path = "../it/model_plumbing/mod.rs"]
+mod model_plumbing;
 #[macro_use]
 #[path = "../ledger_suite/mod.rs"]
 mod ledger_suite;

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 pub mod switchable;
 
 use sortie::block::{parse_blocks, OutcomeBlock};
+use sortie::config::Config;
 use sortie::tracker::local::LocalBoard;
 use sortie::tracker::{Comment, Ticket, Tracker};
 
@@ -16,43 +17,104 @@ pub struct Sandbox {
     pub dir: tempfile::TempDir,
 }
 
-/// The three-stage demo pipeline, with settings a test can override by text.
-pub const THREE_STAGES: &str = r#"
-tracker:
-  kind: local
-  path: board
+/// The three-stage demo pipeline on a local board, with settings a test can override
+/// by text (`ROLES`, `AGENT` and `PER_ROLE` are placeholders).
+pub static THREE_STAGES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    Pipeline3 {
+        tracker: "tracker:\n  kind: local\n  path: board",
+        statuses: KEBAB,
+        terminal: "[done, cancelled]",
+        per_role_max_in_flight: "PER_ROLE",
+        agent_extra: "  stall_timeout_seconds: 30\n",
+    }
+    .yaml_with_roles("ROLES", &["AGENT".to_string()])
+});
+
+/// The pipeline's statuses as one tracker spells them, in the order: ready for design,
+/// designing, design approved, design blocked, code review, blocked, done, QA failed.
+pub type Spelling = [&'static str; 8];
+
+/// Labels and label-status forges: the config's own words.
+pub const KEBAB: Spelling = [
+    "ready-for-design",
+    "designing",
+    "design-approved",
+    "design-blocked",
+    "code-review",
+    "blocked",
+    "done",
+    "qa-failed",
+];
+
+/// The three-stage pipeline (architect -> backend -> qa), written once: what its YAML
+/// varies in per tracker.
+pub struct Pipeline3<'a> {
+    /// The `tracker:` entry, key included (one line or an indented block).
+    pub tracker: &'a str,
+    pub statuses: Spelling,
+    /// The `terminal_states:` list (`[done, cancelled]`).
+    pub terminal: &'a str,
+    /// `concurrency.per_role_max_in_flight` (text: a template may leave a placeholder).
+    pub per_role_max_in_flight: &'a str,
+    /// Lines added under `agent:` (two-space indented, each ending in a newline).
+    pub agent_extra: &'a str,
+}
+
+impl Pipeline3<'_> {
+    /// The three-stage pipeline (architect -> backend -> qa) running `agent`.
+    pub fn yaml(&self, agent: &[String]) -> String {
+        self.yaml_with_roles(&repo().join("roles").display().to_string(), agent)
+    }
+
+    /// Like [`Pipeline3::yaml`], with this `roles_dir`.
+    pub fn yaml_with_roles(&self, roles: &str, agent: &[String]) -> String {
+        let argv: Vec<String> = agent.iter().map(|a| format!("{a:?}")).collect();
+        let [ready, designing, approved, design_blocked, review, blocked, done, qa_failed] =
+            self.statuses;
+        format!(
+            r#"
+{tracker}
 state_root: state
-roles_dir: ROLES
+roles_dir: {roles}
 claim_lock_ttl_seconds: 60
-concurrency:
-  max_in_flight: 8
-  per_role_max_in_flight: PER_ROLE
-terminal_states: [done, cancelled]
+concurrency: {{max_in_flight: 8, per_role_max_in_flight: {per_role}}}
+terminal_states: {terminal}
 agent:
-  command: ["AGENT"]
+  command: [{argv}]
   timeout_seconds: 60
-  stall_timeout_seconds: 30
-retry:
-  max_attempts: 1
-  backoff_base_seconds: 1
-  backoff_max_seconds: 2
+{agent_extra}retry: {{max_attempts: 1, backoff_base_seconds: 1, backoff_max_seconds: 2}}
 pipeline_stages:
   - role: architect
-    claim_status: ready-for-design
-    in_progress_status: designing
-    success_status: design-approved
-    failure_status: design-blocked
+    claim_status: {ready}
+    in_progress_status: {designing}
+    success_status: {approved}
+    failure_status: {design_blocked}
   - role: backend
-    claim_status: design-approved
-    success_status: code-review
-    failure_status: blocked
+    claim_status: {approved}
+    success_status: {review}
+    failure_status: {blocked}
     requires_prior_role: architect
   - role: qa
-    claim_status: code-review
-    success_status: done
-    failure_status: qa-failed
+    claim_status: {review}
+    success_status: {done}
+    failure_status: {qa_failed}
     requires_prior_role: backend
-"#;
+"#,
+            tracker = self.tracker,
+            per_role = self.per_role_max_in_flight,
+            agent_extra = self.agent_extra,
+            terminal = self.terminal,
+            argv = argv.join(", "),
+        )
+    }
+
+    /// The parsed config, as if read from `dir/pipeline.yaml`.
+    pub fn config(&self, dir: &Path, agent: &[String]) -> Config {
+        let text = self.yaml(agent);
+        Config::parse_str(&text, Some(&dir.join("pipeline.yaml")))
+            .unwrap_or_else(|e| panic!("test config: {e}\n{text}"))
+    }
+}
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -13,6 +13,9 @@ use serde_json::{json, Value};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::model_plumbing::{header, Faults, Hooks, Line, RequestLog};
+pub use crate::model_plumbing::{percent_decode, Logged};
+
 /// One issue (or pull request).
 #[derive(Debug, Clone)]
 pub struct Issue {
@@ -36,31 +39,6 @@ pub struct Note {
     pub body: String,
     pub created: i64,
     pub system: bool,
-}
-
-/// A request as the model saw it.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    pub method: String,
-    /// Path (without the API prefix) and query, as sent.
-    pub path: String,
-    pub status: u16,
-    /// The JSON body sent, if any.
-    pub body: Value,
-}
-
-impl std::fmt::Display for Logged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} -> {}", self.method, self.path, self.status)
-    }
-}
-
-struct Fault {
-    method: String,
-    path_contains: String,
-    status: u16,
-    retry_after: Option<u64>,
-    hits_left: usize,
 }
 
 type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
@@ -93,9 +71,9 @@ pub struct Board {
     pub next_id: u64,
     pub max_per_page: usize,
     pub remaining: u64,
-    log: Vec<Logged>,
-    faults: Vec<Fault>,
-    get_hooks: Vec<(u64, usize, Hook)>,
+    log: RequestLog<Logged>,
+    faults: Faults,
+    get_hooks: Hooks<u64, Hook>,
 }
 
 impl Board {
@@ -142,16 +120,11 @@ impl Board {
 
     /// Run the hooks due on this read of issue `number`.
     pub fn before_get(&mut self, number: u64) {
-        if let Some(pos) = self.get_hooks.iter().position(|(n, _, _)| *n == number) {
-            if self.get_hooks[pos].1 == 0 {
-                let (_, _, hook) = self.get_hooks.remove(pos);
-                let now = self.tick();
-                let issue = self.issues.get_mut(&number).unwrap();
-                hook(issue);
-                issue.updated = now;
-            } else {
-                self.get_hooks[pos].1 -= 1;
-            }
+        for hook in self.get_hooks.due(&number) {
+            let now = self.tick();
+            let issue = self.issues.get_mut(&number).unwrap();
+            hook(issue);
+            issue.updated = now;
         }
     }
 }
@@ -239,9 +212,9 @@ impl ForgeModel {
             next_id: 1000,
             max_per_page: 100,
             remaining: 2000,
-            log: Vec::new(),
-            faults: Vec::new(),
-            get_hooks: Vec::new(),
+            log: RequestLog::default(),
+            faults: Faults::default(),
+            get_hooks: Hooks::default(),
         }));
         Mock::given(any())
             .respond_with(Responder {
@@ -314,7 +287,7 @@ impl ForgeModel {
 
     /// Run `f` on the issue when the adapter reads it for the `skip + 1`-th time from now.
     pub fn on_get(&self, number: u64, skip: usize, f: impl FnOnce(&mut Issue) + Send + 'static) {
-        self.board().get_hooks.push((number, skip, Box::new(f)));
+        self.board().get_hooks.add(number, skip, Box::new(f));
     }
 
     /// Answer the next `times` requests matching method and path fragment with `status`.
@@ -326,13 +299,9 @@ impl ForgeModel {
         retry_after: Option<u64>,
         times: usize,
     ) {
-        self.board().faults.push(Fault {
-            method: method.to_string(),
-            path_contains: path_contains.to_string(),
-            status,
-            retry_after,
-            hits_left: times,
-        });
+        self.board()
+            .faults
+            .arm(method, path_contains, status, retry_after, 0, times);
     }
 
     /// Stop answering with injected failures.
@@ -362,12 +331,12 @@ impl ForgeModel {
 
     /// Every request so far, as `METHOD /path?query -> status`.
     pub fn log(&self) -> Vec<String> {
-        self.board().log.iter().map(|l| l.to_string()).collect()
+        self.board().log.lines()
     }
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Logged> {
-        self.board().log.clone()
+        self.board().log.entries()
     }
 
     /// Forget the request log.
@@ -382,25 +351,6 @@ pub fn time(t: i64) -> String {
         + chrono::Duration::seconds(t))
     .to_utc()
     .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-/// Decode `%XX` escapes.
-pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
 }
 
 /// One page of `items` by `page` and a per-page size; returns the chunk and whether
@@ -423,16 +373,8 @@ struct Responder {
 impl Respond for Responder {
     fn respond(&self, raw: &Request) -> ResponseTemplate {
         let mut b = self.board.lock().unwrap();
-        let method = raw.method.to_string();
-        let full = raw.url.path().to_string();
-        let path = full
-            .strip_prefix(self.dialect.prefix())
-            .unwrap_or(&full)
-            .to_string();
-        let shown = match raw.url.query() {
-            Some(q) => format!("{path}?{q}"),
-            None => path.clone(),
-        };
+        let line = Line::of(raw, self.dialect.prefix());
+        let (method, path, shown) = (line.method.clone(), line.path_or_full(), line.shown);
         let req = Req {
             method: method.clone(),
             segs: path
@@ -444,14 +386,9 @@ impl Respond for Responder {
             body: serde_json::from_slice(&raw.body).unwrap_or(Value::Null),
             raw,
         };
-        let fault = b
-            .faults
-            .iter_mut()
-            .find(|f| f.hits_left > 0 && f.method == method && shown.contains(&f.path_contains));
         let ans = if !self.dialect.authenticated(&req) {
             self.dialect.error(401, "401 Unauthorized")
-        } else if let Some(fault) = fault {
-            fault.hits_left -= 1;
+        } else if let Some(fault) = b.faults.hit(&method, &shown) {
             let mut a = self.dialect.error(fault.status, "Retry later");
             if let Some(secs) = fault.retry_after {
                 a.headers.push(("retry-after".into(), secs.to_string()));
@@ -466,6 +403,7 @@ impl Respond for Responder {
             path: shown,
             status: ans.status,
             body: req.body.clone(),
+            if_none_match: header(raw, "if-none-match").is_some(),
         });
         let mut t = ResponseTemplate::new(ans.status);
         for (k, v) in self.dialect.rate_headers(&b).into_iter().chain(ans.headers) {

@@ -17,6 +17,9 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 mod routes;
 use routes::route;
 
+pub use crate::model_plumbing::Logged;
+use crate::model_plumbing::{header, percent_decode, Faults, Hooks, Line, RequestLog};
+
 /// The token the model accepts.
 pub const TOKEN: &str = "test-token";
 /// The login that token belongs to.
@@ -61,30 +64,6 @@ pub struct ModelComment {
     pub created: i64,
 }
 
-/// A request as the model saw it.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    pub method: String,
-    /// Path (without the API prefix) and query, as sent.
-    pub path: String,
-    pub status: u16,
-    pub if_none_match: bool,
-}
-
-impl std::fmt::Display for Logged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} -> {}", self.method, self.path, self.status)
-    }
-}
-
-struct Fault {
-    method: String,
-    path_contains: String,
-    status: u16,
-    retry_after: Option<u64>,
-    hits_left: usize,
-}
-
 type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
 
 struct State {
@@ -96,12 +75,12 @@ struct State {
     clock: i64,
     next_comment_id: u64,
     max_per_page: usize,
-    log: Vec<Logged>,
+    log: RequestLog<Logged>,
     limit: u64,
     remaining: u64,
     reset: i64,
-    faults: Vec<Fault>,
-    get_hooks: Vec<(u64, usize, Hook)>,
+    faults: Faults,
+    get_hooks: Hooks<u64, Hook>,
     pulls: Vec<ModelPull>,
     /// The server has issue dependencies (github.com): issues carry
     /// `issue_dependencies_summary` and `.../dependencies/blocked_by` answers.
@@ -131,12 +110,12 @@ impl GithubModel {
             clock: 0,
             next_comment_id: 1000,
             max_per_page: 100,
-            log: Vec::new(),
+            log: RequestLog::default(),
             limit: 5000,
             remaining: 5000,
             reset: chrono::Utc::now().timestamp() + 3600,
-            faults: Vec::new(),
-            get_hooks: Vec::new(),
+            faults: Faults::default(),
+            get_hooks: Hooks::default(),
             pulls: Vec::new(),
             dependencies: true,
         }));
@@ -222,7 +201,7 @@ impl GithubModel {
     /// Run `f` on the issue when the adapter reads `GET /issues/{number}` for the
     /// `skip + 1`-th time from now (a person acting right before sortie re-reads).
     pub fn on_get(&self, number: u64, skip: usize, f: impl FnOnce(&mut Issue) + Send + 'static) {
-        self.state().get_hooks.push((number, skip, Box::new(f)));
+        self.state().get_hooks.add(number, skip, Box::new(f));
     }
 
     /// Answer the next `times` requests matching method and path fragment with `status`.
@@ -234,13 +213,9 @@ impl GithubModel {
         retry_after: Option<u64>,
         times: usize,
     ) {
-        self.state().faults.push(Fault {
-            method: method.to_string(),
-            path_contains: path_contains.to_string(),
-            status,
-            retry_after,
-            hits_left: times,
-        });
+        self.state()
+            .faults
+            .arm(method, path_contains, status, retry_after, 0, times);
     }
 
     /// Stop answering with injected failures.
@@ -280,12 +255,12 @@ impl GithubModel {
 
     /// Every request so far, as `METHOD /path?query -> status`.
     pub fn log(&self) -> Vec<String> {
-        self.state().log.iter().map(|l| l.to_string()).collect()
+        self.state().log.lines()
     }
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Logged> {
-        self.state().log.clone()
+        self.state().log.entries()
     }
 
     /// Forget the request log.
@@ -390,24 +365,6 @@ fn comment_json(c: &ModelComment) -> Value {
     json!({"id": c.id, "user": {"login": c.author}, "body": c.body, "created_at": time(c.created), "updated_at": time(c.created)})
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
-}
-
 struct Responder(Arc<Mutex<State>>);
 
 /// An answer before headers: status and optional JSON body.
@@ -437,36 +394,15 @@ fn message(status: u16, text: &str) -> Answer {
 impl Respond for Responder {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let mut s = self.0.lock().unwrap();
-        let method = req.method.to_string();
-        let full_path = req.url.path().to_string();
-        let path = full_path
-            .strip_prefix(s.prefix.as_str())
-            .unwrap_or(&full_path)
-            .to_string();
-        let shown = match req.url.query() {
-            Some(q) => format!("{path}?{q}"),
-            None => path.clone(),
-        };
-        let if_none_match = req
-            .headers
-            .get("if-none-match")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let auth_ok = req
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            == Some(&format!("Bearer {TOKEN}"));
+        let line = Line::of(req, &s.prefix);
+        let (method, path, shown) = (line.method.clone(), line.path_or_full(), line.shown);
+        let if_none_match = header(req, "if-none-match").map(str::to_string);
+        let auth_ok = header(req, "authorization") == Some(&format!("Bearer {TOKEN}"));
 
         let mut extra: Vec<(String, String)> = Vec::new();
-        let fault = s
-            .faults
-            .iter_mut()
-            .find(|f| f.hits_left > 0 && f.method == method && shown.contains(&f.path_contains));
         let ans = if !auth_ok {
             message(401, "Bad credentials")
-        } else if let Some(fault) = fault {
-            fault.hits_left -= 1;
+        } else if let Some(fault) = s.faults.hit(&method, &shown) {
             if let Some(secs) = fault.retry_after {
                 extra.push(("retry-after".into(), secs.to_string()));
             }
@@ -502,6 +438,7 @@ impl Respond for Responder {
             method,
             path: shown,
             status,
+            body: serde_json::from_slice(&req.body).unwrap_or(Value::Null),
             if_none_match: if_none_match.is_some(),
         });
 

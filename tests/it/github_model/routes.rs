@@ -203,17 +203,12 @@ fn issue_route(
             paginate(s, req, items)
         }
         ("GET", []) => {
-            if let Some(pos) = s.get_hooks.iter().position(|(n, _, _)| *n == number) {
-                if s.get_hooks[pos].1 == 0 {
-                    let (_, _, hook) = s.get_hooks.remove(pos);
-                    s.clock += 1;
-                    let now = s.clock;
-                    let issue = s.issues.get_mut(&number).unwrap();
-                    hook(issue);
-                    issue.updated = now;
-                } else {
-                    s.get_hooks[pos].1 -= 1;
-                }
+            for hook in s.get_hooks.due(&number) {
+                s.clock += 1;
+                let now = s.clock;
+                let issue = s.issues.get_mut(&number).unwrap();
+                hook(issue);
+                issue.updated = now;
             }
             answer(200, issue_json_in(s, &s.issues[&number]))
         }

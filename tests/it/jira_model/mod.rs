@@ -19,6 +19,10 @@ use serde_json::{json, Value};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+/// A request as the model saw it (its path below `/rest/api/N`, with its query).
+pub use crate::model_plumbing::Logged;
+use crate::model_plumbing::{header, Faults, Hooks, Line, RequestLog};
+
 /// The project the model serves.
 pub const PROJECT: &str = "PROJ";
 /// Cloud credentials the model accepts.
@@ -99,31 +103,6 @@ pub struct Link {
     pub to: String,
 }
 
-/// A request as the model saw it.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    pub method: String,
-    /// Path below `/rest/api/N`, with its query.
-    pub path: String,
-    pub status: u16,
-}
-
-impl std::fmt::Display for Logged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} -> {}", self.method, self.path, self.status)
-    }
-}
-
-struct Fault {
-    method: String,
-    path_contains: String,
-    status: u16,
-    retry_after: Option<u64>,
-    /// Matching requests to let through first.
-    skip: usize,
-    hits_left: usize,
-}
-
 type Hook = Box<dyn FnOnce(&mut State, &str) + Send>;
 
 pub(crate) struct State {
@@ -137,9 +116,9 @@ pub(crate) struct State {
     next_issue: u64,
     next_comment: u64,
     max_results: usize,
-    log: Vec<Logged>,
-    faults: Vec<Fault>,
-    get_hooks: Vec<(String, usize, Hook)>,
+    log: RequestLog<Logged>,
+    faults: Faults,
+    get_hooks: Hooks<String, Hook>,
     adf: (boon::Schemas, boon::SchemaIndex),
     /// Issue keys that moved: old key -> new key.
     moved: BTreeMap<String, String>,
@@ -234,9 +213,9 @@ impl JiraModel {
             next_issue: 1,
             next_comment: 10000,
             max_results: 100,
-            log: Vec::new(),
-            faults: Vec::new(),
-            get_hooks: Vec::new(),
+            log: RequestLog::default(),
+            faults: Faults::default(),
+            get_hooks: Hooks::default(),
             adf: adf_schema(),
             moved: BTreeMap::new(),
             rate_limit: None,
@@ -331,7 +310,7 @@ impl JiraModel {
     /// from now, before answering (a person acting right before sortie re-reads).
     pub fn on_get(&self, key: &str, skip: usize, f: impl FnOnce(&mut Issue) + Send + 'static) {
         let key_owned = key.to_string();
-        self.state().get_hooks.push((
+        self.state().get_hooks.add(
             key.to_string(),
             skip,
             Box::new(move |s: &mut State, _| {
@@ -339,7 +318,7 @@ impl JiraModel {
                     f(issue);
                 }
             }),
-        ));
+        );
     }
 
     /// A person moves an issue to another project: it gets `new_key`, and reads of the
@@ -355,13 +334,13 @@ impl JiraModel {
     /// Delete an issue when it is read for the `skip + 1`-th time from now.
     pub fn delete_on_get(&self, key: &str, skip: usize) {
         let key_owned = key.to_string();
-        self.state().get_hooks.push((
+        self.state().get_hooks.add(
             key.to_string(),
             skip,
             Box::new(move |s: &mut State, _| {
                 s.issues.remove(&key_owned);
             }),
-        ));
+        );
     }
 
     /// Answer the next `times` requests matching method and path fragment with `status`.
@@ -373,14 +352,9 @@ impl JiraModel {
         retry_after: Option<u64>,
         times: usize,
     ) {
-        self.state().faults.push(Fault {
-            method: method.to_string(),
-            path_contains: path_contains.to_string(),
-            status,
-            retry_after,
-            skip: 0,
-            hits_left: times,
-        });
+        self.state()
+            .faults
+            .arm(method, path_contains, status, retry_after, 0, times);
     }
 
     /// Like [`JiraModel::fail`], after letting `skip` matching requests through.
@@ -392,14 +366,9 @@ impl JiraModel {
         skip: usize,
         times: usize,
     ) {
-        self.state().faults.push(Fault {
-            method: method.to_string(),
-            path_contains: path_contains.to_string(),
-            status,
-            retry_after: None,
-            skip,
-            hits_left: times,
-        });
+        self.state()
+            .faults
+            .arm(method, path_contains, status, None, skip, times);
     }
 
     /// Answer searches with at most `n` issues per page whatever is asked.
@@ -436,7 +405,7 @@ impl JiraModel {
 
     /// Every request so far.
     pub fn log(&self) -> Vec<Logged> {
-        self.state().log.clone()
+        self.state().log.entries()
     }
 
     /// Forget the log.
@@ -479,37 +448,15 @@ pub(crate) fn errors(status: u16, messages: &[&str], fields: &[(&str, &str)]) ->
 impl Respond for Responder {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let mut s = self.0.lock().unwrap();
-        let method = req.method.to_string();
-        let prefix = format!("/rest/api/{}", s.mode.version());
-        let full = req.url.path().to_string();
-        let path = full.strip_prefix(&prefix).map(str::to_string);
-        let shown = {
-            let p = path.clone().unwrap_or(full.clone());
-            match req.url.query() {
-                Some(q) => format!("{p}?{q}"),
-                None => p,
-            }
-        };
-        let auth = req
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let line = Line::of(req, &format!("/rest/api/{}", s.mode.version()));
+        let (method, path, shown) = (line.method, line.path, line.shown);
+        let auth = header(req, "authorization").unwrap_or("");
         let auth_ok = match s.mode {
             Mode::Cloud => auth == BASIC,
             Mode::DataCenter => auth == format!("Bearer {DC_TOKEN}"),
         };
         let mut extra: Vec<(String, String)> = Vec::new();
-        let mut fault = s
-            .faults
-            .iter_mut()
-            .find(|f| f.hits_left > 0 && f.method == method && shown.contains(&f.path_contains));
-        if let Some(f) = fault.as_mut().filter(|f| f.skip > 0) {
-            f.skip -= 1;
-            fault = None;
-        }
-        let ans = if let Some(fault) = fault {
-            fault.hits_left -= 1;
+        let ans = if let Some(fault) = s.faults.hit(&method, &shown) {
             if let Some(secs) = fault.retry_after {
                 extra.push(("retry-after".into(), secs.to_string()));
             }
@@ -525,6 +472,8 @@ impl Respond for Responder {
             method,
             path: shown,
             status: ans.status,
+            body: serde_json::from_slice(&req.body).unwrap_or(Value::Null),
+            if_none_match: header(req, "if-none-match").is_some(),
         });
         let mut t = ResponseTemplate::new(ans.status);
         if let Some((remaining, reset)) = &s.rate_limit {

@@ -215,19 +215,7 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
     // Issue reads run their hooks first (a person acting right before the read).
     if let ("GET", ["issue", key]) = (method, segs.as_slice()) {
         let key = key.to_string();
-        let mut fire = Vec::new();
-        let mut kept = Vec::new();
-        for (k, skip, hook) in std::mem::take(&mut s.get_hooks) {
-            if k != key {
-                kept.push((k, skip, hook));
-            } else if skip == 0 {
-                fire.push(hook);
-            } else {
-                kept.push((k, skip - 1, hook));
-            }
-        }
-        s.get_hooks = kept;
-        for hook in fire {
+        for hook in s.get_hooks.due(&key) {
             hook(s, &key);
         }
     }

@@ -20,6 +20,8 @@ use serde_json::{json, Value};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::model_plumbing::{Faults, Hooks, RequestLog};
+
 /// The API key the model accepts.
 pub const TOKEN: &str = "lin_api_test";
 /// The team's key.
@@ -85,6 +87,13 @@ pub struct Logged {
     pub mutation: bool,
 }
 
+impl std::fmt::Display for Logged {
+    /// `operation -> status`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} -> {}", self.operation, self.status)
+    }
+}
+
 type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
 
 pub(crate) struct Model {
@@ -94,7 +103,7 @@ pub(crate) struct Model {
     pub users: Vec<(String, String, String)>,
     pub next_number: u64,
     pub clock: i64,
-    pub log: Vec<Logged>,
+    pub log: RequestLog<Logged>,
     pub requests_remaining: u64,
     pub complexity_remaining: u64,
     /// Epoch ms when the window resets.
@@ -106,15 +115,16 @@ pub(crate) struct Model {
     /// Operations whose next answers are lost after the request took effect
     /// (operation, how many): the client sees a 502.
     pub lost_answers: Vec<(String, usize)>,
-    /// Re-read hooks: (issue number, which `issue(id:)` read, change).
-    pub get_hooks: Vec<(u64, usize, Hook)>,
+    /// Re-read hooks, by issue number, counted in whole `issue(id:)` reads.
+    pub get_hooks: Hooks<u64, Hook>,
+    /// Whole `issue(id:)` reads so far, by issue number (the last one's index).
     pub reads: BTreeMap<u64, usize>,
     /// The next this many comment listings of an issue miss its newest comment
     /// (a read that raced the write).
     pub stale_comment_reads: BTreeMap<u64, usize>,
-    /// The next this many requests are answered with this HTTP status before anything
-    /// is done (Linear's edge down: 503).
-    pub failing: Option<(u16, usize)>,
+    /// Requests answered with an HTTP status before anything is done (Linear's edge
+    /// down: 503).
+    pub faults: Faults,
     pub accept: String,
 }
 
@@ -170,17 +180,17 @@ impl LinearModel {
             ],
             next_number: 1,
             clock: 0,
-            log: Vec::new(),
+            log: RequestLog::default(),
             requests_remaining: REQUEST_LIMIT,
             complexity_remaining: COMPLEXITY_LIMIT,
             reset_ms: chrono::Utc::now().timestamp_millis() + 3_600_000,
             pass_before_limit: 0,
             rate_limited: 0,
             lost_answers: Vec::new(),
-            get_hooks: Vec::new(),
+            get_hooks: Hooks::default(),
             reads: BTreeMap::new(),
             stale_comment_reads: BTreeMap::new(),
-            failing: None,
+            faults: Faults::default(),
             accept: authorization.to_string(),
         }));
         Mock::given(any())
@@ -281,7 +291,12 @@ impl LinearModel {
     /// Run `f` on issue `n` right before the model answers its `nth` (0-based)
     /// `issue(id:)` read.
     pub fn on_get(&self, n: u64, nth: usize, f: impl FnOnce(&mut Issue) + Send + 'static) {
-        self.with(|m| m.get_hooks.push((n, nth, Box::new(f))));
+        self.with(|m| {
+            let next = m.reads.get(&n).map_or(0, |last| last + 1);
+            if nth >= next {
+                m.get_hooks.add(n, nth - next, Box::new(f));
+            }
+        });
     }
 
     /// The state id of the state named `name`.
@@ -313,7 +328,10 @@ impl LinearModel {
     /// Answer the next `count` requests with HTTP `status` and do nothing (Linear or
     /// its edge failing before the request reaches the API).
     pub fn fail(&self, status: u16, count: usize) {
-        self.with(|m| m.failing = (count > 0).then_some((status, count)))
+        self.with(|m| {
+            m.faults.clear();
+            m.faults.arm("POST", "/graphql", status, None, 0, count);
+        })
     }
 
     /// The next `count` comment listings of issue `n` miss its newest comment.
@@ -325,15 +343,12 @@ impl LinearModel {
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Logged> {
-        self.with(|m| m.log.clone())
+        self.with(|m| m.log.entries())
     }
 
     /// `operation -> status` for every request, for assertions and failure output.
     pub fn log(&self) -> Vec<String> {
-        self.requests()
-            .iter()
-            .map(|l| format!("{} -> {}", l.operation, l.status))
-            .collect()
+        self.with(|m| m.log.lines())
     }
 
     /// Requests the model refused because they did not validate against the schema.
@@ -387,9 +402,13 @@ impl Respond for Responder {
                 0,
                 Some("not POST /graphql".into()),
             )
-        } else if let Some((status, left)) = model.failing {
-            model.failing = (left > 1).then_some((status, left - 1));
-            (status, json!({"error": "service unavailable"}), 0, None)
+        } else if let Some(fault) = model.faults.hit("POST", "/graphql") {
+            (
+                fault.status,
+                json!({"error": "service unavailable"}),
+                0,
+                None,
+            )
         } else if authorization != model.accept {
             let err = json!({"errors": [{"message": "Authentication required, not authenticated",
                 "extensions": {"code": "AUTHENTICATION_ERROR", "type": "authentication error"}}]});

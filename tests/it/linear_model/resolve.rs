@@ -86,21 +86,14 @@ fn resolve(
             let whole = fields(&checked.doc, &field.selection_set)
                 .iter()
                 .any(|f| f.name == "state");
-            let nth = if whole {
-                *model.reads.entry(n).and_modify(|c| *c += 1).or_insert(0)
-            } else {
-                usize::MAX
-            };
-            let hooks = std::mem::take(&mut model.get_hooks);
-            for (num, at, hook) in hooks {
-                if num == n && at == nth {
+            if whole {
+                model.reads.entry(n).and_modify(|c| *c += 1).or_insert(0);
+                for hook in model.get_hooks.due(&n) {
                     model.clock += 1;
                     let clock = model.clock;
                     let issue = model.issues.get_mut(&n).unwrap();
                     hook(issue);
                     issue.updated = clock;
-                } else {
-                    model.get_hooks.push((num, at, hook));
                 }
             }
             let issue = model.issues[&n].clone();
