@@ -23,6 +23,8 @@ use crate::block::{Category, NextAction};
 
 /// How long a killed agent gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
+/// The pause before the second scan for a run's processes once its agent exited.
+const RESCAN_AFTER: Duration = Duration::from_millis(20);
 /// Output kept in memory for the summary of an agent that wrote no result file.
 const TAIL_BYTES: usize = 4096;
 /// Lines of that tail that make the summary.
@@ -433,6 +435,11 @@ async fn run_process(
     let exit_code = match end {
         Watch::Exited(code) => {
             kill_group(pid, Signal::SIGKILL);
+            kill_tree(pid, run_id, Signal::SIGKILL);
+            // A process caught in execve while the scan read it shows an empty environment
+            // (its old memory is gone, the new one not yet set up), so it was not found by
+            // its mark; a second scan a moment later finds it.
+            tokio::time::sleep(RESCAN_AFTER).await;
             kill_tree(pid, run_id, Signal::SIGKILL);
             code
         }
