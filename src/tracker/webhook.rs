@@ -130,6 +130,38 @@ pub enum WebhookError {
     Mismatch(&'static str),
 }
 
+/// Why a `sha256=<hex>` signature (GitHub's `X-Hub-Signature-256`, Jira's
+/// `X-Hub-Signature`) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubSignatureError {
+    /// No header (named), or not `sha256=<hex>`.
+    #[error("missing or malformed {0} (expected sha256=<hex>)")]
+    Malformed(&'static str),
+    /// Not the body's HMAC under the secret.
+    #[error("signature does not match")]
+    Mismatch,
+}
+
+/// Check `value`, the `header` a delivery carries (if any): `sha256=<hex HMAC-SHA256 of
+/// the body>`.
+pub(crate) fn verify_hub_signature(
+    header: &'static str,
+    secret: &[u8],
+    value: Option<&str>,
+    body: &[u8],
+) -> Result<(), HubSignatureError> {
+    let expected = value
+        .map(str::trim)
+        .and_then(|v| v.strip_prefix("sha256="))
+        .and_then(|v| hex::decode(v).ok())
+        .ok_or(HubSignatureError::Malformed(header))?;
+    if hmac_sha256_matches(secret, body, &expected) {
+        Ok(())
+    } else {
+        Err(HubSignatureError::Mismatch)
+    }
+}
+
 /// Whether `expected` is the HMAC-SHA256 of `body` keyed with `secret` (compared in
 /// constant time by the MAC).
 pub(crate) fn hmac_sha256_matches(secret: &[u8], body: &[u8], expected: &[u8]) -> bool {

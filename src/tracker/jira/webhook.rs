@@ -1,31 +1,14 @@
 //! Verifying Jira webhook deliveries: `X-Hub-Signature: sha256=<hex HMAC-SHA256 of
 //! the body>` with the webhook's secret. Pure, so the daemon's handler stays small.
 
-use crate::tracker::webhook::{hmac_sha256_hex, hmac_sha256_matches};
+use crate::tracker::webhook::{hmac_sha256_hex, verify_hub_signature};
 
 /// Why a delivery was not accepted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WebhookError {
-    /// No `X-Hub-Signature` header, or not `sha256=<hex>`.
-    #[error("missing or malformed X-Hub-Signature (expected sha256=<hex>)")]
-    Malformed,
-    /// The signature is not the body's HMAC under the secret.
-    #[error("signature does not match")]
-    Mismatch,
-}
+pub use crate::tracker::webhook::HubSignatureError as WebhookError;
 
 /// Check `signature` (the `X-Hub-Signature` header value, if any) against `body`.
 pub fn verify(secret: &[u8], signature: Option<&str>, body: &[u8]) -> Result<(), WebhookError> {
-    let hex_sig = signature
-        .map(str::trim)
-        .and_then(|v| v.strip_prefix("sha256="))
-        .ok_or(WebhookError::Malformed)?;
-    let expected = hex::decode(hex_sig).map_err(|_| WebhookError::Malformed)?;
-    if hmac_sha256_matches(secret, body, &expected) {
-        Ok(())
-    } else {
-        Err(WebhookError::Mismatch)
-    }
+    verify_hub_signature("X-Hub-Signature", secret, signature, body)
 }
 
 /// The header value Jira would send for `body` (tests, and people checking a setup).
@@ -50,14 +33,17 @@ mod tests {
             verify(b"s3cret", Some(&good), b"{}"),
             Err(WebhookError::Mismatch)
         );
-        assert_eq!(verify(b"s3cret", None, body), Err(WebhookError::Malformed));
+        assert_eq!(
+            verify(b"s3cret", None, body),
+            Err(WebhookError::Malformed("X-Hub-Signature"))
+        );
         assert_eq!(
             verify(b"s3cret", Some("sha1=abcd"), body),
-            Err(WebhookError::Malformed)
+            Err(WebhookError::Malformed("X-Hub-Signature"))
         );
         assert_eq!(
             verify(b"s3cret", Some("sha256=zz"), body),
-            Err(WebhookError::Malformed)
+            Err(WebhookError::Malformed("X-Hub-Signature"))
         );
     }
 
