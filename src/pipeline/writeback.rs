@@ -1,4 +1,6 @@
-//! Applying a stored outcome to the tracker: re-read, comment, transition, follow-ups.
+//! Applying a stored outcome to the tracker: re-read, comment, transition, follow-ups
+//! ([`apply`]); and the tick's first step, replaying the entries earlier runs stored
+//! but did not finish writing ([`replay_outbox`]).
 //!
 //! Every write-back goes through the outbox entry stored before it, so a crash at
 //! any point is finished by the next tick from the same entry, without re-running
