@@ -28,9 +28,9 @@ impl Pipeline {
         detach: bool,
     ) -> Result<TickReport, PipelineError> {
         let ctx = &self.ctx;
-        let apply = !opts.dry_run;
+        let dry_run = opts.dry_run;
         let mut report = TickReport {
-            dry_run: opts.dry_run,
+            dry_run,
             tracker: ctx.tracker_name().to_string(),
             started_at: ctx.clock.now(),
             tickets_listed: 0,
@@ -44,7 +44,7 @@ impl Pipeline {
         };
 
         // Replay: finish what earlier runs stored but could not write, before anything new.
-        if apply {
+        if !dry_run {
             report.replays = writeback::replay_outbox(ctx).await?;
             ctx.events.retry_failed();
             prune::remove_waiting(ctx).await;
@@ -57,11 +57,11 @@ impl Pipeline {
         report.unclaimed_statuses = obs.unclaimed_statuses.clone();
 
         // Reconcile: reap dead holders' claims, then decide and apply what left its stage.
-        if apply {
+        if !dry_run {
             reconcile::reap(ctx, &obs.expired);
         }
         let reconciled = reconcile::reconcile(ctx, &obs).await;
-        report.cancels = if apply {
+        report.cancels = if !dry_run {
             reconcile::apply(ctx, reconciled).await?
         } else {
             reconciled.cancels.into_iter().map(|c| c.line).collect()
@@ -69,7 +69,7 @@ impl Pipeline {
 
         // Read for the plan: the histories and blockers it asks for.
         let (planner, reads) = observe::read_for_plan(ctx, &obs).await;
-        if apply {
+        if !dry_run {
             observe::record_blocker_checks(ctx, &reads);
         }
 
@@ -80,7 +80,7 @@ impl Pipeline {
             .iter()
             .map(|s| apply::skip_line(&ctx.config, s.ticket, s.stage, s.reason.clone()))
             .collect();
-        if !apply {
+        if dry_run {
             report.runs = apply::would_start(&ctx.config, &plan.dispatches);
             report.cap_waits = report::cap_waits(&ctx.config, &report.skips);
             return Ok(report);
