@@ -257,12 +257,14 @@ fn record_usage_and_session(
     }
 }
 
+/// Give the claim back (a failure leaves it to expire).
 pub(super) fn release(ledger: &dyn Ledger, claim: &Claim) {
     if let Err(err) = ledger.release(&claim.key, &claim.claimer_id) {
         tracing::warn!(%err, "could not release claim; it will expire");
     }
 }
 
+/// Record the run's history row at one of its phases.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn record_run(
     ledger: &dyn Ledger,

@@ -268,6 +268,8 @@ fn over_budget(
     None
 }
 
+/// What the role template is rendered with: the ticket, the stage, the prior roles'
+/// summaries, the last failure, returned work and people's comments.
 fn prompt_context(
     ticket: &Ticket,
     stage: &Stage,
@@ -352,6 +354,7 @@ fn env_value(text: &str) -> String {
     value
 }
 
+/// The `SORTIE_*` environment of the agent.
 pub(super) fn agent_vars(
     ticket: &Ticket,
     stage: &Stage,
