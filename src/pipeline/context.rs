@@ -2,7 +2,7 @@
 //! templates, clock, identity, trusted authors, fault points, hooks), and where "now"
 //! comes from.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -79,7 +79,7 @@ pub(crate) struct Context {
     /// Hook deliveries.
     pub events: Events,
     /// Finished tickets whose workspace is removed once no run holds a claim on them.
-    pub finished: super::prune::FinishedTickets,
+    pub finished: FinishedTickets,
 }
 
 impl Context {
@@ -164,5 +164,25 @@ pub(crate) fn run_ref(claim: &Claim) -> RunRef {
         stage: claim.stage.clone(),
         stage_attempt: claim.stage_attempt,
         run_id: claim.run_id.clone(),
+    }
+}
+
+/// Tickets found finished whose workspace waits until no run holds a claim on them (a
+/// run being cancelled may still be working in it).
+#[derive(Debug, Default)]
+pub(crate) struct FinishedTickets(Mutex<BTreeSet<String>>);
+
+impl FinishedTickets {
+    pub(crate) fn push(&self, id: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+    }
+
+    pub(crate) fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_iter()
+            .collect()
     }
 }

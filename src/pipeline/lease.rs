@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::context::Context;
+use super::context::Clock;
 use crate::ledger::LedgerError;
 
 /// First wait after a failed call; doubled after each failure up to [`MAX_BACKOFF`].
@@ -49,17 +49,17 @@ pub(crate) fn next_backoff(previous: Duration) -> Duration {
 
 /// Call `op` until it answers anything but [`LedgerError::Unavailable`], waiting
 /// 250 ms, 500 ms, ... (at most 5 s) between tries, while `lease` lasts; the last try is
-/// at the lease's end. Then it gives up with the last error. The end is measured by the
-/// context's clock and by the time elapsed here, whichever comes first (a test clock
+/// at the lease's end. Then it gives up with the last error. The end is measured by
+/// `clock` and by the time elapsed here, whichever comes first (a test clock
 /// that stands still must not make a run wait forever). Returns the answer and the
 /// number of failed tries.
 pub(crate) async fn retry_within_lease<T>(
-    ctx: &Context,
+    clock: &dyn Clock,
     lease: &LeaseEnd,
     what: &str,
     mut op: impl FnMut() -> Result<T, LedgerError>,
 ) -> (Result<T, LedgerError>, u32) {
-    let left = (lease.until() - ctx.clock.now())
+    let left = (lease.until() - clock.now())
         .to_std()
         .unwrap_or(Duration::ZERO);
     let deadline = tokio::time::Instant::now() + left;
@@ -71,7 +71,7 @@ pub(crate) async fn retry_within_lease<T>(
             return (result, failed);
         };
         failed += 1;
-        let lease_left = (lease.until() - ctx.clock.now())
+        let lease_left = (lease.until() - clock.now())
             .to_std()
             .unwrap_or(Duration::ZERO);
         let elapsed_left = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -5,13 +5,21 @@
 //! know why it runs, so running it again (from cron, after a crash, twice at once)
 //! converges instead of duplicating work.
 //!
+//! The steps of a tick, in order, are listed in `tick` (`Pipeline::sweep`), each a call
+//! into the module that owns it:
+//!
 //! | step | module | I/O |
 //! |---|---|---|
-//! | observe | `observe` | one listing, one ledger snapshot, re-reads of missing tickets |
-//! | reconcile | `reconcile` (decisions in `decide::placement`) | cancel requests, dropped retries and holds |
-//! | plan | `decide::plan` (with `eligibility`, `caps`) | none; the tick reads the histories the plan asks for |
-//! | apply | `run` (decisions in `decide::outcome`), `writeback` | claims, agents, outbox, tracker writes |
+//! | replay | `writeback` (`replay_outbox`) | outbox, tracker writes |
+//! | observe | `observe` | one listing, one ledger snapshot |
+//! | reconcile | `reconcile` (decisions in `decide::placement`) | re-reads of missing tickets; applied: cancel requests, dropped retries and holds |
+//! | read for the plan | `observe` (`read_for_plan`) | the histories and blockers the plan asks for; applied: when blockers were read |
+//! | plan | `decide::plan` (with `eligibility`, `caps`) | none |
+//! | apply | `apply` (claim), `run` (decisions in `decide::outcome`), `writeback` | claims, agents, outbox, tracker writes |
+//!
+//! A dry run is the same steps with nothing applied.
 
+mod apply;
 mod branch;
 mod claimer;
 mod context;
@@ -26,13 +34,11 @@ mod reconcile;
 pub mod report;
 mod run;
 mod supervisor;
+mod tick;
 mod writeback;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::task::JoinSet;
 
 pub use context::{Clock, SystemClock};
 pub use decide::eligibility;
@@ -41,19 +47,14 @@ pub use prune::{PruneLine, MAX_READS_PER_SWEEP};
 pub use run::CANCEL_POLL;
 pub use supervisor::LiveRun;
 
-use self::context::{run_ref, Context, Events};
-use self::decide::caps::Caps;
-use self::decide::eligibility::{natural_cmp, SkipReason};
-use self::decide::plan::{Facts, Planner};
-use self::history::TicketHistory;
-use self::observe::Observation;
-use self::report::{RunLine, SkipLine, TickReport, WritebackLine};
+use self::context::{Context, Events};
+use self::report::{RunLine, TickReport};
 use self::supervisor::Supervisor;
 use crate::agent::{PromptError, RoleTemplates};
 use crate::config::Config;
-use crate::hooks::{Event, HookRegistry};
-use crate::ledger::{ClaimKey, ClaimOutcome, ClaimRequest, Ledger, LedgerError};
-use crate::tracker::{Ticket, Tracker, TrackerError};
+use crate::hooks::HookRegistry;
+use crate::ledger::{Ledger, LedgerError};
+use crate::tracker::{Tracker, TrackerError};
 
 /// Why a tick could not run. Agent failures are not errors: they are outcomes.
 #[derive(Debug, thiserror::Error)]
@@ -406,443 +407,5 @@ impl Pipeline {
         let lines = self.supervisor.drain(grace, hurry).await;
         self.ctx.events.drain().await;
         lines
-    }
-
-    /// observe -> reconcile -> plan -> apply.
-    async fn sweep(&self, opts: TickOptions, detach: bool) -> Result<TickReport, PipelineError> {
-        let ctx = &self.ctx;
-        let mut report = TickReport {
-            dry_run: opts.dry_run,
-            tracker: ctx.tracker_name().to_string(),
-            started_at: ctx.clock.now(),
-            tickets_listed: 0,
-            warnings: Vec::new(),
-            replays: Vec::new(),
-            cancels: Vec::new(),
-            runs: Vec::new(),
-            skips: Vec::new(),
-            unclaimed_statuses: Default::default(),
-            cap_waits: Vec::new(),
-        };
-
-        // Finish what earlier runs stored but could not write, before anything new.
-        if !opts.dry_run {
-            self.replay_outbox(&mut report).await?;
-            ctx.events.retry_failed();
-            prune::remove_waiting(ctx).await;
-        }
-
-        let obs = observe::observe(ctx).await?;
-        report.tickets_listed = obs.tickets.len();
-        report.warnings = obs.warnings.clone();
-        report.unclaimed_statuses = obs.unclaimed_statuses.clone();
-        if !opts.dry_run {
-            reconcile::reap(ctx, &obs.expired);
-        }
-        report.cancels = reconcile::reconcile(ctx, &obs, opts.dry_run).await?;
-
-        let (planner, reads) = self.read_for_plan(&obs, opts.dry_run).await;
-        let plan = planner.finish(&reads.facts(ctx));
-        let histories = reads.histories;
-        report.skips = plan
-            .skips
-            .iter()
-            .map(|s| skip_line(&ctx.config, s.ticket, s.stage, s.reason.clone()))
-            .collect();
-
-        if opts.dry_run {
-            report.runs = plan
-                .dispatches
-                .iter()
-                .map(|d| RunLine {
-                    ticket: d.ticket.id.clone(),
-                    role: ctx.config.stages[d.stage].role.clone(),
-                    attempt: 0,
-                    outcome: "would_run".to_string(),
-                    reason_code: None,
-                    from_status: d.ticket.status.clone(),
-                    to_status: None,
-                    writeback: None,
-                    note: d.retry.then(|| "retry due".to_string()),
-                    log_path: None,
-                    duration_seconds: None,
-                    route: d
-                        .route
-                        .map(|i| ctx.config.stages[d.stage].routes[i].label(i)),
-                    cancel_reason: None,
-                    ledger_error: None,
-                })
-                .collect();
-            report.cap_waits = report::cap_waits(&ctx.config, &report.skips);
-            return Ok(report);
-        }
-
-        let mut runs = JoinSet::new();
-        for dispatch in &plan.dispatches {
-            if self.supervisor.is_stopping() {
-                break;
-            }
-            let stage = &ctx.config.stages[dispatch.stage];
-            let ticket = dispatch.ticket;
-            let request = ClaimRequest {
-                key: ClaimKey::new(ctx.tracker_name(), &ticket.id, &stage.role),
-                stage: stage.claim_status.clone(),
-                claimer_id: ctx.claimer_id.clone(),
-                run_id: new_run_id(),
-                ttl: ctx.config.claim_ttl,
-                limits: dispatch.limits,
-                attempt_floor: dispatch.attempt_floor,
-            };
-            let reason = match ctx.ledger.try_claim(&request, ctx.clock.now())? {
-                ClaimOutcome::Acquired(claim) => {
-                    // The listing may be stale by now: another host may have run this
-                    // stage and released the key since (one comments read, claims only).
-                    let history = match recheck::recheck(
-                        ctx,
-                        ticket,
-                        stage,
-                        histories.get(&ticket.id),
-                    )
-                    .await
-                    {
-                        recheck::Recheck::Current(history) => history,
-                        recheck::Recheck::Stale(reason) => {
-                            tracing::info!(ticket = %ticket.id, role = %stage.role, %reason, "claim given back");
-                            if let Err(err) = ctx.ledger.release(&claim.key, &claim.claimer_id) {
-                                tracing::warn!(%err, "could not release claim; it will expire");
-                            }
-                            report.skips.push(skip_line(
-                                &ctx.config,
-                                ticket,
-                                dispatch.stage,
-                                reason,
-                            ));
-                            continue;
-                        }
-                    };
-                    ctx.events
-                        .notify(Event::claim_acquired(&run_ref(&claim), &claim.claimer_id));
-                    if let Err(err) = ctx.ledger.clear_retry(&claim.key) {
-                        tracing::warn!(%err, "could not clear the retry entry");
-                    }
-                    let task = run::run_claimed(
-                        ctx.clone(),
-                        self.supervisor.clone(),
-                        ticket.clone(),
-                        dispatch.stage,
-                        claim,
-                        history,
-                    );
-                    if detach {
-                        self.supervisor.detach(task);
-                    } else {
-                        runs.spawn(task);
-                    }
-                    continue;
-                }
-                ClaimOutcome::Held {
-                    holder,
-                    lease_expires_at,
-                } => SkipReason::Claimed {
-                    holder,
-                    lease_expires_at,
-                },
-                ClaimOutcome::Ceiling(scope) => {
-                    Caps::from_claims(&ctx.config, &[], obs.now).reason(stage, scope)
-                }
-            };
-            report
-                .skips
-                .push(skip_line(&ctx.config, ticket, dispatch.stage, reason));
-        }
-        while let Some(done) = runs.join_next().await {
-            match done {
-                Ok(line) => report.runs.push(line),
-                Err(err) => tracing::error!(%err, "a run task panicked"),
-            }
-        }
-        report.cap_waits = report::cap_waits(&ctx.config, &report.skips);
-        prune::remove_waiting(ctx).await;
-        self.maybe_prune().await;
-        ctx.events.drain().await;
-        report
-            .runs
-            .sort_by(|a, b| natural_cmp(&a.ticket, &b.ticket).then(a.role.cmp(&b.role)));
-        Ok(report)
-    }
-
-    /// Read the histories and blockers the plan asks for until it asks for none: the
-    /// comments and the blockers of a ticket are read at most once per tick. A ticket
-    /// whose comments cannot be read is kept out of the plan for this tick, with the
-    /// reason; so is one whose blockers could not be read, or whose read did not fit in
-    /// `tracker.blockers.max_reads_per_tick` (the tickets tried least recently go first,
-    /// whether that try succeeded or not, so reads rotate fairly across ticks).
-    async fn read_for_plan<'t>(
-        &self,
-        obs: &'t Observation,
-        dry_run: bool,
-    ) -> (Planner<'t, '_>, Reads) {
-        let ctx = &self.ctx;
-        let mut reads = Reads::default();
-        let mut budget = ctx.config.blockers.max_reads_per_tick as usize;
-        let mut reserved: Option<HashSet<String>> = None;
-        // The candidates are ordered once; each round walks on from where the last one
-        // had to stop (issue #29).
-        let mut planner = Planner::new(
-            &ctx.config,
-            &obs.tickets,
-            &obs.ledger,
-            &ctx.identity,
-            obs.now,
-        );
-        loop {
-            let needs = planner.round_reading_ahead(&reads.facts(ctx), ctx.tracker.read_ahead());
-            if needs.is_empty() {
-                return (planner, reads);
-            }
-            let needed: Vec<String> = needs.history.iter().map(|s| s.to_string()).collect();
-            let needed_blockers: Vec<String> =
-                needs.blockers.iter().map(|s| s.to_string()).collect();
-            let must = needed.len();
-            let mut batch = needed;
-            batch.extend(needs.ahead.iter().map(|s| s.to_string()));
-            let read = ctx.tracker.comments_of(&batch).await;
-            for (i, (id, comments)) in batch.into_iter().zip(read).enumerate() {
-                match comments {
-                    Ok(comments) => {
-                        reads
-                            .histories
-                            .insert(id, TicketHistory::from_comments(&comments, &ctx.trusted));
-                    }
-                    // A read ahead of need that failed is no fact about the plan: the
-                    // ticket is read again if the plan comes to need it.
-                    Err(err) if i < must => {
-                        reads.unreadable.insert(id, err.to_string());
-                    }
-                    Err(_) => {}
-                }
-            }
-            if needed_blockers.is_empty() {
-                continue;
-            }
-            // The reads go first to the tickets whose blockers were tried longest ago
-            // (never tried first), among every ticket that may need them this tick:
-            // those keep a reservation, and only spare reads go to others.
-            let reserved = reserved.get_or_insert_with(|| {
-                let checked: HashMap<String, chrono::DateTime<chrono::Utc>> = ctx
-                    .ledger
-                    .blocker_checks(ctx.tracker_name())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .collect();
-                let mut potential: Vec<&Ticket> = obs
-                    .tickets
-                    .iter()
-                    .filter(|t| {
-                        t.blocked_by.is_none()
-                            && !t.closed
-                            && !ctx.config.is_terminal(&t.status)
-                            && eligibility::stage_for_status(&ctx.config, &t.status).is_some()
-                    })
-                    .collect();
-                potential.sort_by_key(|t| checked.get(&t.id).copied());
-                potential
-                    .into_iter()
-                    .take(budget)
-                    .map(|t| t.id.clone())
-                    .collect::<HashSet<String>>()
-            });
-            for id in needed_blockers {
-                if !ctx.tracker.capabilities().blockers {
-                    // The tracker found it has no blockers to read (a GitHub server
-                    // without issue dependencies): free, and as if blockers were off.
-                    reads.blockers.insert(id, Ok(Vec::new()));
-                    continue;
-                }
-                let mine = reserved.remove(&id);
-                if !mine && budget <= reserved.len() {
-                    let max = ctx.config.blockers.max_reads_per_tick;
-                    reads.blockers.insert(
-                        id,
-                        Err(format!(
-                            "{max} blocker reads per tick used up (tracker.blockers.max_reads_per_tick); read on a later tick"
-                        )),
-                    );
-                    continue;
-                }
-                budget -= 1;
-                let read = ctx.tracker.blockers(&id).await.map_err(|e| e.to_string());
-                // Failed reads are recorded too: the rotation is by the last try, so a
-                // ticket whose read keeps failing takes its turn and no more.
-                if !dry_run {
-                    if let Err(err) =
-                        ctx.ledger
-                            .record_blocker_check(ctx.tracker_name(), &id, ctx.clock.now())
-                    {
-                        tracing::warn!(%err, "could not record the blocker read");
-                    }
-                }
-                reads.blockers.insert(id, read);
-            }
-        }
-    }
-
-    /// Replay outbox entries that are due: the agent already ran; only writes remain.
-    async fn replay_outbox(&self, report: &mut TickReport) -> Result<(), PipelineError> {
-        let ctx = &self.ctx;
-        let now = ctx.clock.now();
-        let snapshot = ctx.ledger.snapshot(ctx.tracker_name())?;
-        // An entry whose (ticket, role) is still claimed by a live lease is being written
-        // by that run right now: its holder finishes it, or its lease expires first.
-        let live: HashSet<(&str, &str)> = snapshot
-            .claims
-            .iter()
-            .filter(|c| c.lease_expires_at > now)
-            .map(|c| (c.key.ticket_id.as_str(), c.key.role.as_str()))
-            .collect();
-        for entry in &snapshot.outbox_pending {
-            if entry.next_attempt_at > now
-                || live.contains(&(entry.key.ticket_id.as_str(), entry.key.role.as_str()))
-            {
-                continue;
-            }
-            // One writer per entry: a replay racing another tick's replay of the same
-            // entry would pass the "already commented?" check too and post it twice.
-            if !ctx.ledger.outbox_take(
-                &entry.idempotency_key,
-                &ctx.claimer_id,
-                ctx.config.claim_ttl,
-                now,
-            )? {
-                continue;
-            }
-            // Re-read under the lease: another writer may have finished it meanwhile.
-            let Some(entry) = ctx.ledger.outbox_get(&entry.idempotency_key)? else {
-                continue;
-            };
-            if !matches!(
-                entry.state,
-                crate::ledger::OutboxState::Pending | crate::ledger::OutboxState::CommentPosted
-            ) {
-                ctx.ledger
-                    .outbox_release(&entry.idempotency_key, &ctx.claimer_id)?;
-                continue;
-            }
-            let (ticket, role, attempt, key) = (
-                entry.key.ticket_id.clone(),
-                entry.key.role.clone(),
-                entry.stage_attempt,
-                entry.idempotency_key.clone(),
-            );
-            let result = writeback::apply(ctx, entry).await;
-            if let Err(err) = ctx.ledger.outbox_release(&key, &ctx.claimer_id) {
-                tracing::warn!(%err, "could not release the outbox entry's write lease");
-            }
-            report.replays.push(WritebackLine {
-                ticket,
-                role,
-                attempt,
-                result: result?.describe(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Blockers read this tick, by ticket id: the list, or why it could not be read.
-type BlockerReads = HashMap<String, Result<Vec<crate::tracker::Blocker>, String>>;
-
-/// What a tick read for its plan: histories, unreadable comments, blockers.
-#[derive(Default)]
-struct Reads {
-    histories: HashMap<String, TicketHistory>,
-    unreadable: HashMap<String, String>,
-    blockers: BlockerReads,
-}
-
-impl Reads {
-    /// These reads as the plan's facts.
-    fn facts<'a>(&'a self, ctx: &'a Context) -> Facts<'a> {
-        Facts {
-            config: &ctx.config,
-            identity: &ctx.identity,
-            blockers: ctx.blockers,
-            histories: &self.histories,
-            unreadable: &self.unreadable,
-            blockers_read: &self.blockers,
-        }
-    }
-}
-
-fn skip_line(config: &Config, ticket: &Ticket, stage: usize, reason: SkipReason) -> SkipLine {
-    SkipLine {
-        ticket: ticket.id.clone(),
-        role: config.stages[stage].role.clone(),
-        status: ticket.status.clone(),
-        reason,
-    }
-}
-
-fn new_run_id() -> String {
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
-    format!("r{}", &nonce[..16])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ledger::SqliteLedger;
-    use crate::tracker::memory::MemoryTracker;
-
-    /// Issue #29: on a board where 3,000 candidates of one stage (one slot) wait
-    /// without the prior role's block, a dry-run tick took 2.5 s on 10,000 tickets,
-    /// because every round of history reads planned the whole board again (3,000
-    /// rounds of 3,000 verdicts, and a sort each). The tick's planning work must grow
-    /// with the board, not with its square.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_tick_whose_candidates_all_wait_for_the_prior_role_plans_in_linear_work() {
-        let state = tempfile::tempdir().unwrap();
-        let config = Config::parse_str(
-            &format!(
-                "tracker: {{kind: local, path: unused}}\nstate_root: {}\nroles_dir: {}/roles\n\
-                 agent: {{command: [\"true\"]}}\n\
-                 pipeline_stages:\n\
-                 - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}\n\
-                 - {{role: backend, claim_status: design-approved, success_status: code-review, requires_prior_role: architect}}\n\
-                 - {{role: qa, claim_status: code-review, success_status: done, requires_prior_role: backend}}\n",
-                state.path().display(),
-                env!("CARGO_MANIFEST_DIR"),
-            ),
-            None,
-        )
-        .unwrap();
-        let tracker = Arc::new(MemoryTracker::new());
-        let waiting = 1_500;
-        for i in 0..waiting * 3 {
-            let status = ["done", "backlog", "design-approved"][i % 3];
-            tracker.insert(MemoryTracker::ticket(&i.to_string(), "t", status));
-        }
-        let ledger = Arc::new(SqliteLedger::open(&config.ledger_path()).unwrap());
-        let pipeline = Pipeline::builder(config, tracker, ledger)
-            .require_agents(false)
-            .build()
-            .await
-            .unwrap();
-        decide::plan::JUDGED.with(|n| n.set(0));
-        let report = pipeline.tick(TickOptions { dry_run: true }).await.unwrap();
-        let judged = decide::plan::JUDGED.with(|n| n.get());
-        assert!(report.runs.is_empty());
-        let prior_missing = report
-            .skips
-            .iter()
-            .filter(|s| matches!(s.reason, SkipReason::PriorRoleMissing { .. }))
-            .count();
-        assert_eq!(prior_missing, waiting, "every waiting ticket was checked");
-        // Each candidate is judged a few times (once to find it needs its history,
-        // once more when it has it, once for the final plan), never once per round.
-        assert!(
-            judged <= 4 * waiting as u64,
-            "{judged} verdicts for {waiting} candidates: planning is not linear"
-        );
     }
 }

@@ -9,8 +9,7 @@
 //! pipeline keep their workspace; only `sortie workspaces prune` (a person asking)
 //! also removes the workspaces of tickets the tracker says no longer exist.
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::Mutex;
+use std::collections::HashSet;
 
 use serde::Serialize;
 
@@ -41,26 +40,6 @@ const CURSOR_FILE: &str = "prune-cursor";
 /// Tickets an automatic sweep (daemon start, `workspace.prune_every_ticks`) reads at
 /// most; the rest wait for the next sweep, which starts where this one stopped.
 pub const MAX_READS_PER_SWEEP: usize = 50;
-
-/// Tickets found finished whose workspace waits until no run holds a claim on them (a
-/// run being cancelled may still be working in it).
-#[derive(Debug, Default)]
-pub(crate) struct FinishedTickets(Mutex<BTreeSet<String>>);
-
-impl FinishedTickets {
-    fn push(&self, id: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string());
-    }
-
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
-            .into_iter()
-            .collect()
-    }
-}
 
 /// How a sweep over every workspace goes.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,9 @@
 //! Reconcile: runs whose ticket left their stage (a person moved it, closed it, deleted
 //! it) are asked to stop; retries and holds of tickets that left are dropped; claims
 //! whose holder is gone are reaped.
+//!
+//! [`reconcile`] only reads and returns what to do ([`Reconciliation`]); [`apply`]
+//! writes it. A dry run reports the cancels and applies nothing.
 
 use super::context::{run_ref, Context};
 use super::decide::placement::{
@@ -10,16 +13,35 @@ use super::observe::{where_are, Observation};
 use super::report::CancelLine;
 use super::PipelineError;
 use crate::hooks::Event;
-use crate::ledger::claimer_host;
-use crate::ledger::Claim;
+use crate::ledger::{claimer_host, Claim, ClaimKey};
 
-/// Ask the holders of claims whose ticket left its stage to stop (nothing is written in
-/// a dry run), and drop retries and holds of tickets that left where they were for.
-pub(crate) async fn reconcile(
-    ctx: &Context,
-    obs: &Observation,
-    dry_run: bool,
-) -> Result<Vec<CancelLine>, PipelineError> {
+/// What reconcile found to do; [`apply`] does it (a dry run reports `cancels` and
+/// applies nothing).
+pub(crate) struct Reconciliation {
+    /// Claims whose ticket left its stage and whose holder is not yet asked to stop.
+    pub cancels: Vec<Cancel>,
+    /// Retries of tickets that left where they were due.
+    pub stale_retries: Vec<ClaimKey>,
+    /// Holds of tickets that left where they were held.
+    pub stale_holds: Vec<ClaimKey>,
+    /// Tickets found terminal or closed, by id in order: they lose their workspace
+    /// (once the runs asked to stop have ended). Gone, unknown or moved elsewhere is
+    /// no evidence: those keep it.
+    pub finished: Vec<String>,
+}
+
+/// A cancel request to set on one claim, and its report line.
+pub(crate) struct Cancel {
+    /// The claim.
+    pub key: ClaimKey,
+    /// What the report says.
+    pub line: CancelLine,
+}
+
+/// Decide which holders of claims whose ticket left its stage to ask to stop, and which
+/// retries and holds of tickets that left where they were for to drop. Reads only
+/// (tickets missing from the listing are re-read, [`where_are`]).
+pub(crate) async fn reconcile(ctx: &Context, obs: &Observation) -> Reconciliation {
     let snapshot = &obs.ledger;
     let ids = snapshot
         .claims
@@ -40,41 +62,64 @@ pub(crate) async fn reconcile(
         if claim.cancel_requested {
             continue;
         }
-        if !dry_run {
-            ctx.ledger.request_cancel(&claim.key)?;
-        }
-        cancels.push(CancelLine {
-            ticket: claim.key.ticket_id.clone(),
-            role: claim.key.role.clone(),
-            holder: claim.claimer_id.clone(),
-            reason,
+        cancels.push(Cancel {
+            key: claim.key.clone(),
+            line: CancelLine {
+                ticket: claim.key.ticket_id.clone(),
+                role: claim.key.role.clone(),
+                holder: claim.claimer_id.clone(),
+                reason,
+            },
         });
     }
-    if dry_run {
-        return Ok(cancels);
-    }
-    for retry in &snapshot.retries {
-        if !retry_still_due(&ctx.config, retry, &at(&retry.key.ticket_id)) {
-            ctx.ledger.clear_retry(&retry.key)?;
-        }
-    }
-    for hold in &snapshot.holds {
-        if !hold_still_stands(hold, &at(&hold.key.ticket_id)) {
-            ctx.ledger.clear_hold(&hold.key)?;
-        }
-    }
-    // Tickets found terminal lose their workspace (once the runs asked to stop above
-    // have ended). Gone, unknown or moved elsewhere is no evidence: those keep it.
-    let mut finished: Vec<&String> = seen
+    let stale_retries = snapshot
+        .retries
+        .iter()
+        .filter(|retry| !retry_still_due(&ctx.config, retry, &at(&retry.key.ticket_id)))
+        .map(|retry| retry.key.clone())
+        .collect();
+    let stale_holds = snapshot
+        .holds
+        .iter()
+        .filter(|hold| !hold_still_stands(hold, &at(&hold.key.ticket_id)))
+        .map(|hold| hold.key.clone())
+        .collect();
+    let mut finished: Vec<String> = seen
         .iter()
         .filter(|(_, place)| {
             matches!(place, Whereabouts::Status { status, closed, .. }
                 if *closed || ctx.config.is_terminal(status))
         })
-        .map(|(id, _)| id)
+        .map(|(id, _)| id.clone())
         .collect();
     finished.sort();
-    for id in finished {
+    Reconciliation {
+        cancels,
+        stale_retries,
+        stale_holds,
+        finished,
+    }
+}
+
+/// Do what reconcile found: set the cancel requests, drop the stale retries and holds,
+/// and remove (or queue for removal) the workspaces of finished tickets. Returns the
+/// report's cancel lines.
+pub(crate) async fn apply(
+    ctx: &Context,
+    found: Reconciliation,
+) -> Result<Vec<CancelLine>, PipelineError> {
+    let mut cancels = Vec::with_capacity(found.cancels.len());
+    for cancel in found.cancels {
+        ctx.ledger.request_cancel(&cancel.key)?;
+        cancels.push(cancel.line);
+    }
+    for key in &found.stale_retries {
+        ctx.ledger.clear_retry(key)?;
+    }
+    for key in &found.stale_holds {
+        ctx.ledger.clear_hold(key)?;
+    }
+    for id in &found.finished {
         super::prune::ticket_finished(ctx, id, None).await;
     }
     Ok(cancels)

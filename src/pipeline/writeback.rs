@@ -1,14 +1,20 @@
-//! Applying a stored outcome to the tracker: re-read, comment, transition, follow-ups.
+//! Applying a stored outcome to the tracker: re-read, comment, transition, follow-ups
+//! ([`apply`]); and the tick's first step, replaying the entries earlier runs stored
+//! but did not finish writing ([`replay_outbox`]).
 //!
 //! Every write-back goes through the outbox entry stored before it, so a crash at
 //! any point is finished by the next tick from the same entry, without re-running
 //! the agent and without posting the comment twice.
+
+use std::collections::HashSet;
 
 use chrono::Duration as ChronoDuration;
 
 use super::context::Context;
 use super::history::TicketHistory;
 use super::observe::canonicalize;
+use super::report::WritebackLine;
+use super::PipelineError;
 
 use crate::block::{
     idempotency_key, render_comment, Category, FailureBlock, NextAction, OutcomeBlock,
@@ -162,6 +168,68 @@ pub(super) async fn apply(
     Ok(WritebackResult::Done {
         to_status: entry.to_status.clone(),
     })
+}
+
+/// Replay outbox entries that are due: the agent already ran; only writes remain. The
+/// tick's first step, before anything new: one line per entry replayed.
+pub(super) async fn replay_outbox(ctx: &Context) -> Result<Vec<WritebackLine>, PipelineError> {
+    let mut replays = Vec::new();
+    let now = ctx.clock.now();
+    let snapshot = ctx.ledger.snapshot(ctx.tracker_name())?;
+    // An entry whose (ticket, role) is still claimed by a live lease is being written
+    // by that run right now: its holder finishes it, or its lease expires first.
+    let live: HashSet<(&str, &str)> = snapshot
+        .claims
+        .iter()
+        .filter(|c| c.lease_expires_at > now)
+        .map(|c| (c.key.ticket_id.as_str(), c.key.role.as_str()))
+        .collect();
+    for entry in &snapshot.outbox_pending {
+        if entry.next_attempt_at > now
+            || live.contains(&(entry.key.ticket_id.as_str(), entry.key.role.as_str()))
+        {
+            continue;
+        }
+        // One writer per entry: a replay racing another tick's replay of the same
+        // entry would pass the "already commented?" check too and post it twice.
+        if !ctx.ledger.outbox_take(
+            &entry.idempotency_key,
+            &ctx.claimer_id,
+            ctx.config.claim_ttl,
+            now,
+        )? {
+            continue;
+        }
+        // Re-read under the lease: another writer may have finished it meanwhile.
+        let Some(entry) = ctx.ledger.outbox_get(&entry.idempotency_key)? else {
+            continue;
+        };
+        if !matches!(
+            entry.state,
+            OutboxState::Pending | OutboxState::CommentPosted
+        ) {
+            ctx.ledger
+                .outbox_release(&entry.idempotency_key, &ctx.claimer_id)?;
+            continue;
+        }
+        let (ticket, role, attempt, key) = (
+            entry.key.ticket_id.clone(),
+            entry.key.role.clone(),
+            entry.stage_attempt,
+            entry.idempotency_key.clone(),
+        );
+        let result = apply(ctx, entry).await;
+        if let Err(err) = ctx.ledger.outbox_release(&key, &ctx.claimer_id) {
+            tracing::warn!(%err, "could not release the outbox entry's write lease");
+        }
+        replays.push(WritebackLine {
+            ticket,
+            role,
+            attempt,
+            result: result?.describe(),
+        });
+    }
+    Ok(replays)
 }
 
 /// Apply the follow-up decided with the outcome: queue a retry, hold the ticket, run it

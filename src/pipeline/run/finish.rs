@@ -1,0 +1,362 @@
+//! Ending a run: a cancelled run says why and puts the ticket back where it was; any
+//! other outcome is decided (block, prose, follow-up), stored in the outbox under the
+//! lease, written back and its claim released.
+
+use std::sync::{Arc, Mutex};
+
+use crate::agent::{AgentOutcome, CancelReason};
+use crate::block::{render_comment, OutcomeBlock};
+use crate::config::Stage;
+use crate::hooks::Event;
+use crate::ledger::{Claim, OutboxEntry, OutboxPut, OutboxState, RenewOutcome, RunPhase};
+use crate::pipeline::context::{run_ref, Context};
+use crate::pipeline::decide::outcome::{decide, RunFacts};
+use crate::pipeline::history::TicketHistory;
+use crate::pipeline::lease::{retry_within_lease, LeaseEnd};
+use crate::pipeline::report::RunLine;
+use crate::pipeline::supervisor::Supervisor;
+use crate::pipeline::writeback::{self, WritebackResult};
+use crate::tracker::{Ticket, Tracker, TrackerError};
+
+use super::{record_run, release};
+
+/// What ending a run needs: the run's facts and where to write.
+pub(super) struct Finish<'a> {
+    pub ctx: &'a Arc<Context>,
+    pub ticket: &'a Ticket,
+    pub stage: &'a Stage,
+    pub claim: &'a Claim,
+    pub history: &'a TicketHistory,
+    /// The route the run takes, as recorded (name or index).
+    pub route: Option<String>,
+    /// The lease as last renewed: storing the outcome is retried until it runs out.
+    pub lease: &'a LeaseEnd,
+    pub begun_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Finish<'_> {
+    /// Decide what `outcome` becomes, store it in the outbox, write it back, release.
+    pub(super) async fn finish(
+        &self,
+        outcome: AgentOutcome,
+        duration: Option<f64>,
+        started_at: chrono::DateTime<chrono::Utc>,
+        mut line: RunLine,
+    ) -> RunLine {
+        let (ctx, stage, claim) = (self.ctx, self.stage, self.claim);
+        line.duration_seconds =
+            Some(duration.unwrap_or_else(|| seconds_between(started_at, ctx.clock.now())));
+        // A run that lost its lease never writes back: someone else owns the ticket now.
+        // An unreachable ledger is retried while the lease lasts (issue #20).
+        let (renewed, mut failed_tries) = retry_within_lease(
+            &*ctx.clock,
+            self.lease,
+            "renewing the lease to store the outcome",
+            || {
+                ctx.ledger.renew(
+                    &claim.key,
+                    &claim.claimer_id,
+                    ctx.config.claim_ttl,
+                    ctx.clock.now(),
+                )
+            },
+        )
+        .await;
+        match renewed {
+            Ok(RenewOutcome::Renewed {
+                lease_expires_at, ..
+            }) => self.lease.renewed(lease_expires_at),
+            Ok(RenewOutcome::Lost) => {
+                line.outcome = "cancelled".to_string();
+                line.note = Some("lease lost before write-back; nothing written".to_string());
+                return line;
+            }
+            Err(err) => {
+                line.outcome = "cancelled".to_string();
+                not_stored(&mut line, &err);
+                return line;
+            }
+        }
+        let now = ctx.clock.now();
+        let facts = RunFacts {
+            tracker: ctx.tracker_name(),
+            ticket_id: &self.ticket.id,
+            stage,
+            attempt: claim.stage_attempt,
+            run_id: &claim.run_id,
+            duration_seconds: duration,
+            route: self.route.as_deref(),
+            failures_before: self
+                .history
+                .failures_this_round(&stage.role, stage.rework_target()),
+            rework_rounds: stage
+                .rework_target()
+                .map(|to| {
+                    self.history
+                        .sent_back(&stage.role, to)
+                        .into_iter()
+                        .map(|f| (f.reason_code.clone(), f.detail.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let decision = decide(&ctx.config.retry, &facts, &outcome);
+        line.outcome = decision.block.kind().to_string();
+        if let OutcomeBlock::Failure(f) = &decision.block {
+            line.reason_code = Some(f.reason_code.clone());
+        }
+        if let crate::ledger::FollowUp::Retry { after_seconds, .. } = &decision.follow_up {
+            line.note = Some(format!(
+                "attempt {} in {after_seconds}s",
+                claim.stage_attempt + 1
+            ));
+        }
+        let entry = OutboxEntry {
+            idempotency_key: decision.block.idempotency_key().to_string(),
+            key: claim.key.clone(),
+            stage: stage.claim_status.clone(),
+            stage_attempt: claim.stage_attempt,
+            run_id: claim.run_id.clone(),
+            outcome: decision.block.kind().to_string(),
+            from_status: stage.claim_status.clone(),
+            to_status: decision.block.to_status().to_string(),
+            comment_body: render_comment(&decision.prose, &decision.block),
+            state: OutboxState::Pending,
+            write_attempts: 0,
+            next_attempt_at: now,
+            last_error: None,
+            created_at: now,
+            follow_up: decision.follow_up,
+        };
+        // Fenced: stored only while this process still holds the claim. A retry after
+        // an answer lost on the way back finds the entry there (`Exists`).
+        let (put, failed_puts) =
+            retry_within_lease(&*ctx.clock, self.lease, "storing the outcome", || {
+                ctx.ledger
+                    .outbox_put(&entry, &claim.claimer_id, ctx.config.claim_ttl, now)
+            })
+            .await;
+        failed_tries += failed_puts;
+        match put {
+            Ok(OutboxPut::Stored | OutboxPut::Exists) => {}
+            Ok(OutboxPut::LeaseLost) => {
+                line.outcome = "cancelled".to_string();
+                line.note = Some("lease lost before write-back; nothing written".to_string());
+                return line;
+            }
+            Err(err) => {
+                // Without a durable outcome nothing may be written; the lease runs out
+                // and the ticket runs again on whichever host claims it next.
+                not_stored(&mut line, &err);
+                return line;
+            }
+        }
+        if failed_tries > 0 {
+            let retried = format!(
+                "outcome stored after {failed_tries} failed ledger call(s) (ledger unavailable)"
+            );
+            line.note = Some(match line.note.take() {
+                Some(note) => format!("{note}; {retried}"),
+                None => retried,
+            });
+        }
+        ctx.faults.hit("after_outbox");
+        record_run(
+            &*ctx.ledger,
+            claim,
+            self.route.as_deref(),
+            None,
+            RunPhase::Finished,
+            Some(&entry.outcome),
+            line.reason_code.as_deref(),
+            line.log_path.as_deref().map(std::path::Path::new),
+            started_at,
+            Some(ctx.clock.now()),
+        );
+        let idempotency_key = entry.idempotency_key.clone();
+        let applied = writeback::apply(ctx, entry).await;
+        if let Err(err) = ctx
+            .ledger
+            .outbox_release(&idempotency_key, &claim.claimer_id)
+        {
+            tracing::warn!(%err, "could not release the outbox entry's write lease");
+        }
+        match applied {
+            Ok(result) => {
+                match &result {
+                    WritebackResult::Done { to_status } => line.to_status = Some(to_status.clone()),
+                    WritebackResult::Dropped {
+                        status: Some(status),
+                        ..
+                    } => line.to_status = Some(status.clone()),
+                    _ => {}
+                }
+                line.writeback = Some(result.describe());
+            }
+            Err(err) => line.writeback = Some(format!("deferred: ledger error {err}")),
+        }
+        ctx.faults.hit("before_release");
+        release(&*ctx.ledger, claim);
+        line
+    }
+
+    /// End a run whose agent was cancelled (`reason` as the watch set it, else the
+    /// supervisor's): say why, move a ticket sortie moved to its in-progress status back
+    /// where the cause asks, record it, release the claim unless the lease was lost.
+    pub(super) async fn cancelled(
+        &self,
+        supervisor: &Supervisor,
+        reason: &Mutex<Option<CancelReason>>,
+        moved_to: Option<&str>,
+        log_path: std::path::PathBuf,
+        started_at: chrono::DateTime<chrono::Utc>,
+        mut line: RunLine,
+    ) -> RunLine {
+        let (ctx, ticket, stage, claim) = (self.ctx, self.ticket, self.stage, self.claim);
+        let tracker = &*ctx.tracker;
+        let reason = reason.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(
+            if supervisor.is_cancelled() {
+                CancelReason::Shutdown
+            } else {
+                CancelReason::TicketLeftStage
+            },
+        );
+        line.outcome = "cancelled".to_string();
+        line.cancel_reason = Some(reason);
+        line.log_path = Some(log_path.display().to_string());
+        line.duration_seconds = Some(seconds_between(started_at, ctx.clock.now()));
+        line.note = Some(match reason {
+            CancelReason::LeaseLost => "lease lost; nothing written".to_string(),
+            CancelReason::TicketLeftStage => match moved_to {
+                Some(in_progress) => {
+                    withdrawn_note(tracker, &ticket.id, in_progress, stage, &mut line).await
+                }
+                None => cancelled_note(tracker, &ticket.id).await,
+            },
+            CancelReason::Shutdown => {
+                interrupted_note(tracker, ticket, stage, moved_to, &mut line).await
+            }
+        });
+        record_run(
+            &*ctx.ledger,
+            claim,
+            self.route.as_deref(),
+            None,
+            RunPhase::Cancelled,
+            Some("cancelled"),
+            None,
+            Some(&log_path),
+            started_at,
+            Some(ctx.clock.now()),
+        );
+        let why = match reason {
+            CancelReason::LeaseLost => "lease_lost",
+            CancelReason::TicketLeftStage => "ticket_left_stage",
+            CancelReason::Shutdown => "shutdown",
+        };
+        ctx.events
+            .notify(Event::run_cancelled(&run_ref(claim), why));
+        if reason != CancelReason::LeaseLost {
+            release(&*ctx.ledger, claim);
+        }
+        line
+    }
+}
+
+/// Log, and mark on the run's line, an outcome the ledger could not store: retried until
+/// the lease ran out when the ledger was unreachable (issue #20), given up at once on any
+/// other ledger error. The line's `ledger_error` makes the tick exit 1 (issue #29).
+fn not_stored(line: &mut RunLine, err: &crate::ledger::LedgerError) {
+    if matches!(err, crate::ledger::LedgerError::Unavailable(_)) {
+        tracing::error!(%err, "the outcome could not be stored before the lease ran out; nothing is written, and the ticket runs again on whichever host claims it next");
+        line.note = Some(format!("outcome not stored before the lease ran out ({err}); nothing written, the ticket runs again on the next claim"));
+    } else {
+        tracing::error!(%err, "the outcome could not be stored; nothing is written, and the ticket runs again on whichever host claims it next");
+        line.note = Some(format!(
+            "outcome not stored ({err}); nothing written, the ticket runs again on the next claim"
+        ));
+    }
+    line.ledger_error = Some(err.to_string());
+}
+
+/// Seconds from `start` to `end`, never negative.
+pub(super) fn seconds_between(
+    start: chrono::DateTime<chrono::Utc>,
+    end: chrono::DateTime<chrono::Utc>,
+) -> f64 {
+    ((end - start).num_milliseconds().max(0) as f64) / 1000.0
+}
+
+/// The note of a run cancelled because its ticket left the stage: where it is now.
+async fn cancelled_note(tracker: &dyn Tracker, id: &str) -> String {
+    match tracker.get(id).await {
+        Ok(t) if t.closed => format!("ticket closed ({}); nothing written", t.status),
+        Ok(t) => format!("ticket is now {}; nothing written", t.status),
+        Err(TrackerError::NotFound(_)) => "ticket no longer exists; nothing written".to_string(),
+        Err(_) => "ticket left the stage; nothing written".to_string(),
+    }
+}
+
+/// A run cancelled while its ticket may still be in the in-progress status sortie moved
+/// it to (a person withdrew it by removing the opt-in label, not by moving it): the
+/// ticket goes back to the claim status. A ticket a person moved stays where it is.
+async fn withdrawn_note(
+    tracker: &dyn Tracker,
+    id: &str,
+    in_progress: &str,
+    stage: &Stage,
+    line: &mut RunLine,
+) -> String {
+    match tracker
+        .transition(id, in_progress, &stage.claim_status)
+        .await
+    {
+        Ok(()) => {
+            line.from_status = in_progress.to_string();
+            line.to_status = Some(stage.claim_status.clone());
+            format!(
+                "withdrawn; nothing written, ticket back to {}",
+                stage.claim_status
+            )
+        }
+        Err(_) => cancelled_note(tracker, id).await,
+    }
+}
+
+/// An operator stopped the run (a signal, a shutdown past its grace): nothing is written
+/// on the ticket, and a ticket sortie moved to the in-progress status goes back to the
+/// claim status, so it runs again from where it was.
+async fn interrupted_note(
+    tracker: &dyn Tracker,
+    ticket: &Ticket,
+    stage: &Stage,
+    moved_to: Option<&str>,
+    line: &mut RunLine,
+) -> String {
+    let Some(in_progress) = moved_to.or(stage
+        .in_progress_status
+        .as_deref()
+        .filter(|s| *s == ticket.status))
+    else {
+        return "interrupted; nothing written".to_string();
+    };
+    match tracker
+        .transition(&ticket.id, in_progress, &stage.claim_status)
+        .await
+    {
+        Ok(()) => {
+            line.from_status = in_progress.to_string();
+            line.to_status = Some(stage.claim_status.clone());
+            format!(
+                "interrupted; nothing written, ticket back to {}",
+                stage.claim_status
+            )
+        }
+        Err(TrackerError::Conflict { current, .. }) => {
+            format!("interrupted; nothing written (a person moved the ticket to {current})")
+        }
+        Err(err) => {
+            format!("interrupted; nothing written, but the ticket stays {in_progress}: {err}")
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Apply one dispatch: prepare (`prepare`: budget, in-progress write, workspace,
+//! prompt), run the agent with its claim watched (`watch`: lease renewed, cancel flag
+//! read), finish (`finish`: outcome decision, outbox, write-back, release).
+
+mod finish;
+mod prepare;
+mod watch;
+
+use std::sync::{Arc, Mutex};
+
+use tracing::Instrument;
+
+pub use self::watch::CANCEL_POLL;
+
+use self::finish::Finish;
+use self::prepare::{Prepared, Ready};
+use super::context::{run_ref, Clock, Context};
+use super::history::TicketHistory;
+use super::lease::LeaseEnd;
+use super::report::RunLine;
+use super::supervisor::{LiveRun, Supervisor};
+use crate::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd};
+use crate::config::Stage;
+use crate::hooks::Event;
+use crate::ledger::{Claim, Ledger, RunPhase, RunRecord, RunUsage};
+use crate::tracker::Ticket;
+
+/// Run the agent for a claim this process holds, and write the result back.
+pub(super) async fn run_claimed(
+    ctx: Arc<Context>,
+    supervisor: Arc<Supervisor>,
+    ticket: Ticket,
+    stage_index: usize,
+    claim: Claim,
+    history: TicketHistory,
+) -> RunLine {
+    let stage = ctx.config.stages[stage_index].clone();
+    // Every line of the run carries these; `session_id` once the agent reports it
+    // (recorded by the agent runner, `agent::process`).
+    let span = tracing::info_span!("run", ticket = %ticket.id, role = %stage.role, attempt = claim.stage_attempt, run_id = %claim.run_id, session_id = tracing::field::Empty);
+    supervisor.started(LiveRun {
+        ticket: ticket.id.clone(),
+        role: stage.role.clone(),
+        attempt: claim.stage_attempt,
+        run_id: claim.run_id.clone(),
+        started_at: ctx.clock.now(),
+        log_path: crate::agent::run_dir(&ctx.config.state_root, &claim.run_id)
+            .join("agent.log")
+            .display()
+            .to_string(),
+        progress: Default::default(),
+    });
+    let run_id = claim.run_id.clone();
+    tracing::info!(parent: &span, status = %ticket.status, "run started");
+    let line = run_stage(&ctx, &supervisor, ticket, stage, claim, history)
+        .instrument(span.clone())
+        .await;
+    tracing::info!(parent: &span, outcome = %line.outcome, reason_code = %line.reason_code.as_deref().unwrap_or("-"), to_status = %line.to_status.as_deref().unwrap_or("-"), writeback = %line.writeback.as_deref().unwrap_or("-"), "run ended");
+    supervisor.ended(&run_id);
+    line
+}
+
+async fn run_stage(
+    ctx: &Arc<Context>,
+    supervisor: &Supervisor,
+    ticket: Ticket,
+    stage: Stage,
+    claim: Claim,
+    history: TicketHistory,
+) -> RunLine {
+    let mut line = RunLine {
+        ticket: ticket.id.clone(),
+        role: stage.role.clone(),
+        attempt: claim.stage_attempt,
+        outcome: "not_started".to_string(),
+        reason_code: None,
+        from_status: ticket.status.clone(),
+        to_status: None,
+        writeback: None,
+        note: None,
+        log_path: None,
+        duration_seconds: None,
+        route: None,
+        cancel_reason: None,
+        ledger_error: None,
+    };
+    ctx.faults.hit("after_claim");
+    // The route is chosen from the ticket this run starts with (a retry chooses again).
+    let route = super::decide::route::choose(&stage, &ticket, &ctx.identity);
+    line.route = route.map(|(i, r)| r.label(i));
+    let lease = Arc::new(LeaseEnd::new(claim.lease_expires_at));
+    let run = Finish {
+        ctx,
+        ticket: &ticket,
+        stage: &stage,
+        claim: &claim,
+        history: &history,
+        route: line.route.clone(),
+        lease: &lease,
+        // The run's start, for its duration in run history: from here, whatever ends it.
+        begun_at: ctx.clock.now(),
+    };
+
+    let Ready {
+        moved_to,
+        worktree,
+        hook_env,
+        plan,
+    } = match prepare::prepare(
+        ctx, supervisor, &ticket, &stage, &claim, &history, route, &run.route,
+    )
+    .await
+    {
+        Prepared::Ready(ready) => *ready,
+        Prepared::Failed(outcome) => return run.finish(outcome, None, run.begun_at, line).await,
+        Prepared::NotStarted(note) => {
+            line.note = Some(note);
+            release(&*ctx.ledger, &claim);
+            return line;
+        }
+    };
+    let vars = prepare::agent_vars(&ticket, &stage, &claim, &plan);
+    let started_at = ctx.clock.now();
+    let log_path = plan.run_dir.join("agent.log");
+    record_run(
+        &*ctx.ledger,
+        &claim,
+        run.route.as_deref(),
+        Some(&ticket.title),
+        RunPhase::Running,
+        None,
+        None,
+        Some(&log_path),
+        started_at,
+        None,
+    );
+
+    // A child of the supervisor's token: a shutdown or an operator's signal stops it.
+    let cancel = supervisor.run_token();
+    let cancel_reason = Arc::new(Mutex::new(None));
+    let watch = tokio::spawn(
+        watch::watch_claim(
+            ctx.ledger.clone(),
+            ctx.clock.clone(),
+            ctx.config.claim_ttl,
+            claim.clone(),
+            lease.clone(),
+            cancel.clone(),
+            cancel_reason.clone(),
+        )
+        .in_current_span(),
+    );
+    let ledger = ctx.ledger.clone();
+    let (key, claimer) = (claim.key.clone(), claim.claimer_id.clone());
+    let faults = ctx.faults.clone();
+    ctx.events.notify(Event::run_started(&run_ref(&claim)));
+    let end = run_agent(AgentSpec { plan: &plan, vars }, cancel, move |pid| {
+        if let Err(err) = ledger.set_agent_pid(&key, &claimer, Some(pid)) {
+            tracing::warn!(%err, "could not record agent pid");
+        }
+        faults.hit("mid_agent");
+    })
+    .await;
+    watch.abort();
+    let _ = ctx
+        .ledger
+        .set_agent_pid(&claim.key, &claim.claimer_id, None);
+    if let Some(hook) = &ctx.config.workspace.hooks.after_run {
+        if let Err(err) = crate::agent::run_hook(
+            hook,
+            &plan.workspace,
+            &hook_env,
+            ctx.config.workspace.hook_timeout,
+        )
+        .await
+        {
+            tracing::warn!(%err, "after_run workspace hook failed");
+        }
+    }
+
+    let (usage, session) = match &end {
+        RunEnd::Cancelled {
+            usage, session_id, ..
+        } => (*usage, session_id.clone()),
+        RunEnd::Finished(report) => (report.usage, report.session_id.clone()),
+    };
+    record_usage_and_session(&*ctx.ledger, &*ctx.clock, &claim, usage, session);
+    match end {
+        RunEnd::Cancelled { log_path, .. } => {
+            run.cancelled(
+                supervisor,
+                &cancel_reason,
+                moved_to,
+                log_path,
+                started_at,
+                line,
+            )
+            .await
+        }
+        RunEnd::Finished(mut report) => {
+            line.log_path = Some(report.log_path.display().to_string());
+            if let Some(worktree) = &worktree {
+                report.outcome =
+                    super::branch::conclude(ctx, &ticket, &stage, worktree, report.outcome).await;
+            }
+            let reason_code = match &report.outcome {
+                AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
+                AgentOutcome::Success { .. } => None,
+            };
+            ctx.events.notify(Event::run_finished(
+                &run_ref(&claim),
+                report.outcome.is_success(),
+                reason_code,
+            ));
+            run.finish(
+                report.outcome,
+                Some(report.duration.as_secs_f64()),
+                started_at,
+                line,
+            )
+            .await
+        }
+    }
+}
+
+/// Record what the run consumed (also when it failed or was cancelled) and the agent
+/// session it ended with, which the next attempt of the same ticket and role resumes.
+fn record_usage_and_session(
+    ledger: &dyn Ledger,
+    clock: &dyn Clock,
+    claim: &Claim,
+    usage: Option<crate::agent::Usage>,
+    session: Option<String>,
+) {
+    if let Some(usage) = usage {
+        let record = RunUsage {
+            run_id: claim.run_id.clone(),
+            key: claim.key.clone(),
+            tokens_in: usage.input_tokens,
+            tokens_out: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cost_usd: usage.cost_usd,
+            recorded_at: clock.now(),
+        };
+        if let Err(err) = ledger.record_usage(&record) {
+            tracing::warn!(%err, "could not record the run's usage");
+        }
+    }
+    // The run's row exists (recorded as running); the upsert keeps a session id once set.
+    if let (Some(session), Ok(Some(mut run))) = (session, ledger.run(&claim.run_id)) {
+        run.session_id = Some(session);
+        if let Err(err) = ledger.record_run(&run) {
+            tracing::warn!(%err, "could not record the agent's session id");
+        }
+    }
+}
+
+/// Give the claim back (a failure leaves it to expire).
+pub(super) fn release(ledger: &dyn Ledger, claim: &Claim) {
+    if let Err(err) = ledger.release(&claim.key, &claim.claimer_id) {
+        tracing::warn!(%err, "could not release claim; it will expire");
+    }
+}
+
+/// Record the run's history row at one of its phases.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn record_run(
+    ledger: &dyn Ledger,
+    claim: &Claim,
+    route: Option<&str>,
+    title: Option<&str>,
+    phase: RunPhase,
+    outcome: Option<&str>,
+    reason_code: Option<&str>,
+    log_path: Option<&std::path::Path>,
+    started_at: chrono::DateTime<chrono::Utc>,
+    finished_at: Option<chrono::DateTime<chrono::Utc>>,
+) {
+    let record = RunRecord {
+        run_id: claim.run_id.clone(),
+        key: claim.key.clone(),
+        stage: claim.stage.clone(),
+        stage_attempt: claim.stage_attempt,
+        claimer_id: claim.claimer_id.clone(),
+        phase,
+        outcome: outcome.map(str::to_string),
+        reason_code: reason_code.map(str::to_string),
+        log_path: log_path.map(|p| p.display().to_string()),
+        started_at,
+        finished_at,
+        session_id: None,
+        route: route.map(str::to_string),
+        title: title.map(str::to_string),
+    };
+    if let Err(err) = ledger.record_run(&record) {
+        tracing::warn!(%err, "could not record run history");
+    }
+}

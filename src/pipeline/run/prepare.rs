@@ -1,0 +1,387 @@
+//! Preparing a run, before its agent starts: the budget check, the in-progress move,
+//! the workspace (and its git worktree and hooks), the prompt and the agent's plan.
+
+use std::collections::BTreeMap;
+
+use crate::agent::{
+    AgentOutcome, CommentVars, FailureVars, PriorVars, PromptContext, ReworkVars, RunPlan,
+    StageVars, TicketVars,
+};
+use crate::block::{Category, NextAction, OutcomeBlock};
+use crate::config::{Budgets, Route, Stage};
+use crate::ledger::{Claim, Ledger};
+use crate::pipeline::context::Context;
+use crate::pipeline::history::TicketHistory;
+use crate::pipeline::supervisor::Supervisor;
+use crate::tracker::{Ticket, TrackerError};
+
+/// How preparing a run ended.
+pub(super) enum Prepared<'s> {
+    /// The agent may start.
+    Ready(Box<Ready<'s>>),
+    /// The run ends before its agent with this outcome (written back like any other).
+    Failed(AgentOutcome),
+    /// The run does not start, nothing is written, the claim goes back: why.
+    NotStarted(String),
+}
+
+/// A run ready for its agent.
+pub(super) struct Ready<'s> {
+    /// Where sortie moved the ticket, so an interrupted run can move it back.
+    pub moved_to: Option<&'s str>,
+    /// The ticket's git worktree, with `workspace.git`.
+    pub worktree: Option<crate::agent::git::Worktree>,
+    /// The environment of the workspace hooks.
+    pub hook_env: Vec<(String, String)>,
+    /// What the agent runs, where, with which session.
+    pub plan: RunPlan,
+}
+
+/// Prepare the run of `claim` on `ticket` for `stage`, taking `route` (recorded as
+/// `route_label`): in order, the budget check, the in-progress move, the workspace, the
+/// prompt and the agent's plan (resuming the last session of the same route).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn prepare<'s>(
+    ctx: &Context,
+    supervisor: &Supervisor,
+    ticket: &Ticket,
+    stage: &'s Stage,
+    claim: &Claim,
+    history: &TicketHistory,
+    route: Option<(usize, &Route)>,
+    route_label: &Option<String>,
+) -> Prepared<'s> {
+    if let Some(over) = over_budget(
+        &ctx.config.budgets,
+        &*ctx.ledger,
+        ctx.tracker_name(),
+        &ticket.id,
+    ) {
+        let outcome = AgentOutcome::failure(
+            "budget.exceeded",
+            Category::Policy,
+            NextAction::Escalate,
+            over,
+        );
+        return Prepared::Failed(outcome);
+    }
+
+    // Where sortie moved the ticket, so an interrupted run can move it back.
+    let mut moved_to: Option<&str> = None;
+    if let Some(in_progress) = &stage.in_progress_status {
+        if ticket.status == stage.claim_status {
+            match ctx
+                .tracker
+                .transition(&ticket.id, &stage.claim_status, in_progress)
+                .await
+            {
+                Ok(()) => {
+                    ctx.faults.hit("after_in_progress");
+                    moved_to = Some(in_progress);
+                }
+                Err(refused @ TrackerError::TransitionRefused { .. }) => {
+                    // The workflow will not let the ticket start: an observation worth a
+                    // failure block (and a hold), not a silent retry every tick.
+                    let outcome = AgentOutcome::failure(
+                        "transition.refused",
+                        Category::Policy,
+                        NextAction::Manual,
+                        refused.to_string(),
+                    );
+                    return Prepared::Failed(outcome);
+                }
+                Err(err) => {
+                    return Prepared::NotStarted(match err {
+                        TrackerError::Conflict { current, .. } => {
+                            format!("moved by a person to {current} before the run")
+                        }
+                        other => format!("could not set {in_progress}: {other}"),
+                    });
+                }
+            }
+        }
+    }
+
+    let workspace = crate::agent::workspace_dir(&ctx.config.state_root, &ticket.id);
+    let hook_env = vec![
+        ("SORTIE_TICKET_ID".to_string(), env_value(&ticket.id)),
+        ("SORTIE_ROLE".to_string(), stage.role.clone()),
+        (
+            "SORTIE_STAGE_ATTEMPT".to_string(),
+            claim.stage_attempt.to_string(),
+        ),
+        (
+            "SORTIE_WORKSPACE".to_string(),
+            workspace.display().to_string(),
+        ),
+    ];
+    let worktree = match prepare_workspace(ctx, ticket, &hook_env).await {
+        Ok(worktree) => worktree,
+        Err(outcome) => return Prepared::Failed(outcome),
+    };
+
+    let run_dir = crate::agent::run_dir(&ctx.config.state_root, &claim.run_id);
+    let prompt = match ctx.templates.render_for(
+        &stage.role,
+        route.map(|(_, r)| r),
+        &prompt_context(ticket, stage, claim.stage_attempt, history),
+    ) {
+        Ok(prompt) => prompt,
+        Err(err) => {
+            let outcome = AgentOutcome::failure(
+                "role.template_error",
+                Category::Permanent,
+                NextAction::Escalate,
+                err.to_string(),
+            );
+            return Prepared::Failed(outcome);
+        }
+    };
+    // The role file's front matter overrides the config's agent settings, and a route's
+    // role file and `agent:` override those.
+    let agent = ctx
+        .templates
+        .agent_for(&ctx.config, stage, route.map(|(_, r)| r));
+    let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
+    plan.env_remove = ctx.config.secret_env_names();
+    // The daemon shows the agent's last event, turns and usage while it runs.
+    plan.stream.progress = supervisor.progress(&claim.run_id);
+    // Resume the agent's last session of this ticket and role (issue #19).
+    // A session of another route ran another agent setup: it is not resumed.
+    if let Ok(Some(prev)) = ctx.ledger.last_session(&claim.key) {
+        if let Some(session) = prev
+            .session_id
+            .as_ref()
+            .filter(|_| prev.route == *route_label)
+        {
+            let prev_dir = crate::agent::run_dir(&ctx.config.state_root, &prev.run_id);
+            let earlier =
+                crate::agent::read_session_record(&prev_dir).and_then(|r| r.reported_usage);
+            plan.resume_session(&agent, session, earlier);
+        }
+    }
+    Prepared::Ready(Box::new(Ready {
+        moved_to,
+        worktree,
+        hook_env,
+        plan,
+    }))
+}
+
+/// Create the ticket's workspace if needed (with `workspace.git`, its worktree on the
+/// ticket's branch) and run the `after_create` and `before_run` hooks. A failed
+/// `after_create` removes the half-made workspace so the next attempt starts clean. The
+/// workspace is checked before the hooks run in it and again before the agent does
+/// (`workspace.unsafe`); a hook failure is `workspace.hook_failed`.
+async fn prepare_workspace(
+    ctx: &Context,
+    ticket: &Ticket,
+    env: &[(String, String)],
+) -> Result<Option<crate::agent::git::Worktree>, AgentOutcome> {
+    let hook_failed = |detail: String| {
+        AgentOutcome::failure(
+            "workspace.hook_failed",
+            Category::Transient,
+            NextAction::Retry,
+            detail,
+        )
+    };
+    let state_root = &ctx.config.state_root;
+    let dir = crate::agent::workspace_dir(state_root, &ticket.id);
+    let hooks = &ctx.config.workspace.hooks;
+    let timeout = ctx.config.workspace.hook_timeout;
+    let created = crate::agent::ensure_workspace(state_root, &ticket.id)
+        .map_err(|e| hook_failed(format!("cannot create workspace {}: {e}", dir.display())))?;
+    crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
+    let worktree = match crate::pipeline::branch::prepare(ctx, ticket, &dir).await {
+        Ok(worktree) => worktree,
+        Err(outcome) => {
+            if created {
+                // Empty still: the next attempt creates it (and runs after_create) again.
+                let _ = crate::agent::remove_workspace(state_root, &dir);
+            }
+            return Err(outcome);
+        }
+    };
+    let created = created || worktree.as_ref().is_some_and(|w| w.created);
+    if created {
+        if let Some(hook) = &hooks.after_create {
+            if let Err(err) = crate::agent::run_hook(hook, &dir, env, timeout).await {
+                let _ = crate::agent::remove_workspace(state_root, &dir);
+                return Err(hook_failed(format!("after_create hook failed: {err}")));
+            }
+        }
+    }
+    if let Some(hook) = &hooks.before_run {
+        crate::agent::run_hook(hook, &dir, env, timeout)
+            .await
+            .map_err(|err| hook_failed(format!("before_run hook failed: {err}")))?;
+    }
+    crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
+    Ok(worktree)
+}
+
+/// Why the ticket may not run again under `budgets:`, if it may not.
+fn over_budget(
+    budgets: &Budgets,
+    ledger: &dyn Ledger,
+    tracker: &str,
+    ticket_id: &str,
+) -> Option<String> {
+    if budgets.max_cost_usd_per_ticket.is_none()
+        && budgets.max_tokens_per_ticket.is_none()
+        && budgets.max_runs_per_ticket.is_none()
+    {
+        return None;
+    }
+    let used = match ledger.ticket_usage(tracker, ticket_id) {
+        Ok(used) => used,
+        Err(err) => {
+            tracing::warn!(%err, "cannot read the ticket's usage; running without a budget check");
+            return None;
+        }
+    };
+    if let Some(max) = budgets.max_runs_per_ticket {
+        if used.runs >= max {
+            return Some(format!(
+                "the ticket has had {} runs; budgets.max_runs_per_ticket is {max}",
+                used.runs
+            ));
+        }
+    }
+    if let Some(max) = budgets.max_tokens_per_ticket {
+        let tokens = used.total_tokens();
+        if tokens >= max {
+            return Some(format!(
+                "the ticket has used {tokens} tokens; budgets.max_tokens_per_ticket is {max}"
+            ));
+        }
+    }
+    if let Some(max) = budgets.max_cost_usd_per_ticket {
+        if used.cost_usd >= max {
+            return Some(format!(
+                "the ticket has cost ${:.2}; budgets.max_cost_usd_per_ticket is ${max:.2}",
+                used.cost_usd
+            ));
+        }
+    }
+    None
+}
+
+/// What the role template is rendered with: the ticket, the stage, the prior roles'
+/// summaries, the last failure, returned work and people's comments.
+fn prompt_context(
+    ticket: &Ticket,
+    stage: &Stage,
+    attempt: u32,
+    history: &TicketHistory,
+) -> PromptContext {
+    let mut prior = BTreeMap::new();
+    for block in history.blocks() {
+        if let OutcomeBlock::Success(s) = block {
+            if s.role != stage.role {
+                prior.insert(
+                    s.role.clone(),
+                    PriorVars {
+                        summary: s.summary.clone(),
+                        artifacts: s.artifacts.clone(),
+                    },
+                );
+            }
+        }
+    }
+    PromptContext {
+        ticket: TicketVars {
+            id: ticket.id.clone(),
+            title: ticket.title.clone(),
+            body: ticket.body.clone(),
+            url: ticket.url.clone().unwrap_or_default(),
+            status: ticket.status.clone(),
+            labels: ticket.labels.clone(),
+            priority: ticket.priority,
+        },
+        stage: StageVars {
+            role: stage.role.clone(),
+            claim_status: stage.claim_status.clone(),
+            in_progress_status: stage.in_progress_status.clone(),
+            success_status: stage.success_status.clone(),
+            failure_status: stage.failure_status.clone(),
+        },
+        attempt,
+        prior,
+        last_failure: history.last_failure(&stage.role).map(|f| FailureVars {
+            attempt: f.stage_attempt,
+            reason_code: f.reason_code.clone(),
+            detail: f.detail.clone(),
+        }),
+        rework: history
+            .returned_work(&stage.role, &stage.claim_status)
+            .map(|(f, count)| ReworkVars {
+                count,
+                from_role: f.role.clone(),
+                failure: FailureVars {
+                    attempt: f.stage_attempt,
+                    reason_code: f.reason_code.clone(),
+                    detail: f.detail.clone(),
+                },
+            }),
+        comments: history
+            .human_comments()
+            .iter()
+            .map(|c| CommentVars {
+                author: c.author.clone(),
+                created_at: c.created_at.to_rfc3339(),
+                body: c.body.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Longest ticket-derived value put in the agent's environment: the kernel refuses a
+/// single variable over 128 KiB, and the full text is in the prompt anyway.
+const MAX_ENV_VALUE: usize = 4096;
+
+/// Ticket text as an environment value: no NUL (which cannot be passed), bounded.
+fn env_value(text: &str) -> String {
+    let mut value: String = text.chars().filter(|c| *c != '\0').collect();
+    if value.len() > MAX_ENV_VALUE {
+        let mut end = MAX_ENV_VALUE;
+        while !value.is_char_boundary(end) {
+            end -= 1;
+        }
+        value.truncate(end);
+    }
+    value
+}
+
+/// The `SORTIE_*` environment of the agent.
+pub(super) fn agent_vars(
+    ticket: &Ticket,
+    stage: &Stage,
+    claim: &Claim,
+    plan: &RunPlan,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("SORTIE_TICKET_ID".to_string(), env_value(&ticket.id)),
+        ("SORTIE_TICKET_TITLE".to_string(), env_value(&ticket.title)),
+        (
+            "SORTIE_TICKET_STATUS".to_string(),
+            env_value(&ticket.status),
+        ),
+        (
+            "SORTIE_TICKET_LABELS".to_string(),
+            env_value(&ticket.labels.join(",")),
+        ),
+        ("SORTIE_ROLE".to_string(), stage.role.clone()),
+        ("SORTIE_STAGE".to_string(), stage.claim_status.clone()),
+        (
+            "SORTIE_STAGE_ATTEMPT".to_string(),
+            claim.stage_attempt.to_string(),
+        ),
+        ("SORTIE_RUN_ID".to_string(), claim.run_id.clone()),
+        (
+            "SORTIE_WORKSPACE".to_string(),
+            plan.workspace.display().to_string(),
+        ),
+    ])
+}
