@@ -26,7 +26,7 @@ fn request(worker: usize) -> ClaimRequest {
     ClaimRequest {
         key: ClaimKey::new("local", format!("T-{worker}"), "backend"),
         stage: "ready".into(),
-        claimer_id: format!("bench:{}:{worker}", std::process::id()),
+        claimer_id: format!("bench:{}:{worker}", std::process::id()).into(),
         run_id: format!("run-{worker}"),
         ttl: Duration::from_secs(600),
         limits: ClaimLimits {

@@ -50,7 +50,7 @@ fn request(worker: usize, n: u64, capped: bool) -> ClaimRequest {
     ClaimRequest {
         key: ClaimKey::new("local", ticket, "backend"),
         stage: "ready".into(),
-        claimer_id: format!("bench{worker}:{}:x", std::process::id()),
+        claimer_id: format!("bench{worker}:{}:x", std::process::id()).into(),
         run_id: format!("run-{worker}-{n}"),
         ttl: Duration::from_secs(600),
         limits: ClaimLimits {

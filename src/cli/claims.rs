@@ -242,7 +242,7 @@ fn claims_table(claims: &[Claim], now: Timestamp) -> String {
                 c.key.ticket_id.clone(),
                 c.key.role.clone(),
                 c.stage.clone(),
-                c.claimer_id.clone(),
+                c.claimer_id.to_string(),
                 c.stage_attempt.to_string(),
                 format!("{} ago", age(now - c.claimed_at)),
                 lease,

@@ -220,7 +220,7 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
             .map(|c| {
                 (
                     c.key.role.clone(),
-                    c.claimer_id.clone(),
+                    c.claimer_id.to_string(),
                     When::of(c.lease_expires_at, now),
                 )
             })

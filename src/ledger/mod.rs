@@ -5,6 +5,7 @@
 //! for several hosts ([`PostgresLedger`]). Every method takes `now` explicitly so lease
 //! and backoff logic is tested without a clock or sleeping.
 
+mod claimer;
 mod codec;
 mod postgres;
 mod sqlite;
@@ -12,6 +13,7 @@ mod sqlite;
 pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
 
+pub use claimer::ClaimerId;
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -73,7 +75,7 @@ pub struct ClaimRequest {
     /// The status the ticket is claimed from (the stage).
     pub stage: String,
     /// Unique id of the claiming process/run owner (`host:pid:uuid`).
-    pub claimer_id: String,
+    pub claimer_id: ClaimerId,
     /// Run id recorded with the claim.
     pub run_id: String,
     /// Lease length.
@@ -93,7 +95,7 @@ pub struct Claim {
     /// The status it was claimed from.
     pub stage: String,
     /// Who holds it.
-    pub claimer_id: String,
+    pub claimer_id: ClaimerId,
     /// When it was first claimed.
     pub claimed_at: Timestamp,
     /// When the lease runs out unless renewed.
@@ -129,7 +131,7 @@ pub enum ClaimOutcome {
     /// Someone else holds a live lease.
     Held {
         /// The holder's `claimer_id`.
-        holder: String,
+        holder: ClaimerId,
         /// When the holder's lease runs out.
         lease_expires_at: Timestamp,
     },
@@ -203,7 +205,7 @@ pub struct RunRecord {
     /// Attempt number.
     pub stage_attempt: u32,
     /// Who ran it.
-    pub claimer_id: String,
+    pub claimer_id: ClaimerId,
     /// Phase.
     pub phase: RunPhase,
     /// `success` / `failure` once finished.
@@ -529,20 +531,14 @@ pub fn host_id() -> String {
     id.replace(':', "_")
 }
 
-/// A fresh claimer id, `host:pid:uuid`: which host and process hold a claim, unique per
-/// call. The pipeline builds its claimer id with this.
-pub fn claimer_id() -> String {
-    format!(
-        "{}:{}:{}",
-        host_id(),
-        std::process::id(),
-        uuid::Uuid::new_v4()
-    )
+/// A fresh claimer id (see [`ClaimerId::fresh`]).
+pub fn claimer_id() -> ClaimerId {
+    ClaimerId::fresh()
 }
 
-/// The host part of a claimer id built by [`claimer_id`].
+/// The host part of a claimer id.
 pub fn claimer_host(claimer_id: &str) -> &str {
-    claimer_id.split(':').next().unwrap_or(claimer_id)
+    claimer::host_of(claimer_id)
 }
 
 /// The claim ledger. Implementations are safe to share between threads.

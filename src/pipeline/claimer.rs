@@ -1,26 +1,25 @@
 //! Whether the process behind a claim of this host is still there. Claimer ids
 //! themselves (`host:pid:nonce`, the host from `SORTIE_HOST_ID`) are the ledger's:
-//! [`crate::ledger::claimer_id`].
+//! [`crate::ledger::ClaimerId`].
 
 use chrono::{DateTime, Utc};
 
-use crate::ledger::claimer_host;
-
-/// The process id part of a claimer id.
-pub fn claimer_pid(claimer_id: &str) -> Option<u32> {
-    claimer_id.rsplit(':').nth(1)?.parse().ok()
-}
+use crate::ledger::ClaimerId;
 
 /// Whether the claim held by `claimer_id` since `claimed_at` belongs to a process of this
 /// host (`my_claimer_id`'s host) that no longer runs: no process has its pid, the one
 /// that has it is a zombie, or it started after the claim was taken (the pid was
 /// reused). Claims of other hosts, and processes that cannot be inspected, are not gone:
 /// only their lease says when they may be taken over.
-pub fn holder_is_gone(claimer_id: &str, claimed_at: DateTime<Utc>, my_claimer_id: &str) -> bool {
-    if claimer_id == my_claimer_id || claimer_host(claimer_id) != claimer_host(my_claimer_id) {
+pub fn holder_is_gone(
+    claimer_id: &ClaimerId,
+    claimed_at: DateTime<Utc>,
+    my_claimer_id: &ClaimerId,
+) -> bool {
+    if claimer_id == my_claimer_id || claimer_id.host() != my_claimer_id.host() {
         return false;
     }
-    let Some(pid) = claimer_pid(claimer_id) else {
+    let Some(pid) = claimer_id.pid() else {
         return false;
     };
     match process_start(pid) {
@@ -82,29 +81,24 @@ fn boot_time() -> Option<i64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn claimer_ids_split_into_host_and_pid() {
-        assert_eq!(claimer_host("build-1:42:abcd1234"), "build-1");
-        assert_eq!(claimer_pid("build-1:42:abcd1234"), Some(42));
-        assert_eq!(claimer_pid("nonsense"), None);
-    }
+    // How an id splits into host and pid: `ledger::claimer`'s tests.
 
     #[test]
     fn a_dead_process_of_this_host_is_gone_a_live_one_and_other_hosts_are_not() {
         let me = crate::ledger::claimer_id();
-        let host = claimer_host(&me).to_string();
+        let host = me.host().to_string();
         let long_ago = Utc::now() - chrono::Duration::days(3650);
         // This test process is alive and started before now.
-        let alive = format!("{host}:{}:00000000", std::process::id());
+        let alive = ClaimerId::from(format!("{host}:{}:00000000", std::process::id()));
         assert!(!holder_is_gone(&alive, Utc::now(), &me));
         // ... but it started after a claim taken ten years ago: that pid was reused.
         assert!(holder_is_gone(&alive, long_ago, &me));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        let dead = format!("{host}:{pid}:00000000");
+        let dead = ClaimerId::from(format!("{host}:{pid}:00000000"));
         assert!(holder_is_gone(&dead, Utc::now(), &me));
-        let elsewhere = format!("{host}-other:{pid}:00000000");
+        let elsewhere = ClaimerId::from(format!("{host}-other:{pid}:00000000"));
         assert!(!holder_is_gone(&elsewhere, Utc::now(), &me));
         assert!(!holder_is_gone(&me, Utc::now(), &me));
     }

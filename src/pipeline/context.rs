@@ -67,7 +67,7 @@ pub(crate) struct Context {
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
     /// This process's claimer id (`host:pid:nonce`).
-    pub claimer_id: String,
+    pub claimer_id: crate::ledger::ClaimerId,
     /// Who sortie is on the tracker (the author of its comments, `assignee: me`).
     pub identity: String,
     /// Whether tracker-native blockers hold tickets back.

@@ -196,7 +196,7 @@ pub struct CancelLine {
     /// Role.
     pub role: String,
     /// Holder asked to stop.
-    pub holder: String,
+    pub holder: crate::ledger::ClaimerId,
     /// Why.
     pub reason: String,
 }

@@ -62,7 +62,7 @@ impl StoredClaim {
             lease_expires_at: from_millis(self.lease_expires_at)?,
             key: self.key,
             stage: self.stage,
-            claimer_id: self.claimer_id,
+            claimer_id: self.claimer_id.into(),
             run_id: self.run_id,
             cancel_requested: self.cancel_requested,
         })
@@ -85,7 +85,7 @@ fn find(conn: &Connection, key: &ClaimKey) -> Result<Option<StoredClaim>, Ledger
 
 fn held_by(stored: StoredClaim) -> Result<ClaimOutcome, LedgerError> {
     Ok(ClaimOutcome::Held {
-        holder: stored.claimer_id,
+        holder: stored.claimer_id.into(),
         lease_expires_at: from_millis(stored.lease_expires_at)?,
     })
 }
@@ -107,7 +107,7 @@ pub(super) fn try_claim(
     if let Some(mut stored) = find(tx, key)? {
         if stored.lease_expires_at > now_ms {
             // 2. A live lease: the holder renews, anyone else learns who holds it.
-            if stored.claimer_id != req.claimer_id {
+            if req.claimer_id != stored.claimer_id {
                 return held_by(stored);
             }
             tx.prepare_cached(
@@ -162,7 +162,7 @@ pub(super) fn try_claim(
             &key.ticket_id,
             &key.role,
             &req.stage,
-            &req.claimer_id,
+            req.claimer_id.as_str(),
             now_ms,
             expires_ms,
             attempt,

@@ -27,7 +27,7 @@ pub enum SkipReason {
     /// Another run holds the claim.
     Claimed {
         /// Holder's claimer id.
-        holder: String,
+        holder: crate::ledger::ClaimerId,
         /// When its lease runs out.
         lease_expires_at: DateTime<Utc>,
     },

@@ -256,7 +256,7 @@ pub fn store_crashed_outcome(
     let request = ClaimRequest {
         key: entry.key.clone(),
         stage: entry.stage.clone(),
-        claimer_id: "crashed-run".to_string(),
+        claimer_id: "crashed-run".into(),
         run_id: entry.run_id.clone(),
         ttl: std::time::Duration::ZERO,
         limits: ClaimLimits {
