@@ -4,7 +4,6 @@
 
 mod api;
 mod check;
-mod etag;
 mod issue;
 mod transport;
 pub mod webhook;
@@ -16,16 +15,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use tokio::sync::OnceCell;
 
 pub use self::api::{GithubApi, Items};
 pub use self::issue::LabelScheme;
-pub use self::transport::{Clock, Exchange, ExchangeObserver};
+pub use crate::tracker::http::{Clock, Exchange, ExchangeObserver};
 
-use self::etag::ResponseCache;
 use self::issue::{issue_number, Classified, WireComment, WireIssue};
-use self::transport::Transport;
+use self::transport::GithubClient;
+use crate::tracker::http::{system_clock, ResponseCache};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove};
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
@@ -92,7 +90,7 @@ impl Default for GithubOptions {
             timeout: Duration::from_secs(30),
             retry_backoff: Duration::from_secs(1),
             etag_file: None,
-            clock: Arc::new(Utc::now),
+            clock: system_clock(),
             observer: None,
         }
     }
@@ -173,8 +171,8 @@ impl GithubTracker {
         token: String,
         options: GithubOptions,
     ) -> Result<Self, TrackerError> {
-        let cache = Arc::new(ResponseCache::open(options.etag_file.clone()));
-        let transport = Transport::new(
+        let cache = Arc::new(ResponseCache::open(options.etag_file.clone(), "GitHub"));
+        let client = GithubClient::new(
             token,
             options.timeout,
             options.retry_backoff,
@@ -182,7 +180,7 @@ impl GithubTracker {
             cache.clone(),
             options.observer.clone(),
         )?;
-        let api = GithubApi::new(&settings.api_url, &settings.repo, transport, cache)?;
+        let api = GithubApi::new(&settings.api_url, &settings.repo, client, cache)?;
         Ok(GithubTracker {
             name: format!("github:{}", settings.repo),
             labels: settings.labels,

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-use self::client::{Auth, RestClient};
+use self::client::{Auth, JiraClient};
 use self::wire::{quote, CloudPage, CommentPage, DcPage, Issue, Myself, TicketContext, FIELDS};
 use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
@@ -30,7 +30,8 @@ use super::{
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};
 
-pub use self::client::{jira_said, Exchange, Observer, REQUEST_TIMEOUT};
+pub use self::client::{jira_said, REQUEST_TIMEOUT};
+pub use crate::tracker::http::{Exchange, ExchangeObserver};
 
 /// Issues per search page (Jira's usual maximum).
 pub const PAGE_SIZE: u32 = 100;
@@ -118,7 +119,7 @@ impl JiraSettings {
 pub struct JiraTracker {
     name: String,
     settings: JiraSettings,
-    api: RestClient,
+    api: JiraClient,
     me: OnceCell<Myself>,
 }
 
@@ -140,7 +141,7 @@ impl JiraTracker {
                 )))
             }
         };
-        let api = RestClient::new(
+        let api = JiraClient::new(
             &settings.url,
             settings.api_version,
             auth,
@@ -197,7 +198,7 @@ impl JiraTracker {
     }
 
     /// Report every HTTP exchange to `observer` (contract tests).
-    pub fn with_observer(mut self, observer: Observer) -> Self {
+    pub fn with_observer(mut self, observer: ExchangeObserver) -> Self {
         self.api.observe(observer);
         self
     }

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::transport::Retry;
+use crate::tracker::http::Retry;
 use super::{queries, LinearTracker};
 use crate::tracker::{CheckReport, TrackerError};
 

@@ -4,7 +4,7 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::transport::Retry;
+use crate::tracker::http::Retry;
 use super::wire::WireComment;
 use super::{decode, queries, LinearTracker};
 use crate::tracker::TrackerError;

@@ -14,21 +14,23 @@ mod wire;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-pub use self::transport::Clock;
+pub use crate::tracker::http::Clock;
 
 /// The file under the state root holding a rate-limit wait Linear asked for.
 pub const WAIT_FILE: &str = "linear-ratelimit.json";
 
 pub use self::comments::comment_id;
-use self::transport::{Retry, Transport};
+// Every document sortie sends is safe to repeat (queries, a state change to a fixed
+// state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
+use self::transport::LinearClient;
+use crate::tracker::http::{system_clock, Retry};
 
 use self::states::TeamStates;
 use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireUser};
@@ -56,7 +58,7 @@ impl Default for LinearOptions {
         LinearOptions {
             timeout: Duration::from_secs(30),
             retry_backoff: Duration::from_secs(1),
-            clock: Arc::new(Utc::now),
+            clock: system_clock(),
             wait_file: None,
         }
     }
@@ -76,7 +78,7 @@ impl std::fmt::Debug for LinearOptions {
 pub struct LinearTracker {
     name: String,
     team: String,
-    transport: Transport,
+    transport: LinearClient,
     naming: Naming,
     /// Statuses the stages move tickets to or through: each must exist in the team.
     required: Vec<String>,
@@ -130,7 +132,7 @@ impl LinearTracker {
             LinearTokenType::ApiKey => token,
             LinearTokenType::Oauth => format!("Bearer {token}"),
         };
-        let transport = Transport::new(
+        let transport = LinearClient::new(
             api_url.clone(),
             authorization,
             options.timeout,

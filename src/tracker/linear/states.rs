@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::transport::Retry;
+use crate::tracker::http::Retry;
 use super::wire::{Connection, WireState};
 use super::{decode, queries, LinearTracker};
 #[cfg(doc)]

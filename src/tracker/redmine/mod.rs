@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use self::client::RestClient;
+use self::client::RedmineClient;
 use self::wire::{
     CurrentUser, CurrentUserEnvelope, Issue, IssueEnvelope, IssuePage, PriorityList, PriorityRanks,
     ProjectEnvelope, StatusCatalogue, StatusList,
@@ -39,7 +39,7 @@ const WORKFLOW: &str = "Redmine";
 pub struct RedmineTracker {
     name: String,
     project: String,
-    api: RestClient,
+    api: RedmineClient,
     page_size: u32,
     /// Statuses are cached per process; an unknown name refreshes the cache once.
     statuses: Mutex<Option<Arc<StatusCatalogue>>>,
@@ -58,7 +58,7 @@ impl RedmineTracker {
         api_key: String,
         api_key_env: &str,
     ) -> Result<Self, TrackerError> {
-        let api = RestClient::new(url, api_key, api_key_env)?;
+        let api = RedmineClient::new(url, api_key, api_key_env)?;
         Ok(RedmineTracker {
             name: format!("redmine:{project}"),
             project: project.to_string(),
