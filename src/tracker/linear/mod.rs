@@ -30,7 +30,7 @@ pub use self::comments::comment_id;
 // Every document sortie sends is safe to repeat (queries, a state change to a fixed
 // state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
 use self::transport::LinearClient;
-use crate::tracker::http::{system_clock, Retry};
+use crate::tracker::http::{next_cursor, system_clock, Retry};
 
 use self::states::TeamStates;
 use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireUser};
@@ -351,9 +351,10 @@ impl Tracker for LinearTracker {
                         .push(format!("issue {identifier} is unreadable, skipped: {err}")),
                 }
             }
-            match (page.page_info.has_next_page, page.page_info.end_cursor) {
-                (true, Some(cursor)) => after = Some(cursor),
-                _ => break,
+            let info = page.page_info;
+            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+                Some(cursor) => after = Some(cursor),
+                None => break,
             }
         }
         Ok(listing)
@@ -379,9 +380,10 @@ impl Tracker for LinearTracker {
             let page: Connection<WireRelation> =
                 decode("SortieBlockers", &data["issue"]["inverseRelations"])?;
             relations.extend(page.nodes);
-            match (page.page_info.has_next_page, page.page_info.end_cursor) {
-                (true, Some(cursor)) => after = Some(cursor),
-                _ => break,
+            let info = page.page_info;
+            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+                Some(cursor) => after = Some(cursor),
+                None => break,
             }
         }
         Ok(wire::blockers(&relations, &self.naming))
@@ -409,9 +411,10 @@ impl Tracker for LinearTracker {
                     Err(err) => tracing::warn!(issue = id, %err, "skipping an unreadable comment"),
                 }
             }
-            match (page.page_info.has_next_page, page.page_info.end_cursor) {
-                (true, Some(cursor)) => after = Some(cursor),
-                _ => break,
+            let info = page.page_info;
+            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+                Some(cursor) => after = Some(cursor),
+                None => break,
             }
         }
         comments.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));

@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 use self::client::RedmineClient;
+use crate::tracker::http::{encode, next_offset};
 use self::wire::{
     CurrentUser, CurrentUserEnvelope, Issue, IssueEnvelope, IssuePage, PriorityList, PriorityRanks,
     ProjectEnvelope, StatusCatalogue, StatusList,
@@ -250,9 +251,9 @@ impl RedmineTracker {
                     )),
                 }
             }
-            offset += count;
-            if count == 0 || offset >= page.total_count {
-                break;
+            match next_offset(offset, count, page.total_count) {
+                Some(next) => offset = next,
+                None => break,
             }
         }
         for w in &listing.warnings {
@@ -272,19 +273,6 @@ fn issue_number(id: &str) -> Result<u64, TrackerError> {
                 "{id:?} is not a Redmine issue number (a positive integer such as 42)"
             ))
         })
-}
-
-/// Percent-encode a path segment or query value.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[async_trait]
