@@ -73,14 +73,13 @@ impl std::fmt::Debug for ForgeClient {
 
 impl ForgeClient {
     /// A client for the API at `base` (no trailing `/`), sending `auth` (header name and
-    /// value) with every request, and showing every response to `observer`.
+    /// value) with every request.
     pub fn new(
         base: &str,
         auth: (&'static str, String),
         vendor: Vendor,
         timeout: Duration,
         clock: Clock,
-        observer: Option<ExchangeObserver>,
     ) -> Result<Self, TrackerError> {
         let mut headers = HeaderMap::new();
         let mut value = HeaderValue::from_str(&auth.1).map_err(|_| {
@@ -96,8 +95,7 @@ impl ForgeClient {
             HeaderValue::from_static("application/json"),
         );
         let http = HttpClient::new(timeout, headers)
-            .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?
-            .with_observer(observer);
+            .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
         Ok(ForgeClient {
             http,
             base: base.trim_end_matches('/').to_string(),
@@ -105,6 +103,12 @@ impl ForgeClient {
             gate: WaitGate::new(clock, None, ""),
             remaining: Remaining::default(),
         })
+    }
+
+    /// Show every response to `observer` (contract tests, diagnostics).
+    pub fn with_observer(mut self, observer: Option<ExchangeObserver>) -> Self {
+        self.http.set_observer(observer);
+        self
     }
 
     /// The API base URL.

@@ -138,14 +138,8 @@ impl GiteaTracker {
         };
         let base = format!("{}{}", settings.url.trim_end_matches('/'), options.api_path);
         let auth = ("authorization", format!("token {token}"));
-        let client = ForgeClient::new(
-            &base,
-            auth,
-            vendor,
-            options.timeout,
-            options.clock,
-            options.observer,
-        )?;
+        let client = ForgeClient::new(&base, auth, vendor, options.timeout, options.clock)?
+            .with_observer(options.observer);
         let (owner, name) = settings
             .repo
             .split_once('/')

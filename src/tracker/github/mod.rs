@@ -23,12 +23,12 @@ pub use crate::tracker::http::{Clock, Exchange, ExchangeObserver};
 
 use self::issue::{issue_number, Classified, WireComment, WireIssue};
 use self::transport::GithubClient;
-use crate::tracker::http::{system_clock, ResponseCache};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove};
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::config::{Config, TrackerConfig};
+use crate::tracker::http::{system_clock, ResponseCache};
 
 /// The file under the state root holding the persisted ETag cache.
 pub const ETAG_FILE: &str = "github-etags.json";

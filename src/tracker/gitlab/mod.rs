@@ -141,14 +141,8 @@ impl GitlabTracker {
                 .to_string(),
         };
         let base = format!("{}/api/v4", settings.url.trim_end_matches('/'));
-        let client = ForgeClient::new(
-            &base,
-            auth,
-            vendor,
-            options.timeout,
-            options.clock,
-            options.observer,
-        )?;
+        let client = ForgeClient::new(&base, auth, vendor, options.timeout, options.clock)?
+            .with_observer(options.observer);
         Ok(GitlabTracker {
             name: format!("gitlab:{}", settings.project),
             project_path: format!("/projects/{}", encode(&settings.project)),

@@ -70,7 +70,10 @@ mod tests {
     #[test]
     fn a_cursor_that_does_not_move_ends_the_listing() {
         let a = "a".to_string();
-        assert_eq!(next_cursor(Some("b".into()), false, Some(&a)), Some("b".into()));
+        assert_eq!(
+            next_cursor(Some("b".into()), false, Some(&a)),
+            Some("b".into())
+        );
         assert_eq!(next_cursor(Some("a".into()), false, Some(&a)), None);
         assert_eq!(next_cursor(Some("b".into()), true, Some(&a)), None);
         assert_eq!(next_cursor(None, false, None), None);

@@ -25,12 +25,12 @@ use tokio::sync::OnceCell;
 
 use self::client::{Auth, JiraClient};
 use self::wire::{CommentPage, Issue, Myself, TicketContext, FIELDS};
-use crate::tracker::http::next_offset;
 use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};
+use crate::tracker::http::next_offset;
 
 pub use self::client::{jira_said, REQUEST_TIMEOUT};
 pub use crate::tracker::http::{Exchange, ExchangeObserver};

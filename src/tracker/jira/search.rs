@@ -65,8 +65,11 @@ impl JiraTracker {
                 }
                 let page: CloudPage = self.api.post("/search/jql", &body).await.map_err(refused)?;
                 raw.extend(page.issues);
-                match next_cursor(page.next_page_token, page.is_last == Some(true), token.as_ref())
-                {
+                match next_cursor(
+                    page.next_page_token,
+                    page.is_last == Some(true),
+                    token.as_ref(),
+                ) {
                     Some(next) => token = Some(next),
                     None => break,
                 }

@@ -18,7 +18,6 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 use self::client::RedmineClient;
-use crate::tracker::http::{encode, next_offset};
 use self::wire::{
     CurrentUser, CurrentUserEnvelope, Issue, IssueEnvelope, IssuePage, PriorityList, PriorityRanks,
     ProjectEnvelope, StatusCatalogue, StatusList,
@@ -26,6 +25,7 @@ use self::wire::{
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
+use crate::tracker::http::{encode, next_offset};
 
 pub use self::client::REQUEST_TIMEOUT;
 
