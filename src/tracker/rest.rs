@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use super::http::{
     header_u64, no_answer, path_of, strip_query, Clock, ExchangeObserver, HttpClient, Remaining,
-    WaitGate, DEFAULT_WAIT, MAX_WAIT,
+    Reply, WaitGate, DEFAULT_WAIT, MAX_WAIT,
 };
 use super::TrackerError;
 
@@ -26,30 +26,6 @@ pub struct Vendor {
     pub name: &'static str,
     /// What a refused token needs, said after a 401/403 (`the token needs the api scope`).
     pub token_hint: String,
-}
-
-/// A 2xx answer.
-#[derive(Debug)]
-pub struct Reply {
-    /// HTTP status.
-    pub status: u16,
-    /// Response headers.
-    pub headers: HeaderMap,
-    /// Body text.
-    pub body: String,
-}
-
-impl Reply {
-    /// Response header `name`, when present and text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// The body decoded as `T`; `what` names the request in the error.
-    pub fn json<T: DeserializeOwned>(&self, what: &str) -> Result<T, TrackerError> {
-        serde_json::from_str(&self.body)
-            .map_err(|e| TrackerError::Invalid(format!("{what}: the answer is unreadable: {e}")))
-    }
 }
 
 /// An authenticated JSON client for one forge (GitLab, Gitea).
@@ -99,8 +75,8 @@ impl ForgeClient {
         Ok(ForgeClient {
             http,
             base: base.trim_end_matches('/').to_string(),
+            gate: WaitGate::new(clock, None, vendor.name),
             vendor,
-            gate: WaitGate::new(clock, None, ""),
             remaining: Remaining::default(),
         })
     }

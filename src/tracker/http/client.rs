@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::observer::{Exchange, ExchangeObserver};
@@ -33,6 +34,30 @@ impl Answer {
     /// Read the body as text.
     pub async fn text(self) -> Result<String, reqwest::Error> {
         self.response.text().await
+    }
+}
+
+/// An answer with its body read.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// Body text.
+    pub body: String,
+}
+
+impl Reply {
+    /// Response header `name`, when present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body decoded as `T`; `what` names the request in the error.
+    pub fn json<T: DeserializeOwned>(&self, what: &str) -> Result<T, TrackerError> {
+        serde_json::from_str(&self.body)
+            .map_err(|e| TrackerError::Invalid(format!("{what}: the answer is unreadable: {e}")))
     }
 }
 

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::client::Reply;
 use super::paging::next_link;
-use super::retry::Reply;
 use crate::tracker::TrackerError;
 
 /// Pages kept in memory at most (least recently used go first).

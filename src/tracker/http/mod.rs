@@ -21,10 +21,11 @@ pub use self::observer::{Exchange, ExchangeObserver};
 pub use self::paging::{next_cursor, next_link, next_offset};
 pub use self::url::encode;
 
+pub use self::client::Reply;
 pub(crate) use self::client::{no_answer, HttpClient};
 pub(crate) use self::conditional::{CachedPage, ResponseCache};
 pub(crate) use self::rate_limit::{
     header_u64, refuse_until, round_up, Remaining, WaitGate, DEFAULT_WAIT, MAX_WAIT,
 };
-pub(crate) use self::retry::{Reply, Retry, RetryOnce};
+pub(crate) use self::retry::{Retry, RetryOnce};
 pub(crate) use self::url::{path_of, strip_query};

@@ -7,7 +7,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
 
-use super::client::HttpClient;
+use super::client::{HttpClient, Reply};
 use crate::tracker::TrackerError;
 
 /// Which failures a request may be retried after (once).
@@ -18,17 +18,6 @@ pub(crate) enum Retry {
     /// Not idempotent (posting a comment): retry only when the connection failed
     /// before anything was sent.
     ConnectOnly,
-}
-
-/// An answer with its body read.
-#[derive(Debug)]
-pub(crate) struct Reply {
-    /// HTTP status.
-    pub status: u16,
-    /// Response headers.
-    pub headers: HeaderMap,
-    /// Body text.
-    pub body: String,
 }
 
 /// How one request is retried: what it is called in errors and logs, which failures
