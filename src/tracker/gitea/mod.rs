@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{more_pages, Classified, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
-use super::http::{encode, system_clock, Clock, ExchangeObserver};
+use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
 use super::rest::{forge_pull, ForgeClient, Vendor};
 use super::{
@@ -85,7 +85,7 @@ pub struct GiteaOptions {
 impl Default for GiteaOptions {
     fn default() -> Self {
         GiteaOptions {
-            timeout: Duration::from_secs(30),
+            timeout: DEFAULT_TIMEOUT,
             clock: system_clock(),
             observer: None,
             api_path: "/api/v1".to_string(),

@@ -28,7 +28,9 @@ use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::config::{Config, TrackerConfig};
-use crate::tracker::http::{system_clock, ResponseCache};
+use crate::tracker::http::{
+    fmt_options, system_clock, ResponseCache, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT,
+};
 
 /// The file under the state root holding the persisted ETag cache.
 pub const ETAG_FILE: &str = "github-etags.json";
@@ -87,8 +89,8 @@ pub struct GithubOptions {
 impl Default for GithubOptions {
     fn default() -> Self {
         GithubOptions {
-            timeout: Duration::from_secs(30),
-            retry_backoff: Duration::from_secs(1),
+            timeout: DEFAULT_TIMEOUT,
+            retry_backoff: DEFAULT_RETRY_BACKOFF,
             etag_file: None,
             clock: system_clock(),
             observer: None,
@@ -98,11 +100,8 @@ impl Default for GithubOptions {
 
 impl std::fmt::Debug for GithubOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GithubOptions")
-            .field("timeout", &self.timeout)
-            .field("retry_backoff", &self.retry_backoff)
-            .field("etag_file", &self.etag_file)
-            .finish_non_exhaustive()
+        let timeouts = (self.timeout, self.retry_backoff);
+        fmt_options(f, "GithubOptions", timeouts, ("etag_file", &self.etag_file))
     }
 }
 

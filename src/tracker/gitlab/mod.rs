@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{move_body, next_page, Classified, WireIssue, WireNote, WireUser};
-use super::http::{encode, system_clock, Clock, ExchangeObserver};
+use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
 use super::rest::{forge_pull, ForgeClient, Vendor};
 use super::{
@@ -86,7 +86,7 @@ pub struct GitlabOptions {
 impl Default for GitlabOptions {
     fn default() -> Self {
         GitlabOptions {
-            timeout: Duration::from_secs(30),
+            timeout: DEFAULT_TIMEOUT,
             clock: system_clock(),
             observer: None,
         }

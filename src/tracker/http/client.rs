@@ -143,3 +143,23 @@ pub(crate) fn no_answer(what: &str, e: &reqwest::Error) -> TrackerError {
     }
     TrackerError::Unavailable(format!("{what}: {kind}: {detail}"))
 }
+
+/// Per-request timeout of every adapter by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Wait before the one retry after a server or connection error, by default.
+pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The `Debug` form of an adapter's options `name`: its timeouts and the file it keeps
+/// state in (`field`), never the clock or the observer.
+pub(crate) fn fmt_options(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    (timeout, retry_backoff): (Duration, Duration),
+    (field, file): (&str, &Option<std::path::PathBuf>),
+) -> std::fmt::Result {
+    f.debug_struct(name)
+        .field("timeout", &timeout)
+        .field("retry_backoff", &retry_backoff)
+        .field(field, file)
+        .finish_non_exhaustive()
+}

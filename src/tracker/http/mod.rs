@@ -21,8 +21,8 @@ pub use self::observer::{Exchange, ExchangeObserver};
 pub use self::paging::{next_cursor, next_link, next_offset};
 pub use self::url::encode;
 
-pub use self::client::Reply;
-pub(crate) use self::client::{no_answer, HttpClient};
+pub(crate) use self::client::{fmt_options, no_answer, HttpClient};
+pub use self::client::{Reply, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT};
 pub(crate) use self::conditional::{CachedPage, ResponseCache};
 pub(crate) use self::rate_limit::{
     header_u64, refuse_until, round_up, Remaining, WaitGate, DEFAULT_WAIT, MAX_WAIT,

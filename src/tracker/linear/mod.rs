@@ -30,7 +30,9 @@ pub use self::comments::comment_id;
 // Every document sortie sends is safe to repeat (queries, a state change to a fixed
 // state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
 use self::transport::LinearClient;
-use crate::tracker::http::{next_cursor, system_clock, Retry};
+use crate::tracker::http::{
+    fmt_options, next_cursor, system_clock, Retry, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT,
+};
 
 use self::states::TeamStates;
 use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireUser};
@@ -56,8 +58,8 @@ pub struct LinearOptions {
 impl Default for LinearOptions {
     fn default() -> Self {
         LinearOptions {
-            timeout: Duration::from_secs(30),
-            retry_backoff: Duration::from_secs(1),
+            timeout: DEFAULT_TIMEOUT,
+            retry_backoff: DEFAULT_RETRY_BACKOFF,
             clock: system_clock(),
             wait_file: None,
         }
@@ -66,11 +68,8 @@ impl Default for LinearOptions {
 
 impl std::fmt::Debug for LinearOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LinearOptions")
-            .field("timeout", &self.timeout)
-            .field("retry_backoff", &self.retry_backoff)
-            .field("wait_file", &self.wait_file)
-            .finish_non_exhaustive()
+        let timeouts = (self.timeout, self.retry_backoff);
+        fmt_options(f, "LinearOptions", timeouts, ("wait_file", &self.wait_file))
     }
 }
 
