@@ -10,6 +10,7 @@ pub mod forge;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
+pub mod http;
 pub mod jira;
 pub mod labels;
 pub mod linear;

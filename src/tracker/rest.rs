@@ -1,12 +1,11 @@
-//! The HTTP edge the GitLab and Gitea adapters share: one authenticated JSON request at
-//! a time, the rate-limit headers read (`RateLimit-Remaining`, `X-RateLimit-Remaining`),
+//! GitLab's and Gitea's part of the HTTP layer: one authenticated JSON request at a
+//! time, the rate-limit headers read (`RateLimit-Remaining`, `X-RateLimit-Remaining`),
 //! a 429's `Retry-After` honoured by sending nothing until it is over, and failures
-//! mapped onto [`TrackerError`].
+//! mapped onto [`TrackerError`] with the forge's `message`.
 //!
 //! No retries here: a failed read fails the tick's listing or the write-back, which the
 //! next tick retries from the board and the outbox.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -14,13 +13,11 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 
-use super::github::{Clock, Exchange, ExchangeObserver};
+use super::http::{
+    header_u64, no_answer, path_of, strip_query, Clock, ExchangeObserver, HttpClient, Remaining,
+    Reply, WaitGate, DEFAULT_WAIT, MAX_WAIT,
+};
 use super::TrackerError;
-
-/// Longest wait accepted from a `Retry-After` or a reset time (guards against a skewed clock).
-const MAX_WAIT: Duration = Duration::from_secs(3600);
-/// The wait after a 429 that names none.
-const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 
 /// Who the client talks to, for error messages.
 #[derive(Debug, Clone)]
@@ -31,52 +28,26 @@ pub struct Vendor {
     pub token_hint: String,
 }
 
-/// A 2xx answer.
-#[derive(Debug)]
-pub struct Reply {
-    /// HTTP status.
-    pub status: u16,
-    /// Response headers.
-    pub headers: HeaderMap,
-    /// Body text.
-    pub body: String,
-}
-
-impl Reply {
-    /// Response header `name`, when present and text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// The body decoded as `T`; `what` names the request in the error.
-    pub fn json<T: DeserializeOwned>(&self, what: &str) -> Result<T, TrackerError> {
-        serde_json::from_str(&self.body)
-            .map_err(|e| TrackerError::Invalid(format!("{what}: the answer is unreadable: {e}")))
-    }
-}
-
-/// An authenticated JSON client for one forge.
-pub struct RestClient {
-    http: reqwest::Client,
+/// An authenticated JSON client for one forge (GitLab, Gitea).
+pub struct ForgeClient {
+    http: HttpClient,
     base: String,
     vendor: Vendor,
-    clock: Clock,
-    blocked_until: Mutex<Option<DateTime<Utc>>>,
-    remaining: Mutex<Option<u64>>,
-    observer: Option<ExchangeObserver>,
+    gate: WaitGate,
+    remaining: Remaining,
 }
 
-impl std::fmt::Debug for RestClient {
+impl std::fmt::Debug for ForgeClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the token (it is in the default headers).
-        f.debug_struct("RestClient")
+        f.debug_struct("ForgeClient")
             .field("base", &self.base)
             .field("vendor", &self.vendor.name)
             .finish_non_exhaustive()
     }
 }
 
-impl RestClient {
+impl ForgeClient {
     /// A client for the API at `base` (no trailing `/`), sending `auth` (header name and
     /// value) with every request.
     pub fn new(
@@ -99,27 +70,20 @@ impl RestClient {
             reqwest::header::ACCEPT,
             HeaderValue::from_static("application/json"),
         );
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
-            .default_headers(headers)
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .build()
+        let http = HttpClient::new(timeout, headers)
             .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
-        Ok(RestClient {
+        Ok(ForgeClient {
             http,
             base: base.trim_end_matches('/').to_string(),
+            gate: WaitGate::new(clock, None, vendor.name),
             vendor,
-            clock,
-            blocked_until: Mutex::new(None),
-            remaining: Mutex::new(None),
-            observer: None,
+            remaining: Remaining::default(),
         })
     }
 
     /// Show every response to `observer` (contract tests, diagnostics).
     pub fn with_observer(mut self, observer: Option<ExchangeObserver>) -> Self {
-        self.observer = observer;
+        self.http.set_observer(observer);
         self
     }
 
@@ -130,7 +94,7 @@ impl RestClient {
 
     /// Requests left in the rate-limit window, from the last response that said.
     pub fn rate_limit_remaining(&self) -> Option<u64> {
-        *self.remaining.lock().unwrap_or_else(|e| e.into_inner())
+        self.remaining.get()
     }
 
     /// `GET` a path (relative to the base, with its query) and decode the answer.
@@ -149,7 +113,7 @@ impl RestClient {
         self.send_accepting(method, path_or_url, body, &[]).await
     }
 
-    /// [`RestClient::send`], with the statuses in `accept` answered as `Ok` too (a 403
+    /// [`ForgeClient::send`], with the statuses in `accept` answered as `Ok` too (a 403
     /// the caller explains better than "refused").
     pub async fn send_accepting(
         &self,
@@ -164,31 +128,19 @@ impl RestClient {
             format!("{}{path_or_url}", self.base)
         };
         let what = format!("{method} {}", strip_query(path_of(&url)));
-        self.gate()?;
-        let mut request = self.http.request(method.clone(), &url);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await.map_err(|e| transport(&what, &e))?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        if let Some(observer) = &self.observer {
-            observer(&Exchange {
-                method: method.to_string(),
-                url: url.clone(),
-                status,
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-                    .collect(),
-            });
-        }
+        self.gate.check()?;
+        let answer = self
+            .http
+            .send(&method, &url, body, |request| request)
+            .await
+            .map_err(|e| no_answer(&what, &e))?;
+        let (status, headers) = (answer.status, answer.headers.clone());
         if let Some(left) = header_u64(&headers, "ratelimit-remaining")
             .or_else(|| header_u64(&headers, "x-ratelimit-remaining"))
         {
-            *self.remaining.lock().unwrap_or_else(|e| e.into_inner()) = Some(left);
+            self.remaining.set(left);
         }
-        let body = response.text().await.map_err(|e| transport(&what, &e))?;
+        let body = answer.text().await.map_err(|e| no_answer(&what, &e))?;
         if (200..300).contains(&status) || accept.contains(&status) {
             return Ok(Reply {
                 status,
@@ -196,28 +148,16 @@ impl RestClient {
                 body,
             });
         }
-        let now = (self.clock)();
+        let now = self.gate.now();
         let err = failure(&self.vendor, &what, status, &headers, &body, now);
         if let TrackerError::RateLimited {
             retry_after: Some(wait),
         } = &err
         {
             let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();
-            *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+            self.gate.block_until(until);
         }
         Err(err)
-    }
-
-    /// While a rate-limit wait runs, answer at once without sending anything.
-    fn gate(&self) -> Result<(), TrackerError> {
-        let until = *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner());
-        let now = (self.clock)();
-        match until {
-            Some(until) if until > now => Err(TrackerError::RateLimited {
-                retry_after: (until - now).to_std().ok().map(round_up),
-            }),
-            _ => Ok(()),
-        }
     }
 }
 
@@ -267,10 +207,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(secs.max(1)))
 }
 
-fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
-    headers.get(name)?.to_str().ok()?.trim().parse().ok()
-}
-
 /// The `message` (GitLab also says `error`) of an error body, or the body itself.
 fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
@@ -289,84 +225,6 @@ fn error_message(body: &str) -> String {
             }
         }
     }
-}
-
-/// A request that got no HTTP answer: the server may be down, slow or unreachable.
-fn transport(what: &str, e: &reqwest::Error) -> TrackerError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "failed"
-    };
-    let mut detail = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        detail.push_str(": ");
-        detail.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    TrackerError::Unavailable(format!("{what}: {kind}: {detail}"))
-}
-
-/// The path and query of a URL, for error messages (never the host).
-fn path_of(url: &str) -> &str {
-    url.find("://")
-        .and_then(|scheme| url[scheme + 3..].find('/').map(|p| &url[scheme + 3 + p..]))
-        .unwrap_or(url)
-}
-
-fn strip_query(path: &str) -> &str {
-    path.split_once('?').map_or(path, |(p, _)| p)
-}
-
-fn round_up(d: Duration) -> Duration {
-    if d.subsec_nanos() > 0 {
-        Duration::from_secs(d.as_secs() + 1)
-    } else {
-        d
-    }
-}
-
-/// The `rel="next"` target of a `Link` header, if any.
-pub fn next_link(header: &str) -> Option<String> {
-    let mut rest = header;
-    while let Some(open) = rest.find('<') {
-        let after = &rest[open + 1..];
-        let close = after.find('>')?;
-        let target = &after[..close];
-        let params_and_rest = &after[close + 1..];
-        // The parameters run up to the next link (`, <`), or the end.
-        let params_end = params_and_rest.find('<').unwrap_or(params_and_rest.len());
-        let params = &params_and_rest[..params_end];
-        let is_next = params.split(';').any(|p| {
-            let p = p.trim().trim_end_matches(',').trim();
-            p.strip_prefix("rel=").is_some_and(|v| {
-                v.trim_matches('"')
-                    .split_ascii_whitespace()
-                    .any(|r| r.eq_ignore_ascii_case("next"))
-            })
-        });
-        if is_next {
-            return Some(target.to_string());
-        }
-        rest = &params_and_rest[params_end..];
-    }
-    None
-}
-
-/// Percent-encode one path segment or query value (`group/sub` -> `group%2Fsub`).
-pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A pull (merge) request from a forge's JSON: its number under `number_key` and its
@@ -466,12 +324,5 @@ mod tests {
             failure(&vendor(), "PUT /x", 400, &h, "{}", now),
             TrackerError::Invalid(_)
         ));
-    }
-
-    #[test]
-    fn path_segments_are_percent_encoded() {
-        assert_eq!(encode("group/sub/repo"), "group%2Fsub%2Frepo");
-        assert_eq!(encode("status::ready"), "status%3A%3Aready");
-        assert_eq!(encode("a b"), "a%20b");
     }
 }

@@ -7,19 +7,18 @@ pub mod webhook;
 mod wire;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{more_pages, Classified, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
-use super::github::{Clock, ExchangeObserver};
+use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
-use super::rest::{encode, forge_pull, RestClient, Vendor};
+use super::rest::{forge_pull, ForgeClient, Vendor};
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
@@ -86,8 +85,8 @@ pub struct GiteaOptions {
 impl Default for GiteaOptions {
     fn default() -> Self {
         GiteaOptions {
-            timeout: Duration::from_secs(30),
-            clock: Arc::new(Utc::now),
+            timeout: DEFAULT_TIMEOUT,
+            clock: system_clock(),
             observer: None,
             api_path: "/api/v1".to_string(),
         }
@@ -99,7 +98,7 @@ pub struct GiteaTracker {
     name: String,
     settings: GiteaSettings,
     repo_path: String,
-    client: RestClient,
+    client: ForgeClient,
     identity: OnceCell<String>,
     /// The repository's labels as the last listing read them.
     label_ids: Mutex<Option<LabelIds>>,
@@ -139,7 +138,7 @@ impl GiteaTracker {
         };
         let base = format!("{}{}", settings.url.trim_end_matches('/'), options.api_path);
         let auth = ("authorization", format!("token {token}"));
-        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?
+        let client = ForgeClient::new(&base, auth, vendor, options.timeout, options.clock)?
             .with_observer(options.observer);
         let (owner, name) = settings
             .repo
@@ -190,7 +189,7 @@ impl GiteaTracker {
                 .and_then(|t| t.trim().parse().ok());
             let next = reply
                 .header("link")
-                .and_then(super::rest::next_link)
+                .and_then(super::http::next_link)
                 .is_some();
             if !more_pages(n, items.len(), LIMIT, total, next) {
                 break;

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use reqwest::{Method, Url};
 use serde_json::{json, Value};
 
-use super::etag::{CachedPage, ResponseCache};
-use super::issue::next_link;
-use super::transport::{Reply, Retry, Transport};
+use super::transport::GithubClient;
+use crate::tracker::http::{strip_query, CachedPage, Reply, ResponseCache, Retry};
 use crate::tracker::TrackerError;
 
 /// Items per page GitHub allows at most.
@@ -25,7 +24,7 @@ pub struct GithubApi {
     base: Url,
     owner: String,
     repo: String,
-    transport: Transport,
+    client: GithubClient,
     cache: Arc<ResponseCache>,
 }
 
@@ -42,7 +41,7 @@ impl GithubApi {
     pub(crate) fn new(
         api_url: &str,
         repo: &str,
-        transport: Transport,
+        client: GithubClient,
         cache: Arc<ResponseCache>,
     ) -> Result<Self, TrackerError> {
         let mut base = Url::parse(api_url.trim_end_matches('/'))
@@ -64,7 +63,7 @@ impl GithubApi {
             base,
             owner: owner.to_string(),
             repo: name.to_string(),
-            transport,
+            client,
             cache,
         })
     }
@@ -88,7 +87,7 @@ impl GithubApi {
 
     /// Requests left in the rate-limit window, from the last response.
     pub fn rate_limit_remaining(&self) -> Option<u64> {
-        self.transport.rate_limit_remaining()
+        self.client.rate_limit_remaining()
     }
 
     /// Write the persisted part of the ETag cache (board listings, the user).
@@ -276,7 +275,7 @@ impl GithubApi {
         body: Option<Value>,
         retry: Retry,
     ) -> Result<Reply, TrackerError> {
-        self.transport
+        self.client
             .send(method, url.as_str(), body.as_ref(), None, retry)
             .await
     }
@@ -285,7 +284,7 @@ impl GithubApi {
     async fn get_conditional(&self, url: &str, persist: bool) -> Result<CachedPage, TrackerError> {
         let cached = self.cache.lookup(url);
         let reply = self
-            .transport
+            .client
             .send(
                 Method::GET,
                 url,
@@ -294,27 +293,7 @@ impl GithubApi {
                 Retry::Safe,
             )
             .await?;
-        if reply.status == 304 {
-            return cached.ok_or_else(|| {
-                TrackerError::Unavailable(format!("{url}: 304 Not Modified without a cached page"))
-            });
-        }
-        let header = |name: &str| {
-            reply
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let page = CachedPage {
-            etag: header("etag").unwrap_or_default(),
-            body: reply.body,
-            next: header("link").as_deref().and_then(next_link),
-        };
-        if !page.etag.is_empty() {
-            self.cache.store(url, page.clone(), persist);
-        }
-        Ok(page)
+        self.cache.answered(url, cached, reply, persist)
     }
 
     /// Every item of a paginated listing, following `rel="next"` links under `api_url`.
@@ -364,8 +343,4 @@ fn parse_json(body: &str, what: &str) -> Result<Value, TrackerError> {
         // page): try again later rather than read it as an empty board.
         TrackerError::Unavailable(format!("{what}: the answer is not JSON ({e})"))
     })
-}
-
-fn strip_query(url: &str) -> &str {
-    url.split('?').next().unwrap_or(url)
 }

@@ -138,8 +138,6 @@ impl From<WireComment> for Comment {
     }
 }
 
-pub(crate) use crate::tracker::rest::next_link;
-
 /// The issue number an id names, when it is one.
 pub(crate) fn issue_number(id: &str) -> Option<u64> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
@@ -232,21 +230,6 @@ mod tests {
         assert_eq!(with(summary(0, 2)), Some(vec![]), "closed blockers only");
         assert_eq!(with(summary(1, 1)), None, "an open blocker needs a read");
         assert_eq!(with(serde_json::Value::Null), None, "no summary: read them");
-    }
-
-    #[test]
-    fn next_link_finds_rel_next_anywhere_in_the_header() {
-        let h = r#"<https://api.github.com/repositories/1/issues?labels=a%2Cb&page=1>; rel="prev", <https://api.github.com/repositories/1/issues?page=3>; rel="next", <https://api.github.com/repositories/1/issues?page=9>; rel="last""#;
-        assert_eq!(
-            next_link(h).as_deref(),
-            Some("https://api.github.com/repositories/1/issues?page=3")
-        );
-        assert_eq!(next_link(r#"<https://x/?page=9>; rel="last""#), None);
-        assert_eq!(next_link(""), None);
-        assert_eq!(
-            next_link("<https://x/?a,b>; rel=next").as_deref(),
-            Some("https://x/?a,b")
-        );
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 mod api;
 mod check;
-mod etag;
 mod issue;
 mod transport;
 pub mod webhook;
@@ -16,21 +15,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use tokio::sync::OnceCell;
 
 pub use self::api::{GithubApi, Items};
 pub use self::issue::LabelScheme;
-pub use self::transport::{Clock, Exchange, ExchangeObserver};
+pub use crate::tracker::http::{Clock, Exchange, ExchangeObserver};
 
-use self::etag::ResponseCache;
 use self::issue::{issue_number, Classified, WireComment, WireIssue};
-use self::transport::Transport;
+use self::transport::GithubClient;
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove};
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::config::{Config, TrackerConfig};
+use crate::tracker::http::{
+    fmt_options, system_clock, ResponseCache, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT,
+};
 
 /// The file under the state root holding the persisted ETag cache.
 pub const ETAG_FILE: &str = "github-etags.json";
@@ -89,10 +89,10 @@ pub struct GithubOptions {
 impl Default for GithubOptions {
     fn default() -> Self {
         GithubOptions {
-            timeout: Duration::from_secs(30),
-            retry_backoff: Duration::from_secs(1),
+            timeout: DEFAULT_TIMEOUT,
+            retry_backoff: DEFAULT_RETRY_BACKOFF,
             etag_file: None,
-            clock: Arc::new(Utc::now),
+            clock: system_clock(),
             observer: None,
         }
     }
@@ -100,11 +100,8 @@ impl Default for GithubOptions {
 
 impl std::fmt::Debug for GithubOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GithubOptions")
-            .field("timeout", &self.timeout)
-            .field("retry_backoff", &self.retry_backoff)
-            .field("etag_file", &self.etag_file)
-            .finish_non_exhaustive()
+        let timeouts = (self.timeout, self.retry_backoff);
+        fmt_options(f, "GithubOptions", timeouts, ("etag_file", &self.etag_file))
     }
 }
 
@@ -173,8 +170,8 @@ impl GithubTracker {
         token: String,
         options: GithubOptions,
     ) -> Result<Self, TrackerError> {
-        let cache = Arc::new(ResponseCache::open(options.etag_file.clone()));
-        let transport = Transport::new(
+        let cache = Arc::new(ResponseCache::open(options.etag_file.clone(), "GitHub"));
+        let client = GithubClient::new(
             token,
             options.timeout,
             options.retry_backoff,
@@ -182,7 +179,7 @@ impl GithubTracker {
             cache.clone(),
             options.observer.clone(),
         )?;
-        let api = GithubApi::new(&settings.api_url, &settings.repo, transport, cache)?;
+        let api = GithubApi::new(&settings.api_url, &settings.repo, client, cache)?;
         Ok(GithubTracker {
             name: format!("github:{}", settings.repo),
             labels: settings.labels,

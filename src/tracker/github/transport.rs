@@ -1,6 +1,5 @@
-//! Sending one request to GitHub: the standard headers, the rate-limit gate, at most
-//! one retry after a server or connection error, and failures mapped onto
-//! [`TrackerError`].
+//! GitHub's part of the HTTP layer: its standard headers and bearer token, its
+//! primary and secondary rate limits, and its failures mapped onto [`TrackerError`].
 //!
 //! GitHub asks clients to stop when `x-ratelimit-remaining` reaches 0 until
 //! `x-ratelimit-reset`, and to wait `retry-after` seconds after a secondary limit
@@ -8,81 +7,34 @@
 //! is over nothing is sent and every call answers [`TrackerError::RateLimited`]
 //! at once, so a rate-limited tick finishes with what it read instead of hammering.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, IF_NONE_MATCH};
 use reqwest::Method;
 
-use super::etag::ResponseCache;
+use crate::tracker::http::{
+    path_of, refuse_until, Clock, ExchangeObserver, HttpClient, Remaining, Reply, ResponseCache,
+    Retry, RetryOnce, DEFAULT_WAIT, MAX_WAIT,
+};
 use crate::tracker::TrackerError;
 
-/// Where "now" comes from, so tests can move time instead of sleeping.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+/// GitHub's advice for a secondary limit that names no `retry-after`: a minute.
+const DEFAULT_SECONDARY_WAIT: Duration = DEFAULT_WAIT;
 
-/// One request and the response headers it got, as shown to an [`ExchangeObserver`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exchange {
-    /// HTTP method.
-    pub method: String,
-    /// Full request URL.
-    pub url: String,
-    /// Response status.
-    pub status: u16,
-    /// Response headers, names in lower case.
-    pub headers: Vec<(String, String)>,
-}
-
-impl Exchange {
-    /// The first value of response header `name` (lower case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Sees every response the adapter gets (contract tests, diagnostics).
-pub type ExchangeObserver = Arc<dyn Fn(&Exchange) + Send + Sync>;
-
-/// Which failures a request may be retried after (once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Idempotent: retry after a 5xx, a timeout or a connection error.
-    Safe,
-    /// Not idempotent (posting a comment): retry only when the connection failed
-    /// before anything was sent.
-    ConnectOnly,
-}
-
-/// A response GitHub answered with 2xx or 304.
-#[derive(Debug)]
-pub(crate) struct Reply {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: String,
-}
-
-/// The HTTP side of the adapter.
-pub(crate) struct Transport {
-    http: reqwest::Client,
+/// The GitHub side of the HTTP layer: its headers, its rate limits, its errors.
+pub(crate) struct GithubClient {
+    http: HttpClient,
     token: String,
     clock: Clock,
     retry_backoff: Duration,
     cache: Arc<ResponseCache>,
-    observer: Option<ExchangeObserver>,
-    remaining: Mutex<Option<u64>>,
+    remaining: Remaining,
 }
 
-/// Longest wait we accept from a reset time (guards against a skewed clock).
-const MAX_WAIT: Duration = Duration::from_secs(3600);
-/// GitHub's advice for a secondary limit that names no `retry-after`: a minute.
-const DEFAULT_SECONDARY_WAIT: Duration = Duration::from_secs(60);
-
-impl Transport {
-    /// A transport sending `token`, with the given timeout and retry backoff.
+impl GithubClient {
+    /// A client sending `token`, with the given timeout and retry backoff.
     pub fn new(
         token: String,
         timeout: Duration,
@@ -100,27 +52,22 @@ impl Transport {
             "x-github-api-version",
             HeaderValue::from_static("2022-11-28"),
         );
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
-            .default_headers(headers)
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .build()
-            .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Transport {
+        let http = HttpClient::new(timeout, headers)
+            .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?
+            .with_observer(observer);
+        Ok(GithubClient {
             http,
             token,
             clock,
             retry_backoff,
             cache,
-            observer,
-            remaining: Mutex::new(None),
+            remaining: Remaining::default(),
         })
     }
 
     /// Requests left in the current window, from the last response that said.
     pub fn rate_limit_remaining(&self) -> Option<u64> {
-        *self.remaining.lock().unwrap_or_else(|e| e.into_inner())
+        self.remaining.get()
     }
 
     /// The clock.
@@ -138,94 +85,47 @@ impl Transport {
         retry: Retry,
     ) -> Result<Reply, TrackerError> {
         let what = format!("{method} {}", path_of(url));
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let may_retry = attempt == 1;
-            self.gate()?;
-            let mut request = self
-                .http
-                .request(method.clone(), url)
-                .bearer_auth(&self.token);
-            if let Some(tag) = if_none_match {
-                request = request.header(IF_NONE_MATCH, tag);
-            }
-            if let Some(body) = body {
-                request = request.json(body);
-            }
-            let response = match request.send().await {
-                Ok(response) => response,
-                Err(err) => {
-                    let retryable = err.is_connect() || retry == Retry::Safe;
-                    if may_retry && retryable {
-                        tracing::debug!(%what, %err, "retrying once");
-                        tokio::time::sleep(self.retry_backoff).await;
-                        continue;
+        let attempts = RetryOnce {
+            what: &what,
+            retry,
+            backoff: self.retry_backoff,
+        };
+        let mut answered_at = None;
+        let reply = attempts
+            .send(
+                &self.http,
+                &method,
+                url,
+                body,
+                || refuse_until(self.cache.blocked_until(), || self.now()),
+                |request| {
+                    let request = request.bearer_auth(&self.token);
+                    match if_none_match {
+                        Some(tag) => request.header(IF_NONE_MATCH, tag),
+                        None => request,
                     }
-                    let kind = if err.is_timeout() {
-                        "timed out"
-                    } else {
-                        "failed"
-                    };
-                    return Err(TrackerError::Unavailable(format!("{what} {kind}: {err}")));
-                }
-            };
-            let status = response.status().as_u16();
-            let headers = response.headers().clone();
-            self.observe(&method, url, status, &headers);
-            let now = self.now();
-            let limits = RateHeaders::read(&headers);
-            if let Some(left) = limits.remaining {
-                *self.remaining.lock().unwrap_or_else(|e| e.into_inner()) = Some(left);
+                },
+                |_, headers| {
+                    answered_at = Some(self.now());
+                    if let Some(left) = RateHeaders::read(headers).remaining {
+                        self.remaining.set(left);
+                    }
+                },
+            )
+            .await?;
+        let now = answered_at.unwrap_or_else(|| self.now());
+        let limits = RateHeaders::read(&reply.headers);
+        if (200..300).contains(&reply.status) || reply.status == 304 {
+            if limits.remaining == Some(0) {
+                self.block(limits.wait_for_reset(now), now);
             }
-            let body = match response.text().await {
-                Ok(body) => body,
-                Err(err) if may_retry && retry == Retry::Safe => {
-                    tracing::debug!(%what, %err, "retrying once");
-                    tokio::time::sleep(self.retry_backoff).await;
-                    continue;
-                }
-                Err(err) => {
-                    return Err(TrackerError::Unavailable(format!(
-                        "{what}: reading the response failed: {err}"
-                    )))
-                }
-            };
-            if (200..300).contains(&status) || status == 304 {
-                if limits.remaining == Some(0) {
-                    self.block(limits.wait_for_reset(now), now);
-                }
-                return Ok(Reply {
-                    status,
-                    headers,
-                    body,
-                });
-            }
-            if status >= 500 && may_retry && retry == Retry::Safe {
-                tracing::debug!(%what, status, "server error; retrying once");
-                tokio::time::sleep(self.retry_backoff).await;
-                continue;
-            }
-            let (err, wait) = failure(&what, status, &limits, &body, now);
-            if let Some(wait) = wait {
-                self.block(wait, now);
-            }
-            return Err(err);
+            return Ok(reply);
         }
-    }
-
-    /// Refuse to send while GitHub's wait is not over.
-    fn gate(&self) -> Result<(), TrackerError> {
-        if let Some(until) = self.cache.blocked_until() {
-            let now = self.now();
-            if now < until {
-                let left = (until - now).to_std().unwrap_or_default();
-                return Err(TrackerError::RateLimited {
-                    retry_after: Some(round_up(left)),
-                });
-            }
+        let (err, wait) = failure(&what, reply.status, &limits, &reply.body, now);
+        if let Some(wait) = wait {
+            self.block(wait, now);
         }
-        Ok(())
+        Err(err)
     }
 
     fn block(&self, wait: Duration, now: DateTime<Utc>) {
@@ -236,27 +136,6 @@ impl Transport {
         );
         self.cache.set_blocked_until(Some(now + wait));
         self.cache.save();
-    }
-
-    fn observe(&self, method: &Method, url: &str, status: u16, headers: &HeaderMap) {
-        let Some(observer) = &self.observer else {
-            return;
-        };
-        let exchange = Exchange {
-            method: method.to_string(),
-            url: url.to_string(),
-            status,
-            headers: headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-        };
-        observer(&exchange);
     }
 }
 
@@ -379,21 +258,6 @@ fn error_message(body: &str) -> String {
         }
     }
     message
-}
-
-/// The path and query of a URL, for error messages (never the host or a token).
-fn path_of(url: &str) -> &str {
-    url.find("://")
-        .and_then(|scheme| url[scheme + 3..].find('/').map(|p| &url[scheme + 3 + p..]))
-        .unwrap_or(url)
-}
-
-fn round_up(d: Duration) -> Duration {
-    if d.subsec_nanos() > 0 {
-        Duration::from_secs(d.as_secs() + 1)
-    } else {
-        d
-    }
 }
 
 #[cfg(test)]

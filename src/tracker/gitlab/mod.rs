@@ -7,19 +7,17 @@ pub mod webhook;
 mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{move_body, next_page, Classified, WireIssue, WireNote, WireUser};
-use super::github::{Clock, ExchangeObserver};
+use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
-use super::rest::{encode, forge_pull, RestClient, Vendor};
+use super::rest::{forge_pull, ForgeClient, Vendor};
 use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
@@ -88,8 +86,8 @@ pub struct GitlabOptions {
 impl Default for GitlabOptions {
     fn default() -> Self {
         GitlabOptions {
-            timeout: Duration::from_secs(30),
-            clock: Arc::new(Utc::now),
+            timeout: DEFAULT_TIMEOUT,
+            clock: system_clock(),
             observer: None,
         }
     }
@@ -100,7 +98,7 @@ pub struct GitlabTracker {
     name: String,
     settings: GitlabSettings,
     project_path: String,
-    client: RestClient,
+    client: ForgeClient,
     identity: OnceCell<String>,
     project_id: OnceCell<Option<u64>>,
 }
@@ -143,7 +141,7 @@ impl GitlabTracker {
                 .to_string(),
         };
         let base = format!("{}/api/v4", settings.url.trim_end_matches('/'));
-        let client = RestClient::new(&base, auth, vendor, options.timeout, options.clock)?
+        let client = ForgeClient::new(&base, auth, vendor, options.timeout, options.clock)?
             .with_observer(options.observer);
         Ok(GitlabTracker {
             name: format!("gitlab:{}", settings.project),

@@ -166,7 +166,7 @@ pub(crate) fn move_body(add: Option<&str>, remove: &[String], close: bool) -> Va
 }
 
 /// The next page of a listing: `x-next-page` (offset pagination), else `Link: rel=next`
-/// (keyset pagination), as a path-or-URL for [`crate::tracker::rest::RestClient::send`].
+/// (keyset pagination), as a path-or-URL for [`crate::tracker::rest::ForgeClient::send`].
 pub(crate) fn next_page(
     current: &str,
     x_next_page: Option<&str>,
@@ -187,7 +187,7 @@ pub(crate) fn next_page(
         next.push_str(&format!("page={page}"));
         return Some(next);
     }
-    link.and_then(crate::tracker::rest::next_link)
+    link.and_then(crate::tracker::http::next_link)
 }
 
 #[cfg(test)]

@@ -2,51 +2,21 @@
 //! a bearer personal access token on Data Center), timeouts, rate-limit headers,
 //! and HTTP errors mapped onto [`TrackerError`] with Jira's own error text.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
+use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::tracker::http::{header_u64, no_answer, ExchangeObserver, HttpClient, Remaining};
 use crate::tracker::TrackerError;
 
 /// Per-request timeout (connect, send, and read the whole answer).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// `rate_limit_remaining` when no answer carried `X-RateLimit-Remaining` yet.
-const UNKNOWN: u64 = u64::MAX;
-
-/// One request and its answer, as an [`Observer`] sees it (contract tests).
-#[derive(Debug, Clone)]
-pub struct Exchange {
-    /// `GET`, `POST`.
-    pub method: String,
-    /// The full URL.
-    pub url: String,
-    /// The JSON body sent, if any.
-    pub body: Option<Value>,
-    /// The HTTP status (0 when no answer came).
-    pub status: u16,
-    /// The answer's headers, names lowercase.
-    pub headers: Vec<(String, String)>,
-}
-
-impl Exchange {
-    /// The first value of header `name` (lowercase).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Called with every exchange the client has.
-pub type Observer = std::sync::Arc<dyn Fn(&Exchange) + Send + Sync>;
 
 /// How requests authenticate.
 #[derive(Clone)]
@@ -62,33 +32,32 @@ pub enum Auth {
     Bearer(String),
 }
 
-/// An authenticated connection to one Jira site.
-pub struct RestClient {
-    http: reqwest::Client,
+/// Jira's part of the HTTP layer: an authenticated connection to one Jira site.
+pub struct JiraClient {
+    http: HttpClient,
     base: String,
     api: String,
     auth: Auth,
     /// Where the credentials come from, for error messages (`$JIRA_EMAIL / $JIRA_TOKEN`).
     credentials: String,
     project: String,
-    remaining: AtomicU64,
+    remaining: Remaining,
     /// Set when an answer said no requests are left (`X-RateLimit-Remaining: 0`)
     /// until `X-RateLimit-Reset`: requests before then are not sent.
     not_before: Mutex<Option<DateTime<Utc>>>,
-    observer: Option<Observer>,
 }
 
-impl std::fmt::Debug for RestClient {
+impl std::fmt::Debug for JiraClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the token.
-        f.debug_struct("RestClient")
+        f.debug_struct("JiraClient")
             .field("base", &self.base)
             .field("api", &self.api)
             .finish_non_exhaustive()
     }
 }
 
-impl RestClient {
+impl JiraClient {
     /// A client for the site at `base`, REST version `version` (2 or 3).
     pub fn new(
         base: &str,
@@ -97,28 +66,23 @@ impl RestClient {
         credentials: String,
         project: &str,
     ) -> Result<Self, TrackerError> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
-            .build()
+        let http = HttpClient::new(REQUEST_TIMEOUT, HeaderMap::new())
             .map_err(|e| TrackerError::Invalid(format!("cannot build an HTTP client: {e}")))?;
-        Ok(RestClient {
+        Ok(JiraClient {
             http,
             base: base.trim_end_matches('/').to_string(),
             api: format!("/rest/api/{version}"),
             auth,
             credentials,
             project: project.to_string(),
-            remaining: AtomicU64::new(UNKNOWN),
+            remaining: Remaining::default(),
             not_before: Mutex::new(None),
-            observer: None,
         })
     }
 
     /// Report every exchange to `observer`.
-    pub fn observe(&mut self, observer: Observer) {
-        self.observer = Some(observer);
+    pub fn observe(&mut self, observer: ExchangeObserver) {
+        self.http.set_observer(Some(observer));
     }
 
     /// The site's base URL.
@@ -128,10 +92,7 @@ impl RestClient {
 
     /// `X-RateLimit-Remaining` as last seen.
     pub fn remaining(&self) -> Option<u64> {
-        match self.remaining.load(Ordering::Relaxed) {
-            UNKNOWN => None,
-            n => Some(n),
-        }
+        self.remaining.get()
     }
 
     /// `GET <api>path` and decode the JSON answer.
@@ -173,49 +134,29 @@ impl RestClient {
                 retry_after: Some(Duration::from_secs(wait.as_secs().max(1))),
             });
         }
-        let mut request = self
-            .http
-            .request(method.clone(), &url)
-            .header(reqwest::header::ACCEPT, "application/json");
-        request = match &self.auth {
-            Auth::Basic { email, token } => request.basic_auth(email, Some(token)),
-            Auth::Bearer(token) => request.bearer_auth(token),
-        };
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let observe = |status: u16, headers: &reqwest::header::HeaderMap| {
-            if let Some(observer) = &self.observer {
-                observer(&Exchange {
-                    method: method.to_string(),
-                    url: url.clone(),
-                    body: body.cloned(),
-                    status,
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| {
-                            (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())
-                        })
-                        .collect(),
-                });
+        let authenticated = |request: reqwest::RequestBuilder| {
+            let request = request.header(reqwest::header::ACCEPT, "application/json");
+            match &self.auth {
+                Auth::Basic { email, token } => request.basic_auth(email, Some(token)),
+                Auth::Bearer(token) => request.bearer_auth(token),
             }
         };
-        let response = match request.send().await {
-            Ok(r) => r,
+        let answer = match self.http.send(&method, &url, body, authenticated).await {
+            Ok(answer) => answer,
             Err(e) => {
-                observe(0, &reqwest::header::HeaderMap::new());
-                return Err(transport(&what, &e));
+                self.http.observe_no_answer(&method, &url, body);
+                return Err(no_answer(&what, &e));
             }
         };
-        let status = response.status();
-        let headers = response.headers().clone();
-        observe(status.as_u16(), &headers);
+        // Always a valid code: reqwest parsed it.
+        let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let headers = answer.headers.clone();
         if let Some(n) = header_u64(&headers, "x-ratelimit-remaining") {
-            self.remaining.store(n, Ordering::Relaxed);
+            self.remaining.set(n);
             let reset = if n == 0 { reset_at(&headers) } else { None };
             *self.not_before.lock().expect("rate-limit gate") = reset;
         }
-        let text = response.text().await.map_err(|e| transport(&what, &e))?;
+        let text = answer.text().await.map_err(|e| no_answer(&what, &e))?;
         if status.is_success() {
             return Ok(text);
         }
@@ -277,10 +218,6 @@ fn reset_at(headers: &reqwest::header::HeaderMap) -> Option<DateTime<Utc>> {
         })
 }
 
-fn header_u64(headers: &reqwest::header::HeaderMap, name: &str) -> Option<u64> {
-    headers.get(name)?.to_str().ok()?.trim().parse().ok()
-}
-
 /// Jira's own error text: `errorMessages` and `errors` of its error body, or the
 /// body itself (shortened) when it is not that JSON.
 pub fn jira_said(text: &str) -> String {
@@ -307,23 +244,4 @@ pub fn jira_said(text: &str) -> String {
         return "(no details)".to_string();
     }
     text.chars().take(300).collect()
-}
-
-/// A request that got no HTTP answer: the site may be down, slow or unreachable.
-fn transport(what: &str, e: &reqwest::Error) -> TrackerError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "failed"
-    };
-    let mut detail = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        detail.push_str(": ");
-        detail.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    TrackerError::Unavailable(format!("{what}: {kind}: {detail}"))
 }

@@ -12,6 +12,7 @@
 
 mod check;
 mod client;
+mod search;
 mod transition;
 pub mod webhook;
 pub mod wire;
@@ -22,15 +23,17 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-use self::client::{Auth, RestClient};
-use self::wire::{quote, CloudPage, CommentPage, DcPage, Issue, Myself, TicketContext, FIELDS};
+use self::client::{Auth, JiraClient};
+use self::wire::{CommentPage, Issue, Myself, TicketContext, FIELDS};
 use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};
+use crate::tracker::http::next_offset;
 
-pub use self::client::{jira_said, Exchange, Observer, REQUEST_TIMEOUT};
+pub use self::client::{jira_said, REQUEST_TIMEOUT};
+pub use crate::tracker::http::{Exchange, ExchangeObserver};
 
 /// Issues per search page (Jira's usual maximum).
 pub const PAGE_SIZE: u32 = 100;
@@ -118,7 +121,7 @@ impl JiraSettings {
 pub struct JiraTracker {
     name: String,
     settings: JiraSettings,
-    api: RestClient,
+    api: JiraClient,
     me: OnceCell<Myself>,
 }
 
@@ -140,7 +143,7 @@ impl JiraTracker {
                 )))
             }
         };
-        let api = RestClient::new(
+        let api = JiraClient::new(
             &settings.url,
             settings.api_version,
             auth,
@@ -197,7 +200,7 @@ impl JiraTracker {
     }
 
     /// Report every HTTP exchange to `observer` (contract tests).
-    pub fn with_observer(mut self, observer: Observer) -> Self {
+    pub fn with_observer(mut self, observer: ExchangeObserver) -> Self {
         self.api.observe(observer);
         self
     }
@@ -265,115 +268,6 @@ impl JiraTracker {
         Ok(issue)
     }
 
-    /// The JQL of a listing: project and statuses (spelled as configured, trimmed, as
-    /// the tracker contract has server-side filters; JQL matches status names ignoring
-    /// case), then the
-    /// config's clause and the filter, each parenthesised so an `OR` inside cannot
-    /// widen the search.
-    pub fn listing_jql(&self, statuses: &[String], filter: &TicketFilter) -> String {
-        let names: Vec<String> = statuses.iter().map(|s| quote(s.trim())).collect();
-        let mut jql = format!(
-            "project = {} AND status in ({})",
-            quote(&self.settings.project),
-            names.join(", ")
-        );
-        if let Some(clause) = &self.settings.jql {
-            jql.push_str(&format!(" AND ({clause})"));
-        }
-        for label in &filter.labels {
-            jql.push_str(&format!(" AND labels = {}", quote(label)));
-        }
-        if !filter.exclude_labels.is_empty() {
-            let names: Vec<String> = filter.exclude_labels.iter().map(|l| quote(l)).collect();
-            jql.push_str(&format!(
-                " AND (labels is EMPTY OR labels not in ({}))",
-                names.join(", ")
-            ));
-        }
-        match filter.assignee.as_deref().map(str::trim) {
-            Some("me") => jql.push_str(" AND assignee = currentUser()"),
-            Some(a) => jql.push_str(&format!(" AND assignee = {}", quote(a))),
-            None => {}
-        }
-        jql.push_str(" ORDER BY key ASC");
-        jql
-    }
-
-    async fn search(&self, jql: &str) -> Result<Listing, TrackerError> {
-        let mut raw = Vec::new();
-        let refused = |e: TrackerError| match e {
-            TrackerError::Invalid(detail) => TrackerError::Invalid(format!(
-                "Jira refused the search `{jql}` (check `tracker.jql`): {detail}"
-            )),
-            other => other,
-        };
-        if self.cloud() {
-            let mut token: Option<String> = None;
-            loop {
-                let mut body = json!({
-                    "jql": jql,
-                    "fields": FIELDS,
-                    "maxResults": self.settings.page_size,
-                });
-                if let Some(t) = &token {
-                    body["nextPageToken"] = json!(t);
-                }
-                let page: CloudPage = self.api.post("/search/jql", &body).await.map_err(refused)?;
-                raw.extend(page.issues);
-                match page.next_page_token {
-                    Some(t) if page.is_last != Some(true) && Some(&t) != token.as_ref() => {
-                        token = Some(t)
-                    }
-                    _ => break,
-                }
-            }
-        } else {
-            let mut start = 0u64;
-            loop {
-                let path = format!(
-                    "/search?jql={}&startAt={start}&maxResults={}&fields={}",
-                    encode(jql),
-                    self.settings.page_size,
-                    FIELDS.join(",")
-                );
-                let page: DcPage = self.api.get(&path).await.map_err(refused)?;
-                let count = page.issues.len() as u64;
-                raw.extend(page.issues);
-                start = page.start_at + count;
-                if count == 0 || start >= page.total {
-                    break;
-                }
-            }
-        }
-        let mut listing = Listing::default();
-        let cx = self.cx();
-        for value in raw {
-            let key = value
-                .get("key")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_string();
-            match serde_json::from_value::<Issue>(value) {
-                Ok(issue) => {
-                    if listing.tickets.iter().any(|t| t.id == issue.key) {
-                        continue; // an issue that moved between pages
-                    }
-                    match wire::ticket(&issue, &cx) {
-                        Ok(t) => listing.tickets.push(t),
-                        Err(e) => listing.warnings.push(format!("skipped Jira {e}")),
-                    }
-                }
-                Err(e) => listing
-                    .warnings
-                    .push(format!("skipped Jira issue {key}: unexpected JSON: {e}")),
-            }
-        }
-        for w in &listing.warnings {
-            tracing::warn!("{w}");
-        }
-        Ok(listing)
-    }
-
     /// Take the workflow transition `transition_id` on issue `key` (no fields set).
     pub async fn post_transition(
         &self,
@@ -387,19 +281,6 @@ impl JiraTracker {
             .await
             .map(drop)
     }
-}
-
-/// Percent-encode a query value.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[async_trait]
@@ -507,9 +388,9 @@ impl Tracker for JiraTracker {
                 .await?;
             let count = page.comments.len() as u64;
             out.extend(page.comments.iter().map(|c| wire::comment(c, self.cloud())));
-            start = page.start_at + count;
-            if count == 0 || start >= page.total {
-                break;
+            match next_offset(page.start_at, count, page.total) {
+                Some(next) => start = next,
+                None => break,
             }
         }
         Ok(out)

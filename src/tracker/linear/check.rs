@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::transport::Retry;
 use super::{queries, LinearTracker};
+use crate::tracker::http::Retry;
 use crate::tracker::{CheckReport, TrackerError};
 
 /// Run every check; failures a person can fix are report lines, an unreachable or

@@ -4,9 +4,9 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::transport::Retry;
 use super::wire::WireComment;
 use super::{decode, queries, LinearTracker};
+use crate::tracker::http::Retry;
 use crate::tracker::TrackerError;
 
 /// The id sortie gives the comment carrying the outcome with `idempotency_key`: the

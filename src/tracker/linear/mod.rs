@@ -14,21 +14,25 @@ mod wire;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-pub use self::transport::Clock;
+pub use crate::tracker::http::Clock;
 
 /// The file under the state root holding a rate-limit wait Linear asked for.
 pub const WAIT_FILE: &str = "linear-ratelimit.json";
 
 pub use self::comments::comment_id;
-use self::transport::{Retry, Transport};
+// Every document sortie sends is safe to repeat (queries, a state change to a fixed
+// state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
+use self::transport::LinearClient;
+use crate::tracker::http::{
+    fmt_options, next_cursor, system_clock, Retry, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT,
+};
 
 use self::states::TeamStates;
 use self::wire::{Connection, Naming, WireComment, WireIssue, WireRelation, WireUser};
@@ -54,9 +58,9 @@ pub struct LinearOptions {
 impl Default for LinearOptions {
     fn default() -> Self {
         LinearOptions {
-            timeout: Duration::from_secs(30),
-            retry_backoff: Duration::from_secs(1),
-            clock: Arc::new(Utc::now),
+            timeout: DEFAULT_TIMEOUT,
+            retry_backoff: DEFAULT_RETRY_BACKOFF,
+            clock: system_clock(),
             wait_file: None,
         }
     }
@@ -64,11 +68,8 @@ impl Default for LinearOptions {
 
 impl std::fmt::Debug for LinearOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LinearOptions")
-            .field("timeout", &self.timeout)
-            .field("retry_backoff", &self.retry_backoff)
-            .field("wait_file", &self.wait_file)
-            .finish_non_exhaustive()
+        let timeouts = (self.timeout, self.retry_backoff);
+        fmt_options(f, "LinearOptions", timeouts, ("wait_file", &self.wait_file))
     }
 }
 
@@ -76,7 +77,7 @@ impl std::fmt::Debug for LinearOptions {
 pub struct LinearTracker {
     name: String,
     team: String,
-    transport: Transport,
+    transport: LinearClient,
     naming: Naming,
     /// Statuses the stages move tickets to or through: each must exist in the team.
     required: Vec<String>,
@@ -130,7 +131,7 @@ impl LinearTracker {
             LinearTokenType::ApiKey => token,
             LinearTokenType::Oauth => format!("Bearer {token}"),
         };
-        let transport = Transport::new(
+        let transport = LinearClient::new(
             api_url.clone(),
             authorization,
             options.timeout,
@@ -349,9 +350,10 @@ impl Tracker for LinearTracker {
                         .push(format!("issue {identifier} is unreadable, skipped: {err}")),
                 }
             }
-            match (page.page_info.has_next_page, page.page_info.end_cursor) {
-                (true, Some(cursor)) => after = Some(cursor),
-                _ => break,
+            let info = page.page_info;
+            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+                Some(cursor) => after = Some(cursor),
+                None => break,
             }
         }
         Ok(listing)
@@ -377,9 +379,10 @@ impl Tracker for LinearTracker {
             let page: Connection<WireRelation> =
                 decode("SortieBlockers", &data["issue"]["inverseRelations"])?;
             relations.extend(page.nodes);
-            match (page.page_info.has_next_page, page.page_info.end_cursor) {
-                (true, Some(cursor)) => after = Some(cursor),
-                _ => break,
+            let info = page.page_info;
+            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+                Some(cursor) => after = Some(cursor),
+                None => break,
             }
         }
         Ok(wire::blockers(&relations, &self.naming))
@@ -407,9 +410,10 @@ impl Tracker for LinearTracker {
                     Err(err) => tracing::warn!(issue = id, %err, "skipping an unreadable comment"),
                 }
             }
-            match (page.page_info.has_next_page, page.page_info.end_cursor) {
-                (true, Some(cursor)) => after = Some(cursor),
-                _ => break,
+            let info = page.page_info;
+            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+                Some(cursor) => after = Some(cursor),
+                None => break,
             }
         }
         comments.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));

@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use super::transport::Retry;
 use super::wire::{Connection, WireState};
 use super::{decode, queries, LinearTracker};
+use crate::tracker::http::Retry;
 #[cfg(doc)]
 use crate::tracker::Tracker;
 use crate::tracker::{same_name, TrackerError};

@@ -17,21 +17,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::Method;
 use serde_json::{json, Value};
 
+use crate::tracker::http::{
+    round_up, Clock, HttpClient, Retry, RetryOnce, WaitGate, DEFAULT_WAIT, MAX_WAIT,
+};
 use crate::tracker::TrackerError;
-
-/// Where "now" comes from, so tests can move time instead of sleeping.
-pub type Clock = std::sync::Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
-/// Which failures a request may be retried after (once). Every document sortie sends
-/// is safe to repeat: queries, a state change to a fixed state, and comments whose id
-/// is fixed by the outcome (a repeat is refused as a duplicate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Retry after a 5xx, a timeout or a connection error.
-    Safe,
-}
 
 /// What the last responses said about the budget left.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,31 +36,18 @@ pub(crate) struct Budget {
     pub last_complexity: Option<u64>,
 }
 
-/// The HTTP side of the adapter.
-pub(crate) struct Transport {
-    http: reqwest::Client,
+/// Linear's part of the HTTP layer: its authorization, its budget, its GraphQL errors.
+pub(crate) struct LinearClient {
+    http: HttpClient,
     url: String,
     authorization: String,
-    clock: Clock,
     retry_backoff: Duration,
-    blocked_until: Mutex<Option<DateTime<Utc>>>,
-    wait_file: Option<PathBuf>,
+    gate: WaitGate,
     budget: Mutex<Budget>,
 }
 
-/// What the wait file holds.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct WaitFile {
-    blocked_until: DateTime<Utc>,
-}
-
-/// Longest wait we accept from a reset time (guards against a skewed clock).
-const MAX_WAIT: Duration = Duration::from_secs(3600);
-/// The wait when Linear says RATELIMITED without a usable reset.
-const DEFAULT_WAIT: Duration = Duration::from_secs(60);
-
-impl Transport {
-    /// A transport posting to `url` with `authorization` as the header value; a
+impl LinearClient {
+    /// A client posting to `url` with `authorization` as the header value; a
     /// rate-limit wait is persisted in `wait_file` when given.
     pub fn new(
         url: String,
@@ -78,20 +57,14 @@ impl Transport {
         clock: Clock,
         wait_file: Option<PathBuf>,
     ) -> Result<Self, TrackerError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .build()
+        let http = HttpClient::new(timeout, HeaderMap::new())
             .map_err(|e| TrackerError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Transport {
+        Ok(LinearClient {
             http,
             url,
             authorization,
-            clock,
             retry_backoff,
-            blocked_until: Mutex::new(wait_file.as_deref().and_then(load_wait)),
-            wait_file,
+            gate: WaitGate::new(clock, wait_file, "Linear"),
             budget: Mutex::new(Budget::default()),
         })
     }
@@ -110,68 +83,41 @@ impl Transport {
         retry: Retry,
     ) -> Result<Value, TrackerError> {
         let body = json!({ "operationName": operation, "query": query, "variables": variables });
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let may_retry = attempt == 1;
-            self.gate()?;
-            let request = self
-                .http
-                .post(&self.url)
-                .header(AUTHORIZATION, &self.authorization)
-                .header(CONTENT_TYPE, "application/json")
-                .json(&body);
-            let response = match request.send().await {
-                Ok(response) => response,
-                Err(err) => {
-                    let retryable = err.is_connect() || retry == Retry::Safe;
-                    if may_retry && retryable {
-                        tracing::debug!(operation, %err, "retrying once");
-                        tokio::time::sleep(self.retry_backoff).await;
-                        continue;
-                    }
-                    let kind = if err.is_timeout() {
-                        "timed out"
-                    } else {
-                        "failed"
-                    };
-                    return Err(TrackerError::Unavailable(format!(
-                        "Linear {operation} {kind}: {err}"
-                    )));
+        let what = format!("Linear {operation}");
+        let attempts = RetryOnce {
+            what: &what,
+            retry,
+            backoff: self.retry_backoff,
+        };
+        let mut limits = RateHeaders::default();
+        let reply = attempts
+            .send(
+                &self.http,
+                &Method::POST,
+                &self.url,
+                Some(&body),
+                || self.gate.check(),
+                |request| {
+                    request
+                        .header(AUTHORIZATION, &self.authorization)
+                        .header(CONTENT_TYPE, "application/json")
+                },
+                |_, headers| {
+                    limits = RateHeaders::read(headers);
+                    self.record(operation, &limits);
+                },
+            )
+            .await?;
+        let now = self.gate.now();
+        match interpret(operation, reply.status, &reply.body, &limits, now) {
+            Ok(data) => Ok(data),
+            Err(failure) => {
+                let Failure { error, wait } = *failure;
+                if let Some(wait) = wait {
+                    self.block(wait, now);
                 }
-            };
-            let status = response.status().as_u16();
-            let limits = RateHeaders::read(response.headers());
-            self.record(operation, &limits);
-            let text = match response.text().await {
-                Ok(text) => text,
-                Err(err) if may_retry && retry == Retry::Safe => {
-                    tracing::debug!(operation, %err, "retrying once");
-                    tokio::time::sleep(self.retry_backoff).await;
-                    continue;
-                }
-                Err(err) => {
-                    return Err(TrackerError::Unavailable(format!(
-                        "Linear {operation}: reading the response failed: {err}"
-                    )))
-                }
-            };
-            if status >= 500 && may_retry && retry == Retry::Safe {
-                tracing::debug!(operation, status, "server error; retrying once");
-                tokio::time::sleep(self.retry_backoff).await;
-                continue;
+                Err(error)
             }
-            let now = (self.clock)();
-            return match interpret(operation, status, &text, &limits, now) {
-                Ok(data) => Ok(data),
-                Err(failure) => {
-                    let Failure { error, wait } = *failure;
-                    if let Some(wait) = wait {
-                        self.block(wait, now);
-                    }
-                    Err(error)
-                }
-            };
         }
     }
 
@@ -193,54 +139,10 @@ impl Transport {
         );
     }
 
-    /// Refuse to send while Linear's wait is not over.
-    fn gate(&self) -> Result<(), TrackerError> {
-        let until = *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(until) = until {
-            let now = (self.clock)();
-            if now < until {
-                let left = (until - now).to_std().unwrap_or_default();
-                return Err(TrackerError::RateLimited {
-                    retry_after: Some(round_up(left)),
-                });
-            }
-        }
-        Ok(())
-    }
-
     fn block(&self, wait: Duration, now: DateTime<Utc>) {
         tracing::warn!(wait_seconds = wait.as_secs(), "Linear rate limit: waiting");
         let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(60));
-        let until = now + wait;
-        *self.blocked_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
-        if let Some(path) = &self.wait_file {
-            // Losing the file costs one refused request in the next process, nothing more.
-            let text = serde_json::to_string(&WaitFile {
-                blocked_until: until,
-            })
-            .unwrap_or_default();
-            let tmp = path.with_extension("tmp");
-            let written = path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::write(&tmp, text))
-                .and_then(|()| std::fs::rename(&tmp, path));
-            if let Err(err) = written {
-                tracing::warn!(path = %path.display(), %err, "could not save the Linear rate-limit wait");
-            }
-        }
-    }
-}
-
-/// The wait a previous process recorded; an unreadable file is no wait.
-fn load_wait(path: &std::path::Path) -> Option<DateTime<Utc>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    match serde_json::from_str::<WaitFile>(&text) {
-        Ok(file) => Some(file.blocked_until),
-        Err(err) => {
-            tracing::warn!(path = %path.display(), %err, "ignoring an unreadable Linear rate-limit file");
-            None
-        }
+        self.gate.block_until(now + wait);
     }
 }
 
@@ -399,14 +301,6 @@ pub(crate) fn interpret(
     match parsed.and_then(|mut v| v.get_mut("data").map(Value::take)) {
         Some(data) if !data.is_null() => Ok(data),
         _ => Err(TrackerError::Invalid(format!("{what}: the answer has no data")).into()),
-    }
-}
-
-fn round_up(d: Duration) -> Duration {
-    if d.subsec_nanos() > 0 {
-        Duration::from_secs(d.as_secs() + 1)
-    } else {
-        d
     }
 }
 

@@ -3,46 +3,42 @@
 
 use std::time::Duration;
 
+use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::wire::http_error;
+use crate::tracker::http::{header_u64, no_answer, HttpClient};
 use crate::tracker::TrackerError;
 
 /// Per-request timeout (connect, send, and read the whole answer).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Connect timeout, shorter so an unreachable server is reported quickly.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// An authenticated connection to one Redmine server.
+/// Redmine's part of the HTTP layer: an authenticated connection to one server.
 #[derive(Clone)]
-pub struct RestClient {
-    http: reqwest::Client,
+pub struct RedmineClient {
+    http: HttpClient,
     base: String,
     key: String,
     key_env: String,
 }
 
-impl std::fmt::Debug for RestClient {
+impl std::fmt::Debug for RedmineClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the key.
-        f.debug_struct("RestClient")
+        f.debug_struct("RedmineClient")
             .field("base", &self.base)
             .field("key_env", &self.key_env)
             .finish_non_exhaustive()
     }
 }
 
-impl RestClient {
+impl RedmineClient {
     /// A client for the server at `base` (no trailing `/`) using `key`, read from `key_env`.
     pub fn new(base: &str, key: String, key_env: &str) -> Result<Self, TrackerError> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .user_agent(concat!("sortie/", env!("CARGO_PKG_VERSION")))
-            .build()
+        let http = HttpClient::new(REQUEST_TIMEOUT, HeaderMap::new())
             .map_err(|e| TrackerError::Invalid(format!("cannot build an HTTP client: {e}")))?;
-        Ok(RestClient {
+        Ok(RedmineClient {
             http,
             base: base.trim_end_matches('/').to_string(),
             key,
@@ -77,63 +73,25 @@ impl RestClient {
         body: Option<&serde_json::Value>,
     ) -> Result<String, TrackerError> {
         let what = format!("{method} {}{path}", self.base);
-        let mut request = self
+        let url = format!("{}{path}", self.base);
+        let answer = self
             .http
-            .request(method, format!("{}{path}", self.base))
-            .header("X-Redmine-API-Key", &self.key)
-            .header(reqwest::header::ACCEPT, "application/json");
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await.map_err(|e| transport(&what, &e))?;
-        let status = response.status();
-        let retry_after = retry_after(&response);
-        let text = response.text().await.map_err(|e| transport(&what, &e))?;
-        if status.is_success() {
+            .send(&method, &url, body, |request| {
+                request
+                    .header("X-Redmine-API-Key", &self.key)
+                    .header(reqwest::header::ACCEPT, "application/json")
+            })
+            .await
+            .map_err(|e| no_answer(&what, &e))?;
+        let status = answer.status;
+        let retry_after = (status == StatusCode::TOO_MANY_REQUESTS.as_u16())
+            .then(|| header_u64(&answer.headers, "retry-after").map(Duration::from_secs))
+            .flatten();
+        let text = answer.text().await.map_err(|e| no_answer(&what, &e))?;
+        if (200..300).contains(&status) {
             Ok(text)
         } else {
-            Err(http_error(
-                status.as_u16(),
-                &text,
-                retry_after,
-                &what,
-                &self.key_env,
-            ))
+            Err(http_error(status, &text, retry_after, &what, &self.key_env))
         }
     }
-}
-
-fn retry_after(response: &reqwest::Response) -> Option<Duration> {
-    if response.status() != StatusCode::TOO_MANY_REQUESTS {
-        return None;
-    }
-    response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-        .map(Duration::from_secs)
-}
-
-/// A request that got no HTTP answer: the server may be down, slow or unreachable.
-fn transport(what: &str, e: &reqwest::Error) -> TrackerError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "failed"
-    };
-    // reqwest's Display hides the cause (connection refused, DNS, ...); add the chain.
-    let mut detail = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        detail.push_str(": ");
-        detail.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    TrackerError::Unavailable(format!("{what}: {kind}: {detail}"))
 }

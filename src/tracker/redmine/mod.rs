@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use self::client::RestClient;
+use self::client::RedmineClient;
 use self::wire::{
     CurrentUser, CurrentUserEnvelope, Issue, IssueEnvelope, IssuePage, PriorityList, PriorityRanks,
     ProjectEnvelope, StatusCatalogue, StatusList,
@@ -25,6 +25,7 @@ use self::wire::{
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
+use crate::tracker::http::{encode, next_offset};
 
 pub use self::client::REQUEST_TIMEOUT;
 
@@ -39,7 +40,7 @@ const WORKFLOW: &str = "Redmine";
 pub struct RedmineTracker {
     name: String,
     project: String,
-    api: RestClient,
+    api: RedmineClient,
     page_size: u32,
     /// Statuses are cached per process; an unknown name refreshes the cache once.
     statuses: Mutex<Option<Arc<StatusCatalogue>>>,
@@ -58,7 +59,7 @@ impl RedmineTracker {
         api_key: String,
         api_key_env: &str,
     ) -> Result<Self, TrackerError> {
-        let api = RestClient::new(url, api_key, api_key_env)?;
+        let api = RedmineClient::new(url, api_key, api_key_env)?;
         Ok(RedmineTracker {
             name: format!("redmine:{project}"),
             project: project.to_string(),
@@ -250,9 +251,9 @@ impl RedmineTracker {
                     )),
                 }
             }
-            offset += count;
-            if count == 0 || offset >= page.total_count {
-                break;
+            match next_offset(offset, count, page.total_count) {
+                Some(next) => offset = next,
+                None => break,
             }
         }
         for w in &listing.warnings {
@@ -272,19 +273,6 @@ fn issue_number(id: &str) -> Result<u64, TrackerError> {
                 "{id:?} is not a Redmine issue number (a positive integer such as 42)"
             ))
         })
-}
-
-/// Percent-encode a path segment or query value.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[async_trait]

@@ -1,11 +1,11 @@
-//! The ETag cache: the last page GitHub sent for each URL, so an unchanged board
-//! is re-read with conditional requests that GitHub answers `304` without counting
-//! them against the rate limit.
+//! Conditional requests and their cache: the last page the tracker sent for each URL
+//! with its `ETag`, so an unchanged board is re-read with `If-None-Match` requests
+//! that GitHub answers `304` without counting them against the rate limit.
 //!
 //! Cron ticks are separate processes, so the pages every tick asks for (the board
 //! listing, the token's user, and single issues, which the workspace prune re-reads
 //! every few ticks) are also persisted to a small JSON file under the state root,
-//! together with the time until which GitHub asked us to wait. The file is written
+//! together with the time until which the tracker asked us to wait. The file is written
 //! after each listing and when the cache is dropped (the tracker closes). Everything
 //! else (comments, blockers) is kept for the life of the process only. The file is a
 //! cache: a missing, stale or broken file only costs full requests.
@@ -16,6 +16,10 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use super::client::Reply;
+use super::paging::next_link;
+use crate::tracker::TrackerError;
 
 /// Pages kept in memory at most (least recently used go first).
 const MEMORY_ENTRIES: usize = 1000;
@@ -29,7 +33,7 @@ const FILE_VERSION: u32 = 1;
 /// One cached response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct CachedPage {
-    /// The `ETag` GitHub sent with it.
+    /// The `ETag` the tracker sent with it.
     pub etag: String,
     /// The response body.
     pub body: String,
@@ -65,14 +69,17 @@ struct FileForm {
 #[derive(Debug)]
 pub(crate) struct ResponseCache {
     path: Option<PathBuf>,
+    /// `GitHub`: whose cache, for log lines about the file.
+    vendor: &'static str,
     state: Mutex<State>,
 }
 
 impl ResponseCache {
-    /// A cache loaded from `path` (if given and readable), saved back there.
-    pub fn open(path: Option<PathBuf>) -> Self {
+    /// A cache of `vendor`'s pages loaded from `path` (if given and readable), saved
+    /// back there.
+    pub fn open(path: Option<PathBuf>, vendor: &'static str) -> Self {
         let mut state = State::default();
-        if let Some(file) = path.as_deref().and_then(load) {
+        if let Some(file) = path.as_deref().and_then(|p| load(p, vendor)) {
             state.blocked_until = file.blocked_until;
             for (url, page) in file.pages {
                 state.entries.insert(
@@ -87,6 +94,7 @@ impl ResponseCache {
         }
         ResponseCache {
             path,
+            vendor,
             state: Mutex::new(state),
         }
     }
@@ -136,12 +144,12 @@ impl ResponseCache {
         }
     }
 
-    /// Until when GitHub asked us not to send anything.
+    /// Until when the tracker asked us not to send anything.
     pub fn blocked_until(&self) -> Option<DateTime<Utc>> {
         self.state().blocked_until
     }
 
-    /// Record until when GitHub asked us not to send anything.
+    /// Record until when the tracker asked us not to send anything.
     pub fn set_blocked_until(&self, until: Option<DateTime<Utc>>) {
         let mut state = self.state();
         if state.blocked_until != until {
@@ -177,8 +185,47 @@ impl ResponseCache {
             }
         };
         if let Err(err) = write_atomically(path, &form) {
-            tracing::warn!(path = %path.display(), %err, "could not save the GitHub ETag cache");
+            tracing::warn!(
+                path = %path.display(),
+                %err,
+                "could not save the {} ETag cache",
+                self.vendor
+            );
         }
+    }
+}
+
+impl ResponseCache {
+    /// The page a conditional `GET url` answered: the `cached` one for a 304, else the
+    /// new one, remembered (and persisted when `persist`) when it has an `ETag`.
+    pub fn answered(
+        &self,
+        url: &str,
+        cached: Option<CachedPage>,
+        reply: Reply,
+        persist: bool,
+    ) -> Result<CachedPage, TrackerError> {
+        if reply.status == 304 {
+            return cached.ok_or_else(|| {
+                TrackerError::Unavailable(format!("{url}: 304 Not Modified without a cached page"))
+            });
+        }
+        let header = |name: &str| {
+            reply
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let page = CachedPage {
+            etag: header("etag").unwrap_or_default(),
+            body: reply.body,
+            next: header("link").as_deref().and_then(next_link),
+        };
+        if !page.etag.is_empty() {
+            self.store(url, page.clone(), persist);
+        }
+        Ok(page)
     }
 }
 
@@ -190,12 +237,16 @@ impl Drop for ResponseCache {
     }
 }
 
-fn load(path: &Path) -> Option<FileForm> {
+fn load(path: &Path, vendor: &str) -> Option<FileForm> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(err) => {
-            tracing::warn!(path = %path.display(), %err, "could not read the GitHub ETag cache; starting empty");
+            tracing::warn!(
+                path = %path.display(),
+                %err,
+                "could not read the {vendor} ETag cache; starting empty"
+            );
             return None;
         }
     };
@@ -203,7 +254,7 @@ fn load(path: &Path) -> Option<FileForm> {
         Ok(form) if form.version == FILE_VERSION => Some(form),
         Ok(_) => None,
         Err(err) => {
-            tracing::warn!(path = %path.display(), %err, "ignoring a broken GitHub ETag cache");
+            tracing::warn!(path = %path.display(), %err, "ignoring a broken {vendor} ETag cache");
             None
         }
     }
@@ -236,14 +287,14 @@ mod tests {
     fn persisted_pages_and_the_wait_survive_a_restart_and_others_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/github-etags.json");
-        let cache = ResponseCache::open(Some(path.clone()));
+        let cache = ResponseCache::open(Some(path.clone()), "GitHub");
         cache.store("https://api/list", page("\"a\""), true);
         cache.store("https://api/issue/1", page("\"b\""), false);
         let until = Utc::now();
         cache.set_blocked_until(Some(until));
         cache.save();
 
-        let again = ResponseCache::open(Some(path));
+        let again = ResponseCache::open(Some(path), "GitHub");
         assert_eq!(again.lookup("https://api/list"), Some(page("\"a\"")));
         assert_eq!(again.lookup("https://api/issue/1"), None);
         assert_eq!(again.blocked_until(), Some(until));
@@ -254,7 +305,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("github-etags.json");
         std::fs::write(&path, "{not json").unwrap();
-        let cache = ResponseCache::open(Some(path));
+        let cache = ResponseCache::open(Some(path), "GitHub");
         assert_eq!(cache.lookup("x"), None);
     }
 }
