@@ -83,15 +83,18 @@ pub(crate) struct ForgeCore {
     pub client: ForgeClient,
     /// The forge's names.
     pub dialect: &'static Dialect,
+    /// The project's path under the API (`/projects/group%2Frepo`, `/repos/owner/name`).
+    pub project: String,
     identity: OnceCell<String>,
 }
 
 impl ForgeCore {
-    /// A core over `client` speaking `dialect`.
-    pub fn new(client: ForgeClient, dialect: &'static Dialect) -> Self {
+    /// A core over `client` speaking `dialect`, for the project at `project`.
+    pub fn new(client: ForgeClient, dialect: &'static Dialect, project: String) -> Self {
         ForgeCore {
             client,
             dialect,
+            project,
             identity: OnceCell::new(),
         }
     }
@@ -105,6 +108,11 @@ impl ForgeCore {
             .ok_or_else(|| {
                 TrackerError::Invalid(format!("{id:?} is not {}", self.dialect.ticket_id))
             })
+    }
+
+    /// The path of the issue an id names.
+    pub fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
+        Ok(format!("{}/issues/{}", self.project, self.number(id)?))
     }
 
     /// The token's user (`GET /user`), read once; `name` picks it out of the answer.
@@ -189,28 +197,28 @@ impl ForgeCore {
         Ok(c.into())
     }
 
-    /// Each status's label in `report`: there (`exists`), created under `labels_path`
-    /// when `create_missing`, or missing. Then the rate limit left.
+    /// `report` with each status's label: there (the project `has` it), created when
+    /// `create_missing`, or missing; then the rate limit left.
     pub async fn check_labels(
         &self,
-        report: &mut CheckReport,
+        mut report: CheckReport,
         scheme: &LabelScheme,
         statuses: &[String],
-        labels_path: &str,
-        exists: impl Fn(&str) -> bool,
         create_missing: bool,
-    ) -> Result<(), TrackerError> {
+        has: impl Fn(&str) -> bool,
+    ) -> Result<CheckReport, TrackerError> {
+        let labels_path = format!("{}/labels", self.project);
         for status in statuses {
             let label = scheme.status_label(status);
             let what = format!("status {status}");
-            if exists(&label) {
+            if has(&label) {
                 report.push(what, true, format!("label {label} exists"));
             } else if create_missing {
                 let body = json!({"name": label, "color": LABEL_COLOR,
                     "description": format!("sortie pipeline status {status}")});
                 match self
                     .client
-                    .send(Method::POST, labels_path, Some(&body))
+                    .send(Method::POST, &labels_path, Some(&body))
                     .await
                 {
                     Ok(_) => report.push(what, true, format!("label {label} created")),
@@ -237,7 +245,7 @@ impl ForgeCore {
             }
         }
         report.rate_limit_remaining = self.client.rate_limit_remaining();
-        Ok(())
+        Ok(report)
     }
 
     /// `title`, marked a draft when `draft`.
@@ -254,20 +262,19 @@ impl ForgeCore {
         forge_pull(value, self.dialect.number_key, self.dialect.url_key, reused)
     }
 
-    /// The pull request `find` finds, else the one `POST {project_path}/{pulls}` with
+    /// The pull request `find` finds, else the one `POST {project}/{pulls}` with
     /// `body` opens; a create refused for any reason but a passing one (a 409 when one
     /// exists, a race) finds again.
     pub async fn find_or_open<Found>(
         &self,
         find: impl Fn() -> Found,
-        project_path: &str,
         body: &Value,
     ) -> Result<PullRequest, TrackerError>
     where
         Found: Future<Output = Result<Option<PullRequest>, TrackerError>>,
     {
         let pulls = self.dialect.pulls;
-        let path = format!("{project_path}/{pulls}");
+        let path = format!("{}/{pulls}", self.project);
         super::forge::find_or_open(
             find,
             self.client.send(Method::POST, &path, Some(body)),

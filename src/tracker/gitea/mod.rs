@@ -105,7 +105,6 @@ impl Default for GiteaOptions {
 pub struct GiteaTracker {
     name: String,
     settings: GiteaSettings,
-    repo_path: String,
     core: ForgeCore,
     /// The repository's labels as the last listing read them.
     label_ids: Mutex<Option<LabelIds>>,
@@ -153,20 +152,18 @@ impl GiteaTracker {
             .unwrap_or((&settings.repo, ""));
         Ok(GiteaTracker {
             name: format!("gitea:{}", settings.repo),
-            repo_path: format!("/repos/{}/{}", encode(owner), encode(name)),
+            core: ForgeCore::new(
+                client,
+                &GITEA,
+                format!("/repos/{}/{}", encode(owner), encode(name)),
+            ),
             settings,
-            core: ForgeCore::new(client, &GITEA),
             label_ids: Mutex::new(None),
         })
     }
 
-    fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
-        let number = self.core.number(id)?;
-        Ok(format!("{}/issues/{number}", self.repo_path))
-    }
-
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
-        self.core.client.get_json(&self.issue_path(id)?).await
+        self.core.client.get_json(&self.core.issue_path(id)?).await
     }
 
     /// Every item of a page/limit listing; `first` has its query but no `page`.
@@ -203,7 +200,7 @@ impl GiteaTracker {
     /// Read the repository's labels (one paginated request) and keep them for this tick.
     async fn refresh_labels(&self) -> Result<LabelIds, TrackerError> {
         let (items, _) = self
-            .all_pages(&format!("{}/labels", self.repo_path))
+            .all_pages(&format!("{}/labels", self.core.project))
             .await?;
         let labels: Vec<WireLabel> = items
             .into_iter()
@@ -238,7 +235,7 @@ impl GiteaTracker {
 
     /// `POST .../issues/{n}/labels` with one label id: adds it, keeps every other label.
     pub async fn add_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
-        let path = format!("{}/labels", self.issue_path(id)?);
+        let path = format!("{}/labels", self.core.issue_path(id)?);
         let body = json!({ "labels": [label_id] });
         self.core
             .client
@@ -249,7 +246,7 @@ impl GiteaTracker {
 
     /// `DELETE .../issues/{n}/labels/{id}`; a label already gone is the goal reached.
     pub async fn delete_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
-        let url = format!("{}/labels/{label_id}", self.issue_path(id)?);
+        let url = format!("{}/labels/{label_id}", self.core.issue_path(id)?);
         match self.core.client.send(Method::DELETE, &url, None).await {
             Ok(_) | Err(TrackerError::NotFound(_)) => Ok(()),
             Err(err) => Err(err),
@@ -261,7 +258,7 @@ impl GiteaTracker {
         let body = json!({ "state": "closed" });
         self.core
             .client
-            .send(Method::PATCH, &self.issue_path(id)?, Some(&body))
+            .send(Method::PATCH, &self.core.issue_path(id)?, Some(&body))
             .await
             .map(drop)
     }
@@ -325,7 +322,7 @@ impl Tracker for GiteaTracker {
             }
             let first = format!(
                 "{}/issues?state=open&type=issues&labels={}",
-                self.repo_path,
+                self.core.project,
                 encode(spelled)
             );
             let (items, warnings) = self.all_pages(&first).await?;
@@ -353,7 +350,7 @@ impl Tracker for GiteaTracker {
     }
 
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
-        let path = format!("{}/comments", self.issue_path(id)?);
+        let path = format!("{}/comments", self.core.issue_path(id)?);
         let items: Vec<Value> = self.core.client.get_json(&path).await?;
         Ok(self.core.comments(id, items, |_: &WireComment| true))
     }
@@ -365,7 +362,7 @@ impl Tracker for GiteaTracker {
         _idempotency_key: &str,
     ) -> Result<Comment, TrackerError> {
         self.core
-            .post_comment::<WireComment>(&self.issue_path(id)?, id, body)
+            .post_comment::<WireComment>(&self.core.issue_path(id)?, id, body)
             .await
     }
 
@@ -416,19 +413,10 @@ impl Tracker for GiteaTracker {
         else {
             return Ok(report);
         };
-        let path = format!("{}/labels", self.repo_path);
-        let exists = |label: &str| ids.get(label).is_some();
+        let has = |label: &str| ids.get(label).is_some();
         self.core
-            .check_labels(
-                &mut report,
-                &self.settings.labels,
-                statuses,
-                &path,
-                exists,
-                create_missing,
-            )
-            .await?;
-        Ok(report)
+            .check_labels(report, &self.settings.labels, statuses, create_missing, has)
+            .await
     }
 }
 
@@ -451,7 +439,7 @@ impl super::Forge for GiteaTracker {
     ) -> Result<super::PullRequest, TrackerError> {
         let find = format!(
             "{}/pulls/{}/{}",
-            self.repo_path,
+            self.core.project,
             encode(&spec.base),
             encode(&spec.head)
         );
@@ -467,6 +455,6 @@ impl super::Forge for GiteaTracker {
         let title = self.core.pull_title(&spec.title, spec.draft);
         let body =
             json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
-        self.core.find_or_open(lookup, &self.repo_path, &body).await
+        self.core.find_or_open(lookup, &body).await
     }
 }

@@ -106,7 +106,6 @@ impl Default for GitlabOptions {
 pub struct GitlabTracker {
     name: String,
     settings: GitlabSettings,
-    project_path: String,
     core: ForgeCore,
     project_id: OnceCell<Option<u64>>,
 }
@@ -153,20 +152,18 @@ impl GitlabTracker {
             .with_observer(options.observer);
         Ok(GitlabTracker {
             name: format!("gitlab:{}", settings.project),
-            project_path: format!("/projects/{}", encode(&settings.project)),
+            core: ForgeCore::new(
+                client,
+                &GITLAB,
+                format!("/projects/{}", encode(&settings.project)),
+            ),
             settings,
-            core: ForgeCore::new(client, &GITLAB),
             project_id: OnceCell::new(),
         })
     }
 
-    fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
-        let iid = self.core.number(id)?;
-        Ok(format!("{}/issues/{iid}", self.project_path))
-    }
-
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
-        let path = self.issue_path(id)?;
+        let path = self.core.issue_path(id)?;
         let issue: WireIssue = self.core.client.get_json(&path).await?;
         if let Some(pid) = issue.project_id {
             let _ = self.project_id.set(Some(pid));
@@ -215,7 +212,7 @@ impl GitlabTracker {
     async fn put_issue(&self, id: &str, body: &Value) -> Result<(), TrackerError> {
         self.core
             .client
-            .send(Method::PUT, &self.issue_path(id)?, Some(body))
+            .send(Method::PUT, &self.core.issue_path(id)?, Some(body))
             .await
             .map(drop)
     }
@@ -236,7 +233,7 @@ impl GitlabTracker {
             let label = self.settings.labels.status_label(status);
             let first = format!(
                 "{}/issues?state=opened&labels={}{narrow}&per_page={PER_PAGE}",
-                self.project_path,
+                self.core.project,
                 encode(&label)
             );
             let (items, warnings) = self.all_pages(first).await?;
@@ -338,7 +335,7 @@ impl Tracker for GitlabTracker {
     }
 
     async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
-        let path = format!("{}/links", self.issue_path(id)?);
+        let path = format!("{}/links", self.core.issue_path(id)?);
         let reply = self
             .core
             .client
@@ -362,7 +359,7 @@ impl Tracker for GitlabTracker {
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
         let first = format!(
             "{}/notes?sort=asc&order_by=created_at&per_page={PER_PAGE}",
-            self.issue_path(id)?
+            self.core.issue_path(id)?
         );
         let (items, warnings) = self.all_pages(first).await?;
         for warning in warnings {
@@ -380,7 +377,7 @@ impl Tracker for GitlabTracker {
         _idempotency_key: &str,
     ) -> Result<Comment, TrackerError> {
         self.core
-            .post_comment::<WireNote>(&self.issue_path(id)?, id, body)
+            .post_comment::<WireNote>(&self.core.issue_path(id)?, id, body)
             .await
     }
 
@@ -410,7 +407,7 @@ impl Tracker for GitlabTracker {
         if !check_token(&mut report, self.identity().await)? {
             return Ok(report);
         }
-        let first = format!("{}/labels?per_page={PER_PAGE}", self.project_path);
+        let first = format!("{}/labels?per_page={PER_PAGE}", self.core.project);
         let Some((items, _)) = check_access(
             &mut report,
             "project access",
@@ -432,19 +429,10 @@ impl Tracker for GitlabTracker {
             .filter_map(|l| l.get("name").and_then(Value::as_str))
             .map(str::to_lowercase)
             .collect();
-        let path = format!("{}/labels", self.project_path);
-        let exists = |label: &str| existing.contains(&label.to_lowercase());
+        let has = |label: &str| existing.contains(&label.to_lowercase());
         self.core
-            .check_labels(
-                &mut report,
-                &self.settings.labels,
-                statuses,
-                &path,
-                exists,
-                create_missing,
-            )
-            .await?;
-        Ok(report)
+            .check_labels(report, &self.settings.labels, statuses, create_missing, has)
+            .await
     }
 }
 
@@ -467,7 +455,7 @@ impl super::Forge for GitlabTracker {
     ) -> Result<super::PullRequest, TrackerError> {
         let find = format!(
             "{}/merge_requests?state=opened&source_branch={}",
-            self.project_path,
+            self.core.project,
             encode(&spec.head)
         );
         let find = || async {
@@ -480,8 +468,6 @@ impl super::Forge for GitlabTracker {
             "title": self.core.pull_title(&spec.title, spec.draft),
             "description": spec.body,
         });
-        self.core
-            .find_or_open(find, &self.project_path, &body)
-            .await
+        self.core.find_or_open(find, &body).await
     }
 }
