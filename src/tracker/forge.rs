@@ -7,6 +7,8 @@
 //! The pipeline holds the forge as its own handle and never asks the tracker for pull
 //! requests.
 
+use std::future::Future;
+
 use async_trait::async_trait;
 use serde::Serialize;
 
@@ -56,4 +58,29 @@ pub trait Forge: Send + Sync {
     /// Check that sortie can work with this forge: its token and access to its
     /// repository (`sortie tracker check` with `forge:`).
     async fn check(&self) -> Result<CheckReport, TrackerError>;
+}
+
+/// Open a pull request once: the one `find` finds, else the one `create` opens (`made`
+/// reads its answer). A create that fails with an error `find_again_on` accepts (one is
+/// open already: a race) finds again, and fails with that error when there is none.
+pub async fn find_or_open<Found, Made>(
+    find: impl Fn() -> Found,
+    create: impl Future<Output = Result<Made, TrackerError>>,
+    made: impl FnOnce(Made) -> Result<PullRequest, TrackerError>,
+    find_again_on: impl FnOnce(&TrackerError) -> bool,
+) -> Result<PullRequest, TrackerError>
+where
+    Found: Future<Output = Result<Option<PullRequest>, TrackerError>>,
+{
+    if let Some(found) = find().await? {
+        return Ok(found);
+    }
+    match create.await {
+        Ok(answer) => made(answer),
+        Err(err) if find_again_on(&err) => match find().await? {
+            Some(found) => Ok(found),
+            None => Err(err),
+        },
+        Err(err) => Err(err),
+    }
 }

@@ -7,6 +7,7 @@
 
 pub mod counting;
 pub mod forge;
+mod forge_core;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;

@@ -13,23 +13,31 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{json, Value};
-use tokio::sync::OnceCell;
 
-use self::wire::{more_pages, Classified, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
+use self::wire::{more_pages, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
+use super::forge_core::{check_access, check_token, closes, not_a, Dialect, ForgeCore};
 use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
-use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
-use super::rest::{forge_pull, ForgeClient, Vendor};
-use super::{
-    same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
-};
+use super::labels::{LabelMove, LabelScheme};
+use super::rest::{ForgeClient, Vendor};
+use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
 /// Items asked per page (Gitea's default `MAX_RESPONSE_ITEMS`).
 const LIMIT: usize = 50;
 /// Pages followed per listing before giving up.
 const MAX_PAGES: usize = 200;
-/// Colour of the status labels `check --create-missing-labels` creates.
-const LABEL_COLOR: &str = "#ededed";
+
+/// Gitea's names: issues and pulls by `number`, comments.
+static GITEA: Dialect = Dialect {
+    ticket_id: "a Gitea issue number",
+    number_key: "number",
+    url_key: "html_url",
+    pulls: "pulls",
+    draft_prefix: "WIP: ",
+    comments: "comments",
+    comment_noun: "comment",
+    label_hint: "(the token needs write:issue)",
+};
 
 /// Which repository, where, and how statuses are labelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,9 +105,7 @@ impl Default for GiteaOptions {
 pub struct GiteaTracker {
     name: String,
     settings: GiteaSettings,
-    repo_path: String,
-    client: ForgeClient,
-    identity: OnceCell<String>,
+    core: ForgeCore,
     /// The repository's labels as the last listing read them.
     label_ids: Mutex<Option<LabelIds>>,
 }
@@ -146,25 +152,18 @@ impl GiteaTracker {
             .unwrap_or((&settings.repo, ""));
         Ok(GiteaTracker {
             name: format!("gitea:{}", settings.repo),
-            repo_path: format!("/repos/{}/{}", encode(owner), encode(name)),
+            core: ForgeCore::new(
+                client,
+                &GITEA,
+                format!("/repos/{}/{}", encode(owner), encode(name)),
+            ),
             settings,
-            client,
-            identity: OnceCell::new(),
             label_ids: Mutex::new(None),
         })
     }
 
-    fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
-        let number = Some(id)
-            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|s| s.parse::<u64>().ok())
-            .filter(|n| *n > 0)
-            .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a Gitea issue number")))?;
-        Ok(format!("{}/issues/{number}", self.repo_path))
-    }
-
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
-        self.client.get_json(&self.issue_path(id)?).await
+        self.core.client.get_json(&self.core.issue_path(id)?).await
     }
 
     /// Every item of a page/limit listing; `first` has its query but no `page`.
@@ -180,7 +179,7 @@ impl GiteaTracker {
                 break;
             }
             let url = format!("{first}{sep}page={page}&limit={LIMIT}");
-            let reply = self.client.send(Method::GET, &url, None).await?;
+            let reply = self.core.client.send(Method::GET, &url, None).await?;
             let got: Vec<Value> = reply.json("GET a Gitea listing")?;
             let n = got.len();
             items.extend(got);
@@ -201,7 +200,7 @@ impl GiteaTracker {
     /// Read the repository's labels (one paginated request) and keep them for this tick.
     async fn refresh_labels(&self) -> Result<LabelIds, TrackerError> {
         let (items, _) = self
-            .all_pages(&format!("{}/labels", self.repo_path))
+            .all_pages(&format!("{}/labels", self.core.project))
             .await?;
         let labels: Vec<WireLabel> = items
             .into_iter()
@@ -236,9 +235,10 @@ impl GiteaTracker {
 
     /// `POST .../issues/{n}/labels` with one label id: adds it, keeps every other label.
     pub async fn add_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
-        let path = format!("{}/labels", self.issue_path(id)?);
+        let path = format!("{}/labels", self.core.issue_path(id)?);
         let body = json!({ "labels": [label_id] });
-        self.client
+        self.core
+            .client
             .send(Method::POST, &path, Some(&body))
             .await
             .map(drop)
@@ -246,8 +246,8 @@ impl GiteaTracker {
 
     /// `DELETE .../issues/{n}/labels/{id}`; a label already gone is the goal reached.
     pub async fn delete_label_id(&self, id: &str, label_id: i64) -> Result<(), TrackerError> {
-        let url = format!("{}/labels/{label_id}", self.issue_path(id)?);
-        match self.client.send(Method::DELETE, &url, None).await {
+        let url = format!("{}/labels/{label_id}", self.core.issue_path(id)?);
+        match self.core.client.send(Method::DELETE, &url, None).await {
             Ok(_) | Err(TrackerError::NotFound(_)) => Ok(()),
             Err(err) => Err(err),
         }
@@ -256,22 +256,16 @@ impl GiteaTracker {
     /// `PATCH .../issues/{n}` with `state: closed`.
     pub async fn close_issue(&self, id: &str) -> Result<(), TrackerError> {
         let body = json!({ "state": "closed" });
-        self.client
-            .send(Method::PATCH, &self.issue_path(id)?, Some(&body))
+        self.core
+            .client
+            .send(Method::PATCH, &self.core.issue_path(id)?, Some(&body))
             .await
             .map(drop)
-    }
-
-    fn closes(&self, status: &str) -> bool {
-        self.settings.close_on.iter().any(|c| same_name(c, status))
     }
 }
 
 fn not_gitea(config: &Config) -> TrackerError {
-    TrackerError::Invalid(format!(
-        "tracker {} is not a Gitea tracker",
-        config.tracker.name()
-    ))
+    not_a(config, "Gitea")
 }
 
 #[async_trait]
@@ -293,18 +287,11 @@ impl Tracker for GiteaTracker {
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {
-        self.client.rate_limit_remaining()
+        self.core.client.rate_limit_remaining()
     }
 
     async fn identity(&self) -> Result<String, TrackerError> {
-        let login = self
-            .identity
-            .get_or_try_init(|| async {
-                let user: WireUser = self.client.get_json("/user").await?;
-                Ok::<_, TrackerError>(user.login)
-            })
-            .await?;
-        Ok(login.clone())
+        self.core.identity(|user: WireUser| user.login).await
     }
 
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
@@ -335,65 +322,37 @@ impl Tracker for GiteaTracker {
             }
             let first = format!(
                 "{}/issues?state=open&type=issues&labels={}",
-                self.repo_path,
+                self.core.project,
                 encode(spelled)
             );
             let (items, warnings) = self.all_pages(&first).await?;
             listing.warnings.extend(warnings);
-            for value in items {
-                let number = value.get("number").and_then(Value::as_u64);
-                match serde_json::from_value::<WireIssue>(value) {
-                    Ok(issue) => {
-                        issues.insert(issue.number, issue);
-                    }
-                    Err(err) => listing.warnings.push(format!(
-                        "issue #{} is unreadable, skipped: {err}",
-                        number.map_or_else(|| "?".to_string(), |n| n.to_string())
-                    )),
-                }
-            }
+            self.core.collect(
+                items,
+                |i: &WireIssue| i.number,
+                &mut issues,
+                &mut listing.warnings,
+            );
         }
         for issue in issues.values() {
-            match issue.classify(&self.settings.labels) {
-                Classified::Ticket(t) if is_listed(statuses, &t.status) => listing.tickets.push(*t),
-                Classified::Ticket(_) | Classified::PullRequest => {}
-                Classified::Ambiguous(labels) => listing.warnings.push(ambiguous_warning(
-                    &format!("issue #{}", issue.number),
-                    &labels,
-                )),
-            }
+            issue
+                .classify(&self.settings.labels)
+                .list_into(&mut listing, statuses, issue.number);
         }
         Ok(listing)
     }
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let issue = self.wire_issue(id).await?;
-        match issue.classify(&self.settings.labels) {
-            Classified::Ticket(t) => Ok(*t),
-            Classified::PullRequest => Err(TrackerError::NotFound(format!(
-                "#{id} is a pull request, not an issue"
-            ))),
-            Classified::Ambiguous(labels) => Err(ambiguous_error(
-                &format!("issue #{}", issue.number),
-                &labels,
-            )),
-        }
+        issue
+            .classify(&self.settings.labels)
+            .into_ticket(id, issue.number)
     }
 
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
-        let path = format!("{}/comments", self.issue_path(id)?);
-        let items: Vec<Value> = self.client.get_json(&path).await?;
-        let mut comments = Vec::with_capacity(items.len());
-        for value in items {
-            match serde_json::from_value::<WireComment>(value) {
-                Ok(c) => comments.push(Comment::from(c)),
-                Err(err) => tracing::warn!(issue = id, %err, "skipping an unreadable comment"),
-            }
-        }
-        comments.sort_by(|a, b| {
-            (a.created_at, a.id.parse::<u64>().ok()).cmp(&(b.created_at, b.id.parse::<u64>().ok()))
-        });
-        Ok(comments)
+        let path = format!("{}/comments", self.core.issue_path(id)?);
+        let items: Vec<Value> = self.core.client.get_json(&path).await?;
+        Ok(self.core.comments(id, items, |_: &WireComment| true))
     }
 
     async fn post_comment(
@@ -402,19 +361,15 @@ impl Tracker for GiteaTracker {
         body: &str,
         _idempotency_key: &str,
     ) -> Result<Comment, TrackerError> {
-        let path = format!("{}/comments", self.issue_path(id)?);
-        let reply = self
-            .client
-            .send(Method::POST, &path, Some(&json!({ "body": body })))
-            .await?;
-        let c: WireComment = reply.json(&format!("POST comments of #{id}"))?;
-        Ok(Comment::from(c))
+        self.core
+            .post_comment::<WireComment>(&self.core.issue_path(id)?, id, body)
+            .await
     }
 
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
         let issue = self.wire_issue(id).await?;
-        let close = self.closes(to) && issue.state != "closed";
+        let close = closes(&self.settings.close_on, to) && issue.state != "closed";
         match self
             .settings
             .labels
@@ -445,67 +400,23 @@ impl Tracker for GiteaTracker {
         create_missing: bool,
     ) -> Result<CheckReport, TrackerError> {
         let mut report = CheckReport::default();
-        match self.identity().await {
-            Ok(login) => report.push("token", true, format!("authenticated as {login}")),
-            Err(err @ (TrackerError::Unauthorized(_) | TrackerError::Invalid(_))) => {
-                report.push("token", false, err.to_string());
-                return Ok(report);
-            }
-            Err(err) => return Err(err),
+        if !check_token(&mut report, self.identity().await)? {
+            return Ok(report);
         }
-        let ids = match self.refresh_labels().await {
-            Ok(ids) => {
-                report.push(
-                    "repository access",
-                    true,
-                    format!("{} label(s) on {}", ids.len(), self.settings.repo),
-                );
-                ids
-            }
-            Err(err @ (TrackerError::NotFound(_) | TrackerError::Unauthorized(_))) => {
-                report.push(
-                    "repository access",
-                    false,
-                    format!("{err}; check `repo`, and that the token can see it"),
-                );
-                return Ok(report);
-            }
-            Err(err) => return Err(err),
+        let Some(ids) = check_access(
+            &mut report,
+            "repository access",
+            self.refresh_labels().await,
+            |ids| format!("{} label(s) on {}", ids.len(), self.settings.repo),
+            "check `repo`, and that the token can see it",
+        )?
+        else {
+            return Ok(report);
         };
-        for status in statuses {
-            let label = self.settings.labels.status_label(status);
-            let what = format!("status {status}");
-            if ids.get(&label).is_some() {
-                report.push(what, true, format!("label {label} exists"));
-            } else if create_missing {
-                let body = json!({"name": label, "color": LABEL_COLOR,
-                    "description": format!("sortie pipeline status {status}")});
-                let path = format!("{}/labels", self.repo_path);
-                match self.client.send(Method::POST, &path, Some(&body)).await {
-                    Ok(_) => report.push(what, true, format!("label {label} created")),
-                    Err(
-                        err @ (TrackerError::RateLimited { .. } | TrackerError::Unavailable(_)),
-                    ) => return Err(err),
-                    Err(err) => report.push(
-                        what,
-                        false,
-                        format!(
-                            "could not create label {label}: {err} (the token needs write:issue)"
-                        ),
-                    ),
-                }
-            } else {
-                report.push(
-                    what,
-                    false,
-                    format!(
-                        "label {label} is missing; create it, or run with --create-missing-labels"
-                    ),
-                );
-            }
-        }
-        report.rate_limit_remaining = self.client.rate_limit_remaining();
-        Ok(report)
+        let has = |label: &str| ids.get(label).is_some();
+        self.core
+            .check_labels(report, &self.settings.labels, statuses, create_missing, has)
+            .await
     }
 }
 
@@ -528,42 +439,22 @@ impl super::Forge for GiteaTracker {
     ) -> Result<super::PullRequest, TrackerError> {
         let find = format!(
             "{}/pulls/{}/{}",
-            self.repo_path,
+            self.core.project,
             encode(&spec.base),
             encode(&spec.head)
         );
         let lookup = || async {
-            match self.client.get_json::<Value>(&find).await {
+            match self.core.client.get_json::<Value>(&find).await {
                 Ok(v) if v.get("state").and_then(Value::as_str) == Some("open") => {
-                    forge_pull(&v, "number", "html_url", true).map(Some)
+                    self.core.pull(&v, true).map(Some)
                 }
                 Ok(_) | Err(TrackerError::NotFound(_)) => Ok(None),
                 Err(err) => Err(err),
             }
         };
-        if let Some(found) = lookup().await? {
-            return Ok(found);
-        }
-        let title = if spec.draft {
-            format!("WIP: {}", spec.title)
-        } else {
-            spec.title.clone()
-        };
+        let title = self.core.pull_title(&spec.title, spec.draft);
         let body =
             json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
-        let path = format!("{}/pulls", self.repo_path);
-        match self.client.send(Method::POST, &path, Some(&body)).await {
-            Ok(reply) => forge_pull(
-                &reply.json::<Value>("POST pulls")?,
-                "number",
-                "html_url",
-                false,
-            ),
-            Err(err) if !err.is_retryable() => match lookup().await? {
-                Some(found) => Ok(found),
-                None => Err(err),
-            },
-            Err(err) => Err(err),
-        }
+        self.core.find_or_open(lookup, &body).await
     }
 }

@@ -56,15 +56,7 @@ pub(crate) struct WireComment {
     pub created_at: DateTime<Utc>,
 }
 
-/// What one issue is to sortie.
-pub(crate) enum Classified {
-    /// A ticket (empty status when it has no status label).
-    Ticket(Box<Ticket>),
-    /// A pull request: not a ticket.
-    PullRequest,
-    /// Two or more status labels: skipped, named.
-    Ambiguous(Vec<String>),
-}
+pub(crate) use crate::tracker::forge_core::Classified;
 
 impl WireIssue {
     /// The labels, in Gitea's order.

@@ -528,21 +528,15 @@ impl super::Forge for GithubTracker {
         &self,
         spec: &super::PullRequestSpec,
     ) -> Result<super::PullRequest, TrackerError> {
-        if let Some(found) = self.find_pull(&spec.head).await? {
-            return Ok(found);
-        }
-        let created = self
-            .api
-            .create_pull(&spec.head, &spec.base, &spec.title, &spec.body, spec.draft)
-            .await;
-        match created {
-            Ok(value) => wire_pull(&value, false),
-            Err(TrackerError::Invalid(why)) => match self.find_pull(&spec.head).await? {
-                Some(found) => Ok(found),
-                None => Err(TrackerError::Invalid(why)),
-            },
-            Err(err) => Err(err),
-        }
+        // Only a 422 (`Invalid`: "a pull request already exists") finds again.
+        super::forge::find_or_open(
+            || self.find_pull(&spec.head),
+            self.api
+                .create_pull(&spec.head, &spec.base, &spec.title, &spec.body, spec.draft),
+            |value| wire_pull(&value, false),
+            |err| matches!(err, TrackerError::Invalid(_)),
+        )
+        .await
     }
 }
 

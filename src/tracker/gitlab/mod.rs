@@ -14,21 +14,30 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-use self::wire::{move_body, next_page, Classified, WireIssue, WireNote, WireUser};
+use self::wire::{move_body, next_page, WireIssue, WireNote, WireUser};
+use super::forge_core::{check_access, check_token, closes, not_a, Dialect, ForgeCore};
 use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
-use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelMove, LabelScheme};
-use super::rest::{forge_pull, ForgeClient, Vendor};
-use super::{
-    same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
-};
+use super::labels::{LabelMove, LabelScheme};
+use super::rest::{ForgeClient, Vendor};
+use super::{Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
 /// Items per page GitLab serves at most.
 const PER_PAGE: u32 = 100;
 /// Pages followed per listing before giving up (10 000 issues in one status).
 const MAX_PAGES: usize = 100;
-/// Colour of the status labels `check --create-missing-labels` creates.
-const LABEL_COLOR: &str = "#ededed";
+
+/// GitLab's names: issues by `iid`, merge requests, notes.
+static GITLAB: Dialect = Dialect {
+    ticket_id: "a GitLab issue iid",
+    number_key: "iid",
+    url_key: "web_url",
+    pulls: "merge_requests",
+    draft_prefix: "Draft: ",
+    comments: "notes",
+    comment_noun: "note",
+    label_hint: "(needs the Planner or Reporter role)",
+};
 
 /// Which project, where, and how statuses are labelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,9 +106,7 @@ impl Default for GitlabOptions {
 pub struct GitlabTracker {
     name: String,
     settings: GitlabSettings,
-    project_path: String,
-    client: ForgeClient,
-    identity: OnceCell<String>,
+    core: ForgeCore,
     project_id: OnceCell<Option<u64>>,
 }
 
@@ -145,22 +152,19 @@ impl GitlabTracker {
             .with_observer(options.observer);
         Ok(GitlabTracker {
             name: format!("gitlab:{}", settings.project),
-            project_path: format!("/projects/{}", encode(&settings.project)),
+            core: ForgeCore::new(
+                client,
+                &GITLAB,
+                format!("/projects/{}", encode(&settings.project)),
+            ),
             settings,
-            client,
-            identity: OnceCell::new(),
             project_id: OnceCell::new(),
         })
     }
 
-    fn issue_path(&self, id: &str) -> Result<String, TrackerError> {
-        let iid = iid(id)?;
-        Ok(format!("{}/issues/{iid}", self.project_path))
-    }
-
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
-        let path = self.issue_path(id)?;
-        let issue: WireIssue = self.client.get_json(&path).await?;
+        let path = self.core.issue_path(id)?;
+        let issue: WireIssue = self.core.client.get_json(&path).await?;
         if let Some(pid) = issue.project_id {
             let _ = self.project_id.set(Some(pid));
         }
@@ -181,7 +185,7 @@ impl GitlabTracker {
                 ));
                 break;
             }
-            let reply = self.client.send(Method::GET, &url, None).await?;
+            let reply = self.core.client.send(Method::GET, &url, None).await?;
             let page: Vec<Value> = reply.json("GET a GitLab listing")?;
             let empty = page.is_empty();
             items.extend(page);
@@ -206,8 +210,9 @@ impl GitlabTracker {
     }
 
     async fn put_issue(&self, id: &str, body: &Value) -> Result<(), TrackerError> {
-        self.client
-            .send(Method::PUT, &self.issue_path(id)?, Some(body))
+        self.core
+            .client
+            .send(Method::PUT, &self.core.issue_path(id)?, Some(body))
             .await
             .map(drop)
     }
@@ -228,57 +233,32 @@ impl GitlabTracker {
             let label = self.settings.labels.status_label(status);
             let first = format!(
                 "{}/issues?state=opened&labels={}{narrow}&per_page={PER_PAGE}",
-                self.project_path,
+                self.core.project,
                 encode(&label)
             );
             let (items, warnings) = self.all_pages(first).await?;
             listing.warnings.extend(warnings);
-            for value in items {
-                let iid = value.get("iid").and_then(Value::as_u64);
-                match serde_json::from_value::<WireIssue>(value) {
-                    Ok(issue) => {
-                        issues.insert(issue.iid, issue);
-                    }
-                    Err(err) => listing.warnings.push(format!(
-                        "issue #{} is unreadable, skipped: {err}",
-                        iid.map_or_else(|| "?".to_string(), |n| n.to_string())
-                    )),
-                }
-            }
+            self.core.collect(
+                items,
+                |i: &WireIssue| i.iid,
+                &mut issues,
+                &mut listing.warnings,
+            );
         }
         if let Some(pid) = issues.values().find_map(|i| i.project_id) {
             let _ = self.project_id.set(Some(pid));
         }
         for issue in issues.values() {
-            match issue.classify(&self.settings.labels) {
-                Classified::Ticket(t) if is_listed(statuses, &t.status) => listing.tickets.push(*t),
-                Classified::Ticket(_) => {}
-                Classified::Ambiguous(labels) => listing
-                    .warnings
-                    .push(ambiguous_warning(&format!("issue #{}", issue.iid), &labels)),
-            }
+            issue
+                .classify(&self.settings.labels)
+                .list_into(&mut listing, statuses, issue.iid);
         }
         Ok(listing)
-    }
-
-    fn closes(&self, status: &str) -> bool {
-        self.settings.close_on.iter().any(|c| same_name(c, status))
     }
 }
 
 fn not_gitlab(config: &Config) -> TrackerError {
-    TrackerError::Invalid(format!(
-        "tracker {} is not a GitLab tracker",
-        config.tracker.name()
-    ))
-}
-
-fn iid(id: &str) -> Result<u64, TrackerError> {
-    Some(id)
-        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|s| s.parse().ok())
-        .filter(|n| *n > 0)
-        .ok_or_else(|| TrackerError::Invalid(format!("{id:?} is not a GitLab issue iid")))
+    not_a(config, "GitLab")
 }
 
 #[async_trait]
@@ -303,18 +283,11 @@ impl Tracker for GitlabTracker {
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {
-        self.client.rate_limit_remaining()
+        self.core.client.rate_limit_remaining()
     }
 
     async fn identity(&self) -> Result<String, TrackerError> {
-        let name = self
-            .identity
-            .get_or_try_init(|| async {
-                let user: WireUser = self.client.get_json("/user").await?;
-                Ok::<_, TrackerError>(user.username)
-            })
-            .await?;
-        Ok(name.clone())
+        self.core.identity(|user: WireUser| user.username).await
     }
 
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
@@ -356,17 +329,15 @@ impl Tracker for GitlabTracker {
 
     async fn get(&self, id: &str) -> Result<Ticket, TrackerError> {
         let issue = self.wire_issue(id).await?;
-        match issue.classify(&self.settings.labels) {
-            Classified::Ticket(t) => Ok(*t),
-            Classified::Ambiguous(labels) => {
-                Err(ambiguous_error(&format!("issue #{}", issue.iid), &labels))
-            }
-        }
+        issue
+            .classify(&self.settings.labels)
+            .into_ticket(id, issue.iid)
     }
 
     async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
-        let path = format!("{}/links", self.issue_path(id)?);
+        let path = format!("{}/links", self.core.issue_path(id)?);
         let reply = self
+            .core
             .client
             .send_accepting(Method::GET, &path, None, &[403])
             .await?;
@@ -388,24 +359,15 @@ impl Tracker for GitlabTracker {
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
         let first = format!(
             "{}/notes?sort=asc&order_by=created_at&per_page={PER_PAGE}",
-            self.issue_path(id)?
+            self.core.issue_path(id)?
         );
         let (items, warnings) = self.all_pages(first).await?;
         for warning in warnings {
             tracing::warn!(issue = id, %warning, "notes may be incomplete");
         }
-        let mut comments = Vec::with_capacity(items.len());
-        for value in items {
-            match serde_json::from_value::<WireNote>(value) {
-                Ok(note) if note.system => {}
-                Ok(note) => comments.push(Comment::from(note)),
-                Err(err) => tracing::warn!(issue = id, %err, "skipping an unreadable note"),
-            }
-        }
-        comments.sort_by(|a, b| {
-            (a.created_at, a.id.parse::<u64>().ok()).cmp(&(b.created_at, b.id.parse::<u64>().ok()))
-        });
-        Ok(comments)
+        Ok(self
+            .core
+            .comments(id, items, |note: &WireNote| !note.system))
     }
 
     async fn post_comment(
@@ -414,19 +376,15 @@ impl Tracker for GitlabTracker {
         body: &str,
         _idempotency_key: &str,
     ) -> Result<Comment, TrackerError> {
-        let path = format!("{}/notes", self.issue_path(id)?);
-        let reply = self
-            .client
-            .send(Method::POST, &path, Some(&json!({ "body": body })))
-            .await?;
-        let note: WireNote = reply.json(&format!("POST notes of #{id}"))?;
-        Ok(Comment::from(note))
+        self.core
+            .post_comment::<WireNote>(&self.core.issue_path(id)?, id, body)
+            .await
     }
 
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
         let issue = self.wire_issue(id).await?;
-        let close = self.closes(to) && issue.state != "closed";
+        let close = closes(&self.settings.close_on, to) && issue.state != "closed";
         let body = match self
             .settings
             .labels
@@ -446,74 +404,35 @@ impl Tracker for GitlabTracker {
         create_missing: bool,
     ) -> Result<CheckReport, TrackerError> {
         let mut report = CheckReport::default();
-        match self.identity().await {
-            Ok(user) => report.push("token", true, format!("authenticated as {user}")),
-            Err(err @ (TrackerError::Unauthorized(_) | TrackerError::Invalid(_))) => {
-                report.push("token", false, err.to_string());
-                return Ok(report);
-            }
-            Err(err) => return Err(err),
+        if !check_token(&mut report, self.identity().await)? {
+            return Ok(report);
         }
-        let first = format!("{}/labels?per_page={PER_PAGE}", self.project_path);
-        let existing: BTreeSet<String> = match self.all_pages(first).await {
-            Ok((items, _)) => {
-                report.push(
-                    "project access",
-                    true,
-                    format!(
-                        "{} label(s) on project {}",
-                        items.len(),
-                        self.settings.project
-                    ),
-                );
-                items
-                    .iter()
-                    .filter_map(|l| l.get("name").and_then(Value::as_str))
-                    .map(str::to_lowercase)
-                    .collect()
-            }
-            Err(err @ (TrackerError::NotFound(_) | TrackerError::Unauthorized(_))) => {
-                report.push(
-                    "project access",
-                    false,
-                    format!("{err}; check `project`, and that the token's user is a member"),
-                );
-                return Ok(report);
-            }
-            Err(err) => return Err(err),
+        let first = format!("{}/labels?per_page={PER_PAGE}", self.core.project);
+        let Some((items, _)) = check_access(
+            &mut report,
+            "project access",
+            self.all_pages(first).await,
+            |(items, _)| {
+                format!(
+                    "{} label(s) on project {}",
+                    items.len(),
+                    self.settings.project
+                )
+            },
+            "check `project`, and that the token's user is a member",
+        )?
+        else {
+            return Ok(report);
         };
-        for status in statuses {
-            let label = self.settings.labels.status_label(status);
-            let what = format!("status {status}");
-            if existing.contains(&label.to_lowercase()) {
-                report.push(what, true, format!("label {label} exists"));
-            } else if create_missing {
-                let body = json!({"name": label, "color": LABEL_COLOR,
-                    "description": format!("sortie pipeline status {status}")});
-                let path = format!("{}/labels", self.project_path);
-                match self.client.send(Method::POST, &path, Some(&body)).await {
-                    Ok(_) => report.push(what, true, format!("label {label} created")),
-                    Err(err @ (TrackerError::RateLimited { .. } | TrackerError::Unavailable(_))) => {
-                        return Err(err)
-                    }
-                    Err(err) => report.push(
-                        what,
-                        false,
-                        format!("could not create label {label}: {err} (needs the Planner or Reporter role)"),
-                    ),
-                }
-            } else {
-                report.push(
-                    what,
-                    false,
-                    format!(
-                        "label {label} is missing; create it, or run with --create-missing-labels"
-                    ),
-                );
-            }
-        }
-        report.rate_limit_remaining = self.client.rate_limit_remaining();
-        Ok(report)
+        let existing: BTreeSet<String> = items
+            .iter()
+            .filter_map(|l| l.get("name").and_then(Value::as_str))
+            .map(str::to_lowercase)
+            .collect();
+        let has = |label: &str| existing.contains(&label.to_lowercase());
+        self.core
+            .check_labels(report, &self.settings.labels, statuses, create_missing, has)
+            .await
     }
 }
 
@@ -536,38 +455,19 @@ impl super::Forge for GitlabTracker {
     ) -> Result<super::PullRequest, TrackerError> {
         let find = format!(
             "{}/merge_requests?state=opened&source_branch={}",
-            self.project_path,
+            self.core.project,
             encode(&spec.head)
         );
-        let found =
-            |items: Vec<Value>| items.first().map(|v| forge_pull(v, "iid", "web_url", true));
-        if let Some(found) = found(self.client.get_json(&find).await?) {
-            return found;
-        }
-        let title = if spec.draft {
-            format!("Draft: {}", spec.title)
-        } else {
-            spec.title.clone()
+        let find = || async {
+            let items: Vec<Value> = self.core.client.get_json(&find).await?;
+            items.first().map(|v| self.core.pull(v, true)).transpose()
         };
         let body = json!({
             "source_branch": spec.head,
             "target_branch": spec.base,
-            "title": title,
+            "title": self.core.pull_title(&spec.title, spec.draft),
             "description": spec.body,
         });
-        let path = format!("{}/merge_requests", self.project_path);
-        match self.client.send(Method::POST, &path, Some(&body)).await {
-            Ok(reply) => forge_pull(
-                &reply.json::<Value>("POST merge_requests")?,
-                "iid",
-                "web_url",
-                false,
-            ),
-            Err(err) if !err.is_retryable() => match found(self.client.get_json(&find).await?) {
-                Some(found) => found,
-                None => Err(err),
-            },
-            Err(err) => Err(err),
-        }
+        self.core.find_or_open(find, &body).await
     }
 }

@@ -78,13 +78,7 @@ pub(crate) struct WireNote {
     pub system: bool,
 }
 
-/// What one issue is to sortie.
-pub(crate) enum Classified {
-    /// A ticket (empty status when it has no status label).
-    Ticket(Box<Ticket>),
-    /// Two or more status labels: skipped, named.
-    Ambiguous(Vec<String>),
-}
+pub(crate) use crate::tracker::forge_core::Classified;
 
 impl WireIssue {
     /// The label names, in GitLab's order.
