@@ -1270,29 +1270,41 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
     d.stop().await;
 }
 
-/// Regression (#30): recent handoffs show the title the run knew, also for a ticket no
-/// longer on the pipeline's columns (done); the note does not repeat the status.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn recent_handoffs_keep_the_title_of_tickets_that_left_the_pipeline() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pipeline.yaml");
-    std::fs::write(&path, config_with_failures(dir.path(), "true")).unwrap();
+/// A daemon over a one-ticket board (#8 "Export the invoices") whose pipeline ran it to
+/// `done`; the config's path, for a restart.
+async fn invoices_done(dir: &std::path::Path) -> (Daemon, Arc<MemoryTracker>, std::path::PathBuf) {
+    let path = dir.join("pipeline.yaml");
+    std::fs::write(&path, config_with_failures(dir, "true")).unwrap();
     let board = Arc::new(MemoryTracker::new());
     ticket(&board, "8", "Export the invoices", "ready-for-design");
-    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
     d.until(Duration::from_secs(20), "ticket 8 done", || async {
         board.get("8").await.is_ok_and(|t| t.status == "done")
     })
     .await;
+    (d, board, path)
+}
+
+/// The rows of the dashboard's recent handoffs, once the last one (code-review → done) shows.
+async fn recent_handoff_rows(d: &Daemon) -> Vec<String> {
     let page = decoded(
         d.page_with("/?part=body", "code-review → done", Duration::from_secs(10))
             .await,
     );
     let recent = &page[page.find(r#"id="recent""#).unwrap()..];
     let recent = &recent[..recent.find("</table>").unwrap()];
-    let rows: Vec<&str> = recent.split("<tr>").skip(2).collect();
+    let rows: Vec<String> = recent.split("<tr>").skip(2).map(str::to_string).collect();
     assert_eq!(rows.len(), 3, "three handoffs: {recent}");
-    for row in rows {
+    rows
+}
+
+/// Regression (#30): recent handoffs show the title the run knew, also for a ticket no
+/// longer on the pipeline's columns (done); the note does not repeat the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_handoffs_keep_the_title_of_tickets_that_left_the_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _board, _) = invoices_done(dir.path()).await;
+    for row in recent_handoff_rows(&d).await {
         assert!(row.contains("#8 Export the invoices"), "title: {row}");
         assert!(
             row.contains(r#"<td class="small"></td>"#),
@@ -1308,28 +1320,12 @@ async fn recent_handoffs_keep_the_title_of_tickets_that_left_the_pipeline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recent_handoffs_keep_the_title_after_a_restart_when_the_board_no_longer_lists_it() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pipeline.yaml");
-    std::fs::write(&path, config_with_failures(dir.path(), "true")).unwrap();
-    let board = Arc::new(MemoryTracker::new());
-    ticket(&board, "8", "Export the invoices", "ready-for-design");
-    let d = Daemon::start(path.clone(), board.clone() as Arc<dyn Tracker>).await;
-    d.until(Duration::from_secs(20), "ticket 8 done", || async {
-        board.get("8").await.is_ok_and(|t| t.status == "done")
-    })
-    .await;
+    let (d, board, path) = invoices_done(dir.path()).await;
     d.stop().await;
     board.set_status("8", "archived");
 
     let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
-    let page = decoded(
-        d.page_with("/?part=body", "code-review → done", Duration::from_secs(10))
-            .await,
-    );
-    let recent = &page[page.find(r#"id="recent""#).unwrap()..];
-    let recent = &recent[..recent.find("</table>").unwrap()];
-    let rows: Vec<&str> = recent.split("<tr>").skip(2).collect();
-    assert_eq!(rows.len(), 3, "three handoffs: {recent}");
-    for row in rows {
+    for row in recent_handoff_rows(&d).await {
         assert!(row.contains("#8 Export the invoices"), "title: {row}");
     }
     d.stop().await;
