@@ -116,7 +116,7 @@ async fn check_forge(config: &Config, report: &mut crate::tracker::CheckReport) 
             return;
         }
     };
-    match forge.check().await {
+    match forge.check(&[], false).await {
         Ok(checked) => {
             for line in checked.checks {
                 report.push(

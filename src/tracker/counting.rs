@@ -126,23 +126,12 @@ impl Tracker for CountingTracker {
 /// Only built when the tracker is a forge ([`CountingTracker::forge`]).
 #[async_trait]
 impl Forge for CountingTracker {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
     async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError> {
         let r = match &self.forge {
             Some(forge) => forge.open_pull_request(spec).await,
             None => Err(super::not_a_code_host(self.inner.name(), &spec.head)),
         };
         count("open_pull_request", &r);
-        r
-    }
-    async fn check(&self) -> Result<CheckReport, TrackerError> {
-        let r = match &self.forge {
-            Some(forge) => forge.check().await,
-            None => Tracker::check(self, &[], false).await,
-        };
-        count("check", &r);
         r
     }
 }

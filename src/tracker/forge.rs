@@ -12,7 +12,7 @@ use std::future::Future;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{CheckReport, TrackerError};
+use super::{Tracker, TrackerError};
 
 /// A pull request (merge request) to open for a ticket's branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,22 +42,17 @@ pub struct PullRequest {
     pub reused: bool,
 }
 
-/// A code host sortie opens pull requests on.
+/// A code host sortie opens pull requests on. Every forge is also a tracker (GitHub,
+/// GitLab, Gitea): its name, and its checks (`Tracker::check` with no statuses: the
+/// token and access to the repository), are the tracker's.
 ///
 /// Implementations must be safe to call from several tasks at once.
 #[async_trait]
-pub trait Forge: Send + Sync {
-    /// Short name for logs (`github:owner/repo`).
-    fn name(&self) -> &str;
-
+pub trait Forge: Tracker {
     /// Open a pull request for `spec.head` into `spec.base`, once: an open pull
     /// request for the same branch is found and returned (`reused`) instead of opening
     /// a second.
     async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError>;
-
-    /// Check that sortie can work with this forge: its token and access to its
-    /// repository (`sortie tracker check` with `forge:`).
-    async fn check(&self) -> Result<CheckReport, TrackerError>;
 }
 
 /// Open a pull request once: the one `find` finds, else the one `create` opens (`made`

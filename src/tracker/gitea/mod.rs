@@ -422,14 +422,6 @@ impl Tracker for GiteaTracker {
 
 #[async_trait]
 impl super::Forge for GiteaTracker {
-    fn name(&self) -> &str {
-        Tracker::name(self)
-    }
-
-    async fn check(&self) -> Result<CheckReport, TrackerError> {
-        Tracker::check(self, &[], false).await
-    }
-
     /// Pull requests: the open one from the branch into `base` (`GET /pulls/{base}/{head}`,
     /// Gitea 1.21+) is reused; else one is created (a draft gets Gitea's `WIP: ` title
     /// prefix). A create refused because one exists (409, a race) reads it back.

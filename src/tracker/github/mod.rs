@@ -514,14 +514,6 @@ impl Tracker for GithubTracker {
 
 #[async_trait]
 impl super::Forge for GithubTracker {
-    fn name(&self) -> &str {
-        Tracker::name(self)
-    }
-
-    async fn check(&self) -> Result<CheckReport, TrackerError> {
-        Tracker::check(self, &[], false).await
-    }
-
     /// Look for an open pull request with the branch as head first; open one only when
     /// there is none. A create refused because one exists (a race) reads it back.
     async fn open_pull_request(

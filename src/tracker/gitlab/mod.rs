@@ -438,14 +438,6 @@ impl Tracker for GitlabTracker {
 
 #[async_trait]
 impl super::Forge for GitlabTracker {
-    fn name(&self) -> &str {
-        Tracker::name(self)
-    }
-
-    async fn check(&self) -> Result<CheckReport, TrackerError> {
-        Tracker::check(self, &[], false).await
-    }
-
     /// Merge requests: an open one with the branch as `source_branch` is reused; else
     /// one is created (a draft gets GitLab's `Draft: ` title prefix). A create refused
     /// because one exists (409, a race) reads it back.
