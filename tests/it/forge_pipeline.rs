@@ -21,18 +21,11 @@ use sortie::tracker::gitea::{GiteaOptions, GiteaSettings, GiteaTracker};
 use sortie::tracker::gitlab::{GitlabOptions, GitlabSettings, GitlabTracker};
 use sortie::tracker::Tracker;
 
-/// The statuses of the three-stage pipeline below.
-const STATUSES: [&str; 9] = [
-    "ready-for-design",
-    "designing",
-    "design-approved",
-    "design-blocked",
-    "code-review",
-    "blocked",
-    "done",
-    "qa-failed",
-    "on-hold",
-];
+/// The statuses of the three-stage pipeline below: its own words, and the one a person
+/// parks a ticket in.
+fn statuses() -> impl Iterator<Item = &'static str> {
+    KEBAB.into_iter().chain(["on-hold"])
+}
 
 /// Which forge a scenario runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +108,7 @@ impl Forge {
     /// Create every status label, as `sortie tracker check --create-missing-labels` does.
     pub fn create_status_labels(self, model: &ForgeModel) {
         let mut b = model.board();
-        for s in STATUSES {
+        for s in statuses() {
             b.ensure_label(&self.label(s));
         }
     }
