@@ -16,6 +16,7 @@ mod locate;
 mod model;
 mod normalize;
 mod raw;
+mod reactions;
 mod routes;
 mod stages;
 mod tracker;
@@ -32,6 +33,7 @@ pub use git::{
     DEFAULT_BRANCH, DEFAULT_PR_TITLE,
 };
 pub use model::*;
+pub use reactions::{MergeMethod, ReactionKind, ReactionRule, ReactionsConfig, DEFAULT_HOLD_LABEL};
 pub use routes::{AgentOverrides, Route};
 pub(crate) use values::expand_home;
 

@@ -59,6 +59,9 @@ pub struct Config {
     /// `pull_request:`: open one pull request per ticket branch after a stage's
     /// success (needs `workspace.git` with `push: true`). Default none.
     pub pull_request: Option<PullRequestConfig>,
+    /// `reactions:`: what a watched ticket's pull request (CI, reviews, conflicts,
+    /// merges) sends back through the stages. Default none (pull requests are not watched).
+    pub reactions: Option<super::ReactionsConfig>,
     /// `forge:`: the GitHub, GitLab or Gitea repository pull requests open on, when it
     /// is not the tracker (always one of those three kinds, its label settings at their
     /// defaults and unused). Default none: they open on the tracker.
@@ -621,7 +624,8 @@ impl Config {
     }
 
     /// Every status the config names, as written, in this order: each stage's claim,
-    /// in-progress, success and failure status, then the terminal states. Spellings
+    /// in-progress, success and failure status, then the terminal states, then the statuses
+    /// `reactions:` names. Spellings
     /// that differ only by case are all kept (see [`Config::status_case_variants`]).
     pub fn configured_statuses(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
@@ -635,7 +639,18 @@ impl Config {
             .into_iter()
             .flatten()
         });
-        for status in stages.chain(self.terminal_states.iter().map(String::as_str)) {
+        let reactions = self.reactions.iter().flat_map(|r| {
+            r.watch
+                .iter()
+                .map(String::as_str)
+                .chain(r.merged_to.as_deref())
+                .chain(r.closed_unmerged_to.as_deref())
+                .chain(r.escalate_to.as_deref())
+        });
+        for status in stages
+            .chain(self.terminal_states.iter().map(String::as_str))
+            .chain(reactions)
+        {
             if !out.contains(&status) {
                 out.push(status);
             }

@@ -242,6 +242,15 @@ pub(crate) fn normalize(
              (e.g. `pull_request: {after: backend}`) or remove `forge`",
         );
     }
+    let reactions = super::reactions::normalize_reactions(
+        raw.reactions.take(),
+        &super::reactions::ReactionContext {
+            stages: &stages,
+            terminal_states: &terminal_states,
+            opens_pull_requests: pull_request.is_some(),
+        },
+        problems,
+    );
     let b = std::mem::take(&mut raw.budgets);
     let budgets_path = root.key("budgets");
     if b.max_cost_usd_per_ticket
@@ -333,6 +342,7 @@ pub(crate) fn normalize(
         http,
         pull_request,
         forge,
+        reactions,
         // Filled by `parse_str_with_env` from what `problems` collected.
         warnings: Vec::new(),
     })

@@ -359,6 +359,7 @@ pub(crate) struct RawConfig {
     pub(crate) hooks: Option<Vec<Option<RawHook>>>,
     pub(crate) pull_request: Option<RawPullRequest>,
     pub(crate) forge: Option<RawForge>,
+    pub(crate) reactions: Option<super::reactions::RawReactions>,
 }
 
 /// The top-level keys, in the order the documentation lists them.
@@ -386,6 +387,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "hooks",
     "pull_request",
     "forge",
+    "reactions",
 ];
 
 /// The single-role form's keys, which cannot be combined with `pipeline_stages`.
@@ -465,6 +467,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "hooks" => raw.hooks = Some(read_list(value, &path, "hooks", p)),
             "pull_request" => raw.pull_request = section(value, &path, p),
             "forge" => raw.forge = section(value, &path, p),
+            "reactions" => raw.reactions = section(value, &path, p),
             "active_states" => raw.active_states = section(value, &path, p),
             "in_progress_state" => raw.in_progress_state = section(value, &path, p),
             "handoff_state" => raw.handoff_state = section(value, &path, p),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::DateTime;
 
-use crate::ledger::{FollowUp, LedgerError, OutboxState, RunPhase, Timestamp};
+use crate::ledger::{FollowUp, LedgerError, OutboxState, ReactionRecord, RunPhase, Timestamp};
 
 /// A timestamp as stored: integer milliseconds since the Unix epoch (UTC).
 pub(in crate::ledger) fn to_millis(t: Timestamp) -> i64 {
@@ -95,6 +95,26 @@ pub(in crate::ledger) fn legacy_follow_up(outcome: &str, stays: bool) -> FollowU
             reason_code: "upgrade.replayed".to_string(),
         },
     }
+}
+
+/// The reaction columns stored as JSON text: the handed ids and the prompt payload.
+pub(in crate::ledger) fn reaction_json(reaction: &ReactionRecord) -> (String, String) {
+    (
+        serde_json::to_string(&reaction.handed).unwrap_or_else(|_| "[]".to_string()),
+        reaction.payload.to_string(),
+    )
+}
+
+/// The reaction columns read back from their JSON text.
+pub(in crate::ledger) fn parse_reaction_json(
+    handed: &str,
+    payload: &str,
+) -> Result<(Vec<String>, serde_json::Value), LedgerError> {
+    let handed = serde_json::from_str(handed)
+        .map_err(|e| LedgerError::Corrupt(format!("reaction handed ids `{handed}`: {e}")))?;
+    let payload = serde_json::from_str(payload)
+        .map_err(|e| LedgerError::Corrupt(format!("reaction payload: {e}")))?;
+    Ok((handed, payload))
 }
 
 #[cfg(test)]

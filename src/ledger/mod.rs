@@ -314,6 +314,46 @@ pub enum OutboxPut {
     LeaseLost,
 }
 
+/// A reaction to a ticket's pull request, decided once (issue #32): its fingerprint is
+/// also the idempotency key of the block it writes, so a reaction is stored, and
+/// written, at most once whoever decides it, on however many hosts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReactionRecord {
+    /// The tracker's identity.
+    pub tracker: String,
+    /// The ticket.
+    pub ticket_id: String,
+    /// `ci_failure`, `review_comments`, `bot_review`, `merge_conflict`, `exhausted`,
+    /// `merged` or `closed_unmerged`.
+    pub kind: String,
+    /// 64 hex digits: kind, head SHA and what it answers, hashed (primary key).
+    pub fingerprint: String,
+    /// The round of this kind on this ticket (1-based; 0 for kinds without rounds).
+    pub round: u32,
+    /// The role whose stage the ticket is sent to, when it is sent to one.
+    pub to_role: Option<String>,
+    /// The pull request's number.
+    pub pull_request: u64,
+    /// The pull request's head SHA the reaction answers.
+    pub head_sha: String,
+    /// Review comment (and review) ids handed over by this reaction.
+    pub handed: Vec<String>,
+    /// What the fixing stage's prompt receives as `reaction` (JSON).
+    pub payload: serde_json::Value,
+    /// When it was decided.
+    pub decided_at: Timestamp,
+}
+
+/// What [`Ledger::put_reaction`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReactionPut {
+    /// Stored, with its outbox entry (write lease held by the caller).
+    Stored,
+    /// This reaction (its fingerprint, or its kind's round on the ticket) was stored
+    /// already, by this host or another: nothing changed.
+    Exists,
+}
+
 /// Which rows a read returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope<'a> {
@@ -684,6 +724,25 @@ pub trait Ledger: Send + Sync {
         ticket_id: &str,
         at: Timestamp,
     ) -> Result<(), LedgerError>;
+
+    /// Store a reaction and the outbox entry that writes its block, in one durable
+    /// transaction: both or neither. A reaction whose fingerprint, or whose
+    /// (ticket, kind, round), is stored already is [`ReactionPut::Exists`].
+    fn put_reaction(
+        &self,
+        reaction: &ReactionRecord,
+        entry: &OutboxEntry,
+        holder: &str,
+        write_lease: Duration,
+        now: Timestamp,
+    ) -> Result<ReactionPut, LedgerError>;
+    /// The reactions stored for `tracker` (for one ticket when `ticket_id` is given),
+    /// oldest first.
+    fn reactions(
+        &self,
+        tracker: &str,
+        ticket_id: Option<&str>,
+    ) -> Result<Vec<ReactionRecord>, LedgerError>;
 
     /// Everything a tick reads about `tracker`: claims, retries, holds, pending outbox.
     fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {

@@ -28,6 +28,7 @@
 mod claims;
 mod hook_deliveries;
 mod migrations;
+mod reactions;
 mod records;
 mod usage;
 
@@ -40,8 +41,8 @@ use rusqlite::Connection;
 
 use super::{
     Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, HookDelivery, Ledger, LedgerError,
-    OutboxEntry, OutboxPut, RenewOutcome, RetryEntry, RunRecord, RunUsage, Scope, Timestamp,
-    UsageTotal,
+    OutboxEntry, OutboxPut, ReactionPut, ReactionRecord, RenewOutcome, RetryEntry, RunRecord,
+    RunUsage, Scope, Timestamp, UsageTotal,
 };
 
 /// The tracker filter of a scoped read, as the SQL binds it (`NULL` = every tracker).
@@ -461,6 +462,28 @@ impl Ledger for SqliteLedger {
         at: Timestamp,
     ) -> Result<(), LedgerError> {
         self.with_conn(|conn| records::record_blocker_check(conn, tracker, ticket_id, at))
+    }
+
+    fn put_reaction(
+        &self,
+        reaction: &ReactionRecord,
+        entry: &OutboxEntry,
+        holder: &str,
+        write_lease: Duration,
+        now: Timestamp,
+    ) -> Result<ReactionPut, LedgerError> {
+        self.durable_write(|tx| {
+            let lease_until = super::codec::expiry_millis(now, write_lease);
+            reactions::put(tx, reaction, entry, holder, lease_until)
+        })
+    }
+
+    fn reactions(
+        &self,
+        tracker: &str,
+        ticket_id: Option<&str>,
+    ) -> Result<Vec<ReactionRecord>, LedgerError> {
+        self.with_conn(|conn| reactions::list(conn, tracker, ticket_id))
     }
 
     fn snapshot(&self, tracker: &str) -> Result<super::LedgerSnapshot, LedgerError> {

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{
-    Capabilities, CheckReport, Comment, Forge, Listing, PullRequest, PullRequestSpec, Ticket,
-    Tracker, TrackerError,
+    Capabilities, Check, CheckReport, Comment, Forge, Listing, MergeResult, PullRequest,
+    PullRequestSpec, PullState, Ticket, Tracker, TrackerError,
 };
 
 /// Requests made through every [`CountingTracker`] of this process, by
@@ -132,6 +132,60 @@ impl Forge for CountingTracker {
             None => Err(super::not_a_code_host(self.inner.name(), &spec.head)),
         };
         count("open_pull_request", &r);
+        r
+    }
+
+    async fn pull_request_state(&self, number: u64) -> Result<PullState, TrackerError> {
+        let r = match &self.forge {
+            Some(forge) => forge.pull_request_state(number).await,
+            None => Err(TrackerError::Unsupported(format!(
+                "{} is not a code host: it has no pull request {number}",
+                self.inner.name()
+            ))),
+        };
+        count("pull_request_state", &r);
+        r
+    }
+
+    async fn resolved_comments(
+        &self,
+        number: u64,
+    ) -> Result<std::collections::HashSet<String>, TrackerError> {
+        let r = match &self.forge {
+            Some(forge) => forge.resolved_comments(number).await,
+            None => Ok(Default::default()),
+        };
+        count("resolved_comments", &r);
+        r
+    }
+
+    async fn check_details(&self, check: &Check, max_chars: usize) -> Result<String, TrackerError> {
+        let r = match &self.forge {
+            Some(forge) => forge.check_details(check, max_chars).await,
+            None => Ok(super::pulls::tail_excerpt(&check.summary, max_chars)),
+        };
+        count("check_details", &r);
+        r
+    }
+
+    async fn merge_pull_request(
+        &self,
+        number: u64,
+        expected_head: &str,
+        method: crate::config::MergeMethod,
+    ) -> Result<MergeResult, TrackerError> {
+        let r = match &self.forge {
+            Some(forge) => {
+                forge
+                    .merge_pull_request(number, expected_head, method)
+                    .await
+            }
+            None => Err(TrackerError::Unsupported(format!(
+                "{} is not a code host: it has no pull request {number}",
+                self.inner.name()
+            ))),
+        };
+        count("merge_pull_request", &r);
         r
     }
 }

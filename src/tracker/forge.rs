@@ -12,7 +12,9 @@ use std::future::Future;
 use async_trait::async_trait;
 use serde::Serialize;
 
+use super::pulls::{Check, MergeResult, PullState};
 use super::{Tracker, TrackerError};
+use crate::config::MergeMethod;
 
 /// A pull request (merge request) to open for a ticket's branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +55,52 @@ pub trait Forge: Tracker {
     /// request for the same branch is found and returned (`reused`) instead of opening
     /// a second.
     async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError>;
+
+    /// The pull request `number` as it is now: head, mergeability, the head's checks,
+    /// reviews and review comments (resolved and outdated marked), merged or closed.
+    /// Reads are conditional where the forge allows, so an unchanged pull request costs
+    /// no rate-limit units. Default: [`TrackerError::Unsupported`].
+    async fn pull_request_state(&self, number: u64) -> Result<PullState, TrackerError> {
+        Err(TrackerError::Unsupported(format!(
+            "{} cannot read pull request {number}'s checks and reviews yet",
+            self.name()
+        )))
+    }
+
+    /// The ids of pull request `number`'s review comments whose thread is resolved,
+    /// for forges whose [`Forge::pull_request_state`] cannot tell (GitHub's REST API);
+    /// read only when comments are about to be handed over. Default: none beyond what
+    /// the state marks.
+    async fn resolved_comments(
+        &self,
+        number: u64,
+    ) -> Result<std::collections::HashSet<String>, TrackerError> {
+        let _ = number;
+        Ok(std::collections::HashSet::new())
+    }
+
+    /// What a failed check says: its annotations or its log's tail, at most `max_chars`
+    /// characters; read only when a reaction hands the failure over. Default: the
+    /// summary the state already holds.
+    async fn check_details(&self, check: &Check, max_chars: usize) -> Result<String, TrackerError> {
+        Ok(super::pulls::tail_excerpt(&check.summary, max_chars))
+    }
+
+    /// Merge pull request `number` with `method`, only if its head is still
+    /// `expected_head` (a push in between makes the forge refuse). Default:
+    /// [`TrackerError::Unsupported`].
+    async fn merge_pull_request(
+        &self,
+        number: u64,
+        expected_head: &str,
+        method: MergeMethod,
+    ) -> Result<MergeResult, TrackerError> {
+        let _ = (expected_head, method);
+        Err(TrackerError::Unsupported(format!(
+            "{} cannot merge pull request {number} yet",
+            self.name()
+        )))
+    }
 }
 
 /// Open a pull request once: the one `find` finds, else the one `create` opens (`made`

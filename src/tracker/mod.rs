@@ -17,6 +17,7 @@ pub mod labels;
 pub mod linear;
 pub mod local;
 pub mod memory;
+pub mod pulls;
 pub mod redmine;
 pub mod rest;
 pub mod webhook;
@@ -29,6 +30,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::names::same_name;
 pub use forge::{Forge, PullRequest, PullRequestSpec};
+pub use pulls::{
+    Check, CheckState, MergeResult, Mergeability, PullLifecycle, PullState, Review, ReviewComment,
+    ReviewVerdict,
+};
 
 /// One ticket as the pipeline sees it, whatever tracker it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -205,6 +205,23 @@ const MIGRATIONS: &[&str] = &[
     SLOTS,
     // 3: the ticket's title as the run knew it (the SQLite ledger's schema 5).
     "ALTER TABLE runs ADD COLUMN title TEXT;",
+    // 4: reactions to pull requests (the SQLite ledger's schema 6).
+    r#"
+    CREATE TABLE reactions (
+        fingerprint  TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+        tracker      TEXT COLLATE "C" NOT NULL,
+        ticket_id    TEXT COLLATE "C" NOT NULL,
+        kind         TEXT COLLATE "C" NOT NULL,
+        round        BIGINT NOT NULL,
+        to_role      TEXT COLLATE "C",
+        pull_request BIGINT NOT NULL,
+        head_sha     TEXT COLLATE "C" NOT NULL,
+        handed       TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        decided_at   BIGINT NOT NULL,
+        UNIQUE (tracker, ticket_id, kind, round)
+    );
+    "#,
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

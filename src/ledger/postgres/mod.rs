@@ -32,6 +32,7 @@
 mod claims;
 mod migrations;
 mod pool;
+mod reactions;
 mod records;
 
 use std::str::FromStr;
@@ -42,8 +43,8 @@ use pool::{Conn, Pool};
 
 use super::{
     Claim, ClaimKey, ClaimOutcome, ClaimRequest, Hold, HookDelivery, Ledger, LedgerError,
-    LedgerSnapshot, OutboxEntry, OutboxPut, RenewOutcome, RetryEntry, RunRecord, RunUsage, Scope,
-    Timestamp, UsageTotal,
+    LedgerSnapshot, OutboxEntry, OutboxPut, ReactionPut, ReactionRecord, RenewOutcome, RetryEntry,
+    RunRecord, RunUsage, Scope, Timestamp, UsageTotal,
 };
 use crate::ledger::codec::expiry_millis;
 
@@ -488,6 +489,32 @@ impl Ledger for PostgresLedger {
     ) -> Result<(), LedgerError> {
         let (tracker, ticket_id) = (tracker.to_string(), ticket_id.to_string());
         self.call(move |c| records::record_blocker_check(c, &tracker, &ticket_id, at))
+    }
+
+    fn put_reaction(
+        &self,
+        reaction: &ReactionRecord,
+        entry: &OutboxEntry,
+        holder: &str,
+        write_lease: Duration,
+        now: Timestamp,
+    ) -> Result<ReactionPut, LedgerError> {
+        let (reaction, entry, holder) = (reaction.clone(), entry.clone(), holder.to_string());
+        self.call(move |c| {
+            c.transaction(DURABLE_BEGIN, |tx| {
+                let lease_until = expiry_millis(now, write_lease);
+                reactions::put(tx, &reaction, &entry, &holder, lease_until)
+            })
+        })
+    }
+
+    fn reactions(
+        &self,
+        tracker: &str,
+        ticket_id: Option<&str>,
+    ) -> Result<Vec<ReactionRecord>, LedgerError> {
+        let (tracker, ticket_id) = (tracker.to_string(), ticket_id.map(str::to_string));
+        self.call(move |c| reactions::list(c, &tracker, ticket_id.as_deref()))
     }
 
     fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {

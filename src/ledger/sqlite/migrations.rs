@@ -154,6 +154,24 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN title TEXT;
     ",
+    // 6: reactions to pull requests (issue #32). The fingerprint is the idempotency key
+    // of the reaction's block; one round of a kind per ticket is stored once.
+    "
+    CREATE TABLE reactions (
+        fingerprint  TEXT    NOT NULL PRIMARY KEY,
+        tracker      TEXT    NOT NULL,
+        ticket_id    TEXT    NOT NULL,
+        kind         TEXT    NOT NULL,
+        round        INTEGER NOT NULL,
+        to_role      TEXT,
+        pull_request INTEGER NOT NULL,
+        head_sha     TEXT    NOT NULL,
+        handed       TEXT    NOT NULL,
+        payload      TEXT    NOT NULL,
+        decided_at   INTEGER NOT NULL,
+        UNIQUE (tracker, ticket_id, kind, round)
+    );
+    ",
 ];
 
 /// The schema version this build writes and understands.

@@ -79,10 +79,33 @@ impl GithubApi {
     }
 
     /// `base/repos/<owner>/<repo>/<segments...>`.
-    fn repo_url(&self, segments: &[&str]) -> Url {
+    pub(super) fn repo_url(&self, segments: &[&str]) -> Url {
         let mut all = vec!["repos", self.owner.as_str(), self.repo.as_str()];
         all.extend_from_slice(segments);
         self.url(&all)
+    }
+
+    /// The repository's owner.
+    pub(super) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The repository's name.
+    pub(super) fn repo_name(&self) -> &str {
+        &self.repo
+    }
+
+    /// The GraphQL endpoint: `/graphql` beside the REST root, or `/api/graphql` when the
+    /// REST root is GitHub Enterprise Server's `/api/v3`.
+    pub(super) fn graphql_url(&self) -> Url {
+        let mut url = self.base.clone();
+        let path = url.path().trim_end_matches('/');
+        let graphql = match path.strip_suffix("/v3") {
+            Some(api) if api.ends_with("/api") => format!("{api}/graphql"),
+            _ => format!("{path}/graphql"),
+        };
+        url.set_path(&graphql);
+        url
     }
 
     /// Requests left in the rate-limit window, from the last response.
@@ -268,7 +291,7 @@ impl GithubApi {
             .and_then(Value::as_u64))
     }
 
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: Method,
         url: &Url,
@@ -281,7 +304,11 @@ impl GithubApi {
     }
 
     /// `GET url`, sending the cached ETag; a 304 answers from the cache.
-    async fn get_conditional(&self, url: &str, persist: bool) -> Result<CachedPage, TrackerError> {
+    pub(super) async fn get_conditional(
+        &self,
+        url: &str,
+        persist: bool,
+    ) -> Result<CachedPage, TrackerError> {
         let cached = self.cache.lookup(url);
         let reply = self
             .client
@@ -297,7 +324,7 @@ impl GithubApi {
     }
 
     /// Every item of a paginated listing, following `rel="next"` links under `api_url`.
-    async fn all_pages(&self, first: Url, persist: bool) -> Result<Items, TrackerError> {
+    pub(super) async fn all_pages(&self, first: Url, persist: bool) -> Result<Items, TrackerError> {
         let mut out = Items::default();
         let mut seen = HashSet::new();
         let mut url = first.to_string();
@@ -337,7 +364,7 @@ impl GithubApi {
     }
 }
 
-fn parse_json(body: &str, what: &str) -> Result<Value, TrackerError> {
+pub(super) fn parse_json(body: &str, what: &str) -> Result<Value, TrackerError> {
     serde_json::from_str(body).map_err(|e| {
         // A 2xx that is not JSON comes from something between us and GitHub (a proxy
         // page): try again later rather than read it as an empty board.

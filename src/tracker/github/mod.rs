@@ -5,6 +5,7 @@
 mod api;
 mod check;
 mod issue;
+mod pulls;
 mod transport;
 pub mod webhook;
 
@@ -529,6 +530,34 @@ impl super::Forge for GithubTracker {
             |err| matches!(err, TrackerError::Invalid(_)),
         )
         .await
+    }
+
+    async fn pull_request_state(&self, number: u64) -> Result<super::PullState, TrackerError> {
+        pulls::state(&self.api, number).await
+    }
+
+    async fn resolved_comments(
+        &self,
+        number: u64,
+    ) -> Result<std::collections::HashSet<String>, TrackerError> {
+        pulls::resolved(&self.api, number).await
+    }
+
+    async fn check_details(
+        &self,
+        check: &super::Check,
+        max_chars: usize,
+    ) -> Result<String, TrackerError> {
+        pulls::check_details(&self.api, check, max_chars).await
+    }
+
+    async fn merge_pull_request(
+        &self,
+        number: u64,
+        expected_head: &str,
+        method: crate::config::MergeMethod,
+    ) -> Result<super::MergeResult, TrackerError> {
+        pulls::merge(&self.api, number, expected_head, method).await
     }
 }
 
