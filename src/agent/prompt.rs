@@ -47,6 +47,10 @@ pub struct PromptContext {
     pub rework: Option<ReworkVars>,
     /// Recent comments by people (not sortie's own), oldest first, bounded.
     pub comments: Vec<CommentVars>,
+    /// The pull request reaction this run answers (`reaction.kind`, `.round`,
+    /// `.checks`, `.comments`, `.conflict`, `.pull_request`; see docs/reactions.md);
+    /// none when the run does not answer one.
+    pub reaction: Option<serde_json::Value>,
 }
 
 /// A person's comment visible to templates.
@@ -394,6 +398,16 @@ impl PromptContext {
             last_failure: None,
             rework: None,
             comments: Vec::new(),
+            reaction: Some(serde_json::json!({
+                "kind": "ci_failure",
+                "round": 1,
+                "max_rounds": 3,
+                "detail": "failed: test",
+                "pull_request": {"number": 1, "url": "", "head": "sortie/1", "base": "main", "head_sha": "0"},
+                "checks": [{"name": "test", "url": null, "summary": "", "details": ""}],
+                "comments": [{"id": "1", "author": "a", "path": "f", "line": 1, "body": "", "url": null}],
+                "conflict": {"base": "main", "head": "sortie/1", "paths": []},
+            })),
         }
     }
 }

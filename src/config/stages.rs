@@ -67,7 +67,13 @@ fn check_role(problems: &mut Problems, path: &FieldPath, role: &str) {
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let rest_ok =
         chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !(first_ok && rest_ok) {
+    if role == "reactions" {
+        problems.at_value(
+            path,
+            "role \"reactions\" is reserved: sortie writes the blocks of its reactions to \
+             pull requests under that name; pick another role name",
+        );
+    } else if !(first_ok && rest_ok) {
         problems.at_value(
             path,
             format!(

@@ -173,6 +173,24 @@ impl TicketHistory {
         None
     }
 
+    /// The reaction block (role `reactions`) that sent the ticket to `claim_status`,
+    /// when `role` has not succeeded since: the reaction its next run answers.
+    pub fn pending_reaction(&self, role: &str, claim_status: &str) -> Option<&FailureBlock> {
+        for block in self.blocks.iter().rev() {
+            match block {
+                OutcomeBlock::Success(s) if s.role == role => return None,
+                OutcomeBlock::Failure(f)
+                    if f.role == super::decide::reaction::REACTIONS_ROLE
+                        && crate::tracker::same_name(&f.to_status, claim_status) =>
+                {
+                    return Some(f)
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// Whether a block carries `idempotency_key`.
     pub fn contains_key(&self, idempotency_key: &str) -> bool {
         self.blocks

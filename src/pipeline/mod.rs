@@ -29,6 +29,7 @@ pub mod history;
 mod lease;
 mod observe;
 mod prune;
+mod react;
 mod recheck;
 mod reconcile;
 pub mod report;

@@ -37,6 +37,50 @@ pub struct TickReport {
     /// The in-flight caps that, rather than the board, held tickets back: how many
     /// tickets wait for each (from `skips`).
     pub cap_waits: Vec<CapWait>,
+    /// Watched tickets' pull requests: what each called for and what was done (or, in
+    /// a dry run, would be), or why nothing.
+    pub reactions: Vec<ReactionLine>,
+}
+
+/// What one watched ticket's pull request called for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReactionLine {
+    /// The ticket.
+    pub ticket: String,
+    /// Its pull request, when one was found.
+    pub pull_request: Option<u64>,
+    /// `ci_failure`, `review_comments`, `bot_review`, `merge_conflict`, `exhausted`,
+    /// `merge`, `merged`, `closed_unmerged`; none when it waits.
+    pub kind: Option<String>,
+    /// `reacted`, `would_react`, `exists` (stored already), `waiting`, `merge_refused`,
+    /// `error`.
+    pub outcome: String,
+    /// The round, for kinds with rounds.
+    pub round: Option<u32>,
+    /// Why, or what was done.
+    pub detail: String,
+}
+
+impl ReactionLine {
+    /// One line for a person.
+    pub fn to_text(&self) -> String {
+        let pr = self
+            .pull_request
+            .map(|n| format!(" pull request #{n}"))
+            .unwrap_or_default();
+        let kind = self
+            .kind
+            .as_deref()
+            .map(|k| match self.round {
+                Some(round) => format!(" {k} round {round}"),
+                None => format!(" {k}"),
+            })
+            .unwrap_or_default();
+        format!(
+            "reaction ticket {}{pr}{kind}: {}: {}",
+            self.ticket, self.outcome, self.detail
+        )
+    }
 }
 
 /// Tickets held back by one in-flight cap: they would run, but the cap is reached.
@@ -249,6 +293,9 @@ impl TickReport {
         }
         for wait in &self.cap_waits {
             let _ = writeln!(out, "{}", wait.to_text());
+        }
+        for r in &self.reactions {
+            let _ = writeln!(out, "{}", r.to_text());
         }
         if !self.unclaimed_statuses.is_empty() {
             let total: usize = self.unclaimed_statuses.values().sum();

@@ -4,6 +4,7 @@
 //! | step | module | writes |
 //! |---|---|---|
 //! | replay | `writeback::replay_outbox` | tracker, outbox (not in a dry run) |
+//! | react | `react::react` (`decide::reaction`, pure) | reactions + outbox, tracker, merges (not in a dry run) |
 //! | observe | `observe::observe` | none |
 //! | reconcile | `reconcile::reap`, `reconcile::reconcile` -> `reconcile::apply` | cancel requests, retries, holds, workspaces (not in a dry run) |
 //! | read for the plan | `observe::read_for_plan` -> `observe::record_blocker_checks` | when blockers were read (not in a dry run) |
@@ -20,7 +21,7 @@ use super::{apply, observe, prune, reconcile, writeback};
 use super::{Pipeline, PipelineError, TickOptions};
 
 impl Pipeline {
-    /// replay -> observe -> reconcile -> read for the plan -> plan -> apply. With
+    /// replay -> react -> observe -> reconcile -> read for the plan -> plan -> apply. With
     /// `detach`, the runs go on after the tick returns (the daemon's tick).
     pub(super) async fn sweep(
         &self,
@@ -41,6 +42,7 @@ impl Pipeline {
             skips: Vec::new(),
             unclaimed_statuses: Default::default(),
             cap_waits: Vec::new(),
+            reactions: Vec::new(),
         };
 
         // Replay: finish what earlier runs stored but could not write, before anything new.
@@ -49,6 +51,10 @@ impl Pipeline {
             ctx.events.retry_failed();
             prune::remove_waiting(ctx).await;
         }
+
+        // React: watched tickets' pull requests (CI, reviews, conflicts, merges), before
+        // the board is read, so a ticket sent back is dispatched by this same tick.
+        report.reactions = super::react::react(ctx, dry_run).await?;
 
         // Observe: the board once, the ledger once.
         let obs = observe::observe(ctx).await?;

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use chrono::Duration as ChronoDuration;
 
 use super::context::Context;
+use super::decide::reaction::REACTIONS_ROLE;
 use super::history::TicketHistory;
 use super::observe::canonicalize;
 use super::report::WritebackLine;
@@ -62,10 +63,15 @@ pub(super) async fn apply(
     mut entry: OutboxEntry,
 ) -> Result<WritebackResult, LedgerError> {
     let id = entry.key.ticket_id.clone();
-    let Some(stage) = ctx.config.stages.iter().find(|s| s.role == entry.key.role) else {
+    // A reaction's entry belongs to the watched status it was decided in; a stage's
+    // to the statuses the stage owns.
+    let reaction = entry.key.role == REACTIONS_ROLE;
+    let stage = ctx.config.stages.iter().find(|s| s.role == entry.key.role);
+    if stage.is_none() && !reaction {
         let reason = format!("role {} is no longer in the pipeline", entry.key.role);
         return drop_entry(ctx, &mut entry, reason, None);
-    };
+    }
+    let claim_status = stage.map_or_else(|| entry.from_status.clone(), |s| s.claim_status.clone());
 
     // Terminal wins: re-read right before writing. A failed re-read is not evidence
     // of anything; the write waits.
@@ -93,10 +99,12 @@ pub(super) async fn apply(
         super::prune::ticket_finished(ctx, &id, Some(&entry.key.role)).await;
         return dropped;
     }
-    let owned = stage
-        .owned_statuses()
-        .any(|s| crate::tracker::same_name(s, &ticket.status))
-        || crate::tracker::same_name(&ticket.status, &entry.to_status);
+    let owned = match stage {
+        Some(stage) => stage
+            .owned_statuses()
+            .any(|s| crate::tracker::same_name(s, &ticket.status)),
+        None => crate::tracker::same_name(&ticket.status, &entry.from_status),
+    } || crate::tracker::same_name(&ticket.status, &entry.to_status);
     if !owned {
         return drop_entry(
             ctx,
@@ -161,7 +169,7 @@ pub(super) async fn apply(
     entry.state = OutboxState::Done;
     entry.last_error = None;
     ctx.ledger.outbox_update(&entry)?;
-    follow_up(ctx, &entry, &stage.claim_status)?;
+    follow_up(ctx, &entry, &claim_status)?;
     if ctx.config.is_terminal(&entry.to_status) {
         super::prune::ticket_finished(ctx, &id, Some(&entry.key.role)).await;
     }

@@ -124,7 +124,13 @@ pub(super) async fn prepare<'s>(
     let prompt = match ctx.templates.render_for(
         &stage.role,
         route.map(|(_, r)| r),
-        &prompt_context(ticket, stage, claim.stage_attempt, history),
+        &prompt_context(
+            ticket,
+            stage,
+            claim.stage_attempt,
+            history,
+            reaction_payload(ctx, ticket, stage, history),
+        ),
     ) {
         Ok(prompt) => prompt,
         Err(err) => {
@@ -270,11 +276,33 @@ fn over_budget(
 
 /// What the role template is rendered with: the ticket, the stage, the prior roles'
 /// summaries, the last failure, returned work and people's comments.
+/// The payload of the reaction a run of `stage` answers, from the ledger (the block on
+/// the ticket names it by its idempotency key, the reaction's fingerprint).
+fn reaction_payload(
+    ctx: &Context,
+    ticket: &Ticket,
+    stage: &Stage,
+    history: &TicketHistory,
+) -> Option<serde_json::Value> {
+    let block = history.pending_reaction(&stage.role, &stage.claim_status)?;
+    match ctx.ledger.reactions(ctx.tracker_name(), Some(&ticket.id)) {
+        Ok(found) => found
+            .into_iter()
+            .find(|r| r.fingerprint == block.idempotency_key)
+            .map(|r| r.payload),
+        Err(err) => {
+            tracing::warn!(%err, ticket = %ticket.id, "cannot read the reaction this run answers");
+            None
+        }
+    }
+}
+
 fn prompt_context(
     ticket: &Ticket,
     stage: &Stage,
     attempt: u32,
     history: &TicketHistory,
+    reaction: Option<serde_json::Value>,
 ) -> PromptContext {
     let mut prior = BTreeMap::new();
     for block in history.blocks() {
@@ -334,6 +362,7 @@ fn prompt_context(
                 body: c.body.clone(),
             })
             .collect(),
+        reaction,
     }
 }
 
