@@ -14,7 +14,15 @@ use sha2::{Digest, Sha256};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+mod pull_routes;
+mod pulls;
 mod routes;
+use pulls::PullActivity;
+// The types of the snapshots the helpers return, for tests that name them.
+#[allow(unused_imports)]
+pub use pulls::{
+    ModelAnnotation, ModelCheckRun, ModelPull, ModelReview, ModelReviewComment, ModelStatus,
+};
 use routes::route;
 
 pub use crate::model_plumbing::Logged;
@@ -41,18 +49,6 @@ pub struct Issue {
     pub comments: Vec<ModelComment>,
     /// Numbers of the issues blocking this one (issue dependencies).
     pub blocked_by: Vec<u64>,
-}
-
-/// A pull request opened through `POST /pulls` (numbers shared with issues).
-#[derive(Debug, Clone)]
-pub struct ModelPull {
-    pub number: u64,
-    pub head: String,
-    pub base: String,
-    pub title: String,
-    pub body: String,
-    pub draft: bool,
-    pub open: bool,
 }
 
 /// One comment.
@@ -82,6 +78,8 @@ struct State {
     faults: Faults,
     get_hooks: Hooks<u64, Hook>,
     pulls: Vec<ModelPull>,
+    /// Check runs, statuses, reviews and review comments of the pull requests.
+    activity: PullActivity,
     /// The server has issue dependencies (github.com): issues carry
     /// `issue_dependencies_summary` and `.../dependencies/blocked_by` answers.
     dependencies: bool,
@@ -117,6 +115,7 @@ impl GithubModel {
             faults: Faults::default(),
             get_hooks: Hooks::default(),
             pulls: Vec::new(),
+            activity: PullActivity::default(),
             dependencies: true,
         }));
         Mock::given(any())
@@ -345,20 +344,6 @@ fn issue_json(i: &Issue) -> Value {
             json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/{}", i.number)});
     }
     v
-}
-
-fn pull_json(p: &ModelPull) -> Value {
-    json!({
-        "id": 80000 + p.number,
-        "number": p.number,
-        "title": p.title,
-        "body": p.body,
-        "state": if p.open { "open" } else { "closed" },
-        "draft": p.draft,
-        "head": {"ref": p.head, "label": format!("acme:{}", p.head)},
-        "base": {"ref": p.base},
-        "html_url": format!("https://github.com/{REPO}/pull/{}", p.number),
-    })
 }
 
 fn comment_json(c: &ModelComment) -> Value {
