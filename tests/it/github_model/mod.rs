@@ -17,6 +17,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 mod pull_routes;
 mod pulls;
 mod routes;
+pub mod spec;
 use pulls::PullActivity;
 // The types of the snapshots the helpers return, for tests that name them.
 #[allow(unused_imports)]

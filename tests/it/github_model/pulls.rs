@@ -264,7 +264,8 @@ pub(super) fn pull_json(p: &ModelPull) -> Value {
             "node_id": format!("LA_{l}"),
             "url": format!("{api}/labels/{l}"),
             "name": l,
-            "description": null,
+            // Both schemas take a string; only `pull-request`'s takes null.
+            "description": "",
             "color": "ededed",
             "default": false,
         })).collect::<Vec<_>>(),
