@@ -14,8 +14,11 @@ use sha2::{Digest, Sha256};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+mod pull_changes;
+mod pull_json;
 mod pull_routes;
 mod pulls;
+mod remote;
 mod routes;
 pub mod spec;
 use pulls::PullActivity;
@@ -81,6 +84,8 @@ struct State {
     pulls: Vec<ModelPull>,
     /// Check runs, statuses, reviews and review comments of the pull requests.
     activity: PullActivity,
+    /// The bare repository the pull requests' branches live in, if any.
+    remote: Option<std::path::PathBuf>,
     /// The server has issue dependencies (github.com): issues carry
     /// `issue_dependencies_summary` and `.../dependencies/blocked_by` answers.
     dependencies: bool,
@@ -117,6 +122,7 @@ impl GithubModel {
             get_hooks: Hooks::default(),
             pulls: Vec::new(),
             activity: PullActivity::default(),
+            remote: None,
             dependencies: true,
         }));
         Mock::given(any())
@@ -396,6 +402,7 @@ impl Respond for Responder {
         } else if s.remaining == 0 && path != "/rate_limit" {
             message(403, "API rate limit exceeded for user.")
         } else {
+            s.sync_remote();
             route(&mut s, &method, &path, req)
         };
 

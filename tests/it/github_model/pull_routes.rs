@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use wiremock::Request;
 
-use super::pulls::{
+use super::pull_json::{
     annotation_json, check_run_json, pull_full_json, review_comment_json, review_json, status_json,
 };
 use super::routes::paginate;
@@ -127,7 +127,7 @@ fn merge(s: &mut State, number: u64, body: &Value) -> Answer {
             );
         }
     }
-    let sha = s.merge_pull(number, LOGIN);
+    let sha = s.merge_pull(number, LOGIN, method);
     answer(
         200,
         json!({"sha": sha, "merged": true, "message": "Pull Request successfully merged"}),

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use wiremock::Request;
 
+use super::pull_json::{pull_full_json, pull_json};
 use super::pull_routes::{ci_route, graphql, pull_route};
-use super::pulls::{pull_full_json, pull_json};
 use super::{
     add_comment, answer, comment_json, issue_json_in, message, percent_decode, Answer, ModelPull,
     State, LOGIN, REPO,
@@ -148,9 +148,10 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
                 body.get("draft").and_then(Value::as_bool).unwrap_or(false),
                 s.clock,
             );
-            let json = pull_full_json(s, &pull);
             s.pulls.push(pull);
-            answer(201, json)
+            s.sync_remote();
+            let pull = s.pull_mut(number).clone();
+            answer(201, pull_full_json(s, &pull))
         }
         (_, ["pulls", n, tail @ ..]) => {
             let Some(number) = n

@@ -1,33 +1,29 @@
 //! The GitHub model's pull requests (issue #32), driven over HTTP as the adapter
 //! drives them: conditional reads, check runs and statuses by commit, the merge and
-//! its refusals, review threads through REST and GraphQL; then the real adapter's
-//! reads and merge against the model.
+//! its refusals, review threads through REST and GraphQL; the answers checked
+//! against the vendor's description (`spec`); the real adapter against the model
+//! (`adapter`); the model backed by a git repository (`remote`).
 
-use std::sync::Arc;
-use std::time::Duration;
+mod adapter;
+mod remote;
+mod spec;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::github_model::spec::PullsSpec;
 use crate::github_model::{GithubModel, LOGIN, REPO, TOKEN};
-use sortie::config::MergeMethod;
-use sortie::tracker::github::{GithubOptions, GithubSettings, GithubTracker, LabelScheme};
-use sortie::tracker::{
-    CheckState, MergeResult, Mergeability, PullLifecycle, ReviewVerdict, Tracker,
-};
 
-const SHA_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-const SHA_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+pub(super) const SHA_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub(super) const SHA_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 /// A client for the model's REST root, authenticated as the adapter is.
-struct Api {
+pub(super) struct Api {
     http: reqwest::Client,
     root: String,
 }
 
 impl Api {
-    fn new(model: &GithubModel) -> Self {
+    pub(super) fn new(model: &GithubModel) -> Self {
         Api {
             http: reqwest::Client::new(),
             root: format!("{}/repos/{REPO}", model.api_url()),
@@ -40,7 +36,11 @@ impl Api {
     }
 
     /// `GET` below the repository: status, ETag and JSON body (null when none).
-    async fn get(&self, path: &str, etag: Option<&str>) -> (StatusCode, Option<String>, Value) {
+    pub(super) async fn get(
+        &self,
+        path: &str,
+        etag: Option<&str>,
+    ) -> (StatusCode, Option<String>, Value) {
         let mut b = self.auth(self.http.get(format!("{}/{path}", self.root)));
         if let Some(tag) = etag {
             b = b.header("if-none-match", tag);
@@ -56,7 +56,7 @@ impl Api {
         (status, tag, body)
     }
 
-    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+    pub(super) async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let r = self
             .auth(self.http.put(format!("{}/{path}", self.root)))
             .json(&body)
@@ -69,7 +69,7 @@ impl Api {
 }
 
 /// `POST` a GraphQL document to `url`.
-async fn graphql(url: &str, query: &str, variables: Value) -> Value {
+pub(super) async fn graphql(url: &str, query: &str, variables: Value) -> Value {
     let r = reqwest::Client::new()
         .post(url)
         .header("authorization", format!("Bearer {TOKEN}"))
@@ -82,7 +82,7 @@ async fn graphql(url: &str, query: &str, variables: Value) -> Value {
 }
 
 /// The review-threads query, as the adapter writes it.
-const THREADS: &str = "query($owner: String!, $name: String!, $number: Int!) { \
+pub(super) const THREADS: &str = "query($owner: String!, $name: String!, $number: Int!) { \
     repository(owner: $owner, name: $name) { pullRequest(number: $number) { \
     reviewThreads(first: 100) { nodes { isResolved isOutdated \
     comments(first: 100) { nodes { databaseId } } } } } } }";
@@ -464,196 +464,4 @@ async fn graphql_is_found_beside_an_enterprise_api_root() {
     .await;
     let nodes = &answer["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"];
     assert_eq!(nodes[0]["isResolved"], true, "{answer}");
-}
-
-/// Every answer the model gives here has the fields and types of the vendor's
-/// description (`tests/fixtures/github/github-pulls.openapi.json`).
-#[tokio::test]
-async fn the_model_answers_with_the_fields_and_types_of_the_vendor_description() {
-    let model = GithubModel::start().await;
-    let n = model.open_pull("sortie/16", "main", "Spec");
-    model.push(n, SHA_A);
-    let run = model.add_check_run(SHA_A, "test", "completed", Some("failure"), "1 failed", "x");
-    model.add_check_run(SHA_A, "lint", "queued", None, "", "");
-    model.add_annotation(run, "src/a.rs", 3, "boom");
-    model.set_status(SHA_A, "ci/legacy", "pending", "");
-    model.add_review(n, "alice", "APPROVED", "ok");
-    let c = model.add_review_comment(n, "alice", "src/a.rs", 3, "hm");
-    model.reply_to(c, "dependabot[bot]", "noted");
-    let gone = model.add_review_comment(n, "bob", "src/b.rs", 1, "old");
-    model.mark_outdated(gone);
-    model.set_pull_labels(n, &["sortie"]);
-    let api = Api::new(&model);
-    let mut spec = PullsSpec::load();
-    let mut check = |name: &str, value: &Value| {
-        if let Err(e) = spec.check(name, value) {
-            panic!("{e}\n{value:#}");
-        }
-    };
-
-    let each = |list: &Value| list.as_array().expect("a list").clone();
-    check(
-        "pull-request",
-        &api.get(&format!("pulls/{n}"), None).await.2,
-    );
-    for p in each(&api.get("pulls?state=all", None).await.2) {
-        check("pull-request-simple", &p);
-    }
-    let runs = api
-        .get(&format!("commits/{SHA_A}/check-runs"), None)
-        .await
-        .2;
-    assert_eq!(runs["total_count"], 2);
-    for r in each(&runs["check_runs"]) {
-        check("check-run", &r);
-    }
-    check(
-        "check-run",
-        &api.get(&format!("check-runs/{run}"), None).await.2,
-    );
-    for a in each(
-        &api.get(&format!("check-runs/{run}/annotations"), None)
-            .await
-            .2,
-    ) {
-        check("check-annotation", &a);
-    }
-    check(
-        "combined-commit-status",
-        &api.get(&format!("commits/{SHA_A}/status"), None).await.2,
-    );
-    for r in each(&api.get(&format!("pulls/{n}/reviews"), None).await.2) {
-        check("pull-request-review", &r);
-    }
-    let comments = each(&api.get(&format!("pulls/{n}/comments"), None).await.2);
-    assert_eq!(comments.len(), 3);
-    for c in &comments {
-        check("pull-request-review-comment", c);
-    }
-    let (status, merged) = api
-        .put(&format!("pulls/{n}/merge"), json!({"sha": SHA_A}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    check("pull-request-merge-result", &merged);
-    assert_eq!(
-        spec.missing_required("pull-request-merge-result", &merged),
-        Vec::<String>::new()
-    );
-
-    // The check is not a rubber stamp: a wrong type or an invented field fails it.
-    let mut wrong = merged.clone();
-    wrong["merged"] = json!("yes");
-    assert!(spec.check("pull-request-merge-result", &wrong).is_err());
-    let mut invented = comments[0].clone();
-    invented["resolved"] = json!(true);
-    assert!(spec
-        .check("pull-request-review-comment", &invented)
-        .is_err());
-    let mut bad_status = runs["check_runs"][0].clone();
-    bad_status["status"] = json!("done");
-    assert!(spec.check("check-run", &bad_status).is_err());
-}
-
-fn tracker(model: &GithubModel) -> Arc<GithubTracker> {
-    let settings = GithubSettings {
-        repo: REPO.to_string(),
-        api_url: model.api_url(),
-        labels: LabelScheme {
-            status_prefix: "status:".into(),
-            priority_prefix: "priority:".into(),
-        },
-    };
-    let options = GithubOptions {
-        retry_backoff: Duration::ZERO,
-        ..GithubOptions::default()
-    };
-    Arc::new(GithubTracker::new(settings, TOKEN.into(), options).unwrap())
-}
-
-/// The real adapter reads what the model serves: the state, resolved threads, a
-/// failed check's annotations, and the merge with the expected head.
-#[tokio::test]
-async fn the_github_adapter_reads_and_merges_a_pull_request_against_the_model() {
-    let model = GithubModel::start().await;
-    let n = model.open_pull("sortie/15", "main", "Feature");
-    model.push(n, SHA_A);
-    let failed = model.add_check_run(SHA_A, "test", "completed", Some("failure"), "1 failed", "");
-    model.add_annotation(failed, "tests/a.rs", 4, "assertion failed");
-    model.set_status(SHA_A, "ci/legacy", "success", "ok");
-    model.add_review(n, "alice", "CHANGES_REQUESTED", "please add tests");
-    let c = model.add_review_comment(n, "alice", "src/x.rs", 2, "typo");
-    let old = model.add_review_comment(n, "alice", "src/y.rs", 5, "old");
-    model.mark_outdated(old);
-    model.resolve_thread(c);
-    model.set_pull_labels(n, &["sortie"]);
-
-    let t = tracker(&model);
-    let forge = t.clone().forge().expect("GitHub is a forge");
-    let state = forge.pull_request_state(n).await.expect("state");
-    assert_eq!(state.head_sha, SHA_A);
-    assert_eq!(state.head_branch, "sortie/15");
-    assert_eq!(state.lifecycle, PullLifecycle::Open);
-    assert_eq!(state.mergeability, Mergeability::Clean);
-    assert_eq!(state.labels, vec!["sortie".to_string()]);
-    let checks: Vec<(&str, CheckState)> = state
-        .checks
-        .iter()
-        .map(|c| (c.name.as_str(), c.state))
-        .collect();
-    assert_eq!(
-        checks,
-        vec![
-            ("test", CheckState::Failure),
-            ("ci/legacy", CheckState::Success)
-        ]
-    );
-    assert!(state
-        .reviews
-        .iter()
-        .any(|r| r.verdict == ReviewVerdict::ChangesRequested && r.body == "please add tests"));
-    let outdated: Vec<bool> = state.comments.iter().map(|c| c.outdated).collect();
-    assert_eq!(outdated, vec![false, true]);
-    let resolved = forge.resolved_comments(n).await.expect("threads");
-    assert_eq!(
-        resolved.into_iter().collect::<Vec<_>>(),
-        vec![c.to_string()]
-    );
-    let details = forge
-        .check_details(&state.checks[0], 1000)
-        .await
-        .expect("details");
-    assert!(
-        details.contains("tests/a.rs:4: failure: assertion failed"),
-        "{details}"
-    );
-
-    model.push(n, SHA_B);
-    let refused = forge
-        .merge_pull_request(n, SHA_A, MergeMethod::Squash)
-        .await
-        .expect("an answer");
-    assert!(
-        matches!(refused, MergeResult::Refused { .. }),
-        "{refused:?}"
-    );
-    let merged = forge
-        .merge_pull_request(n, SHA_B, MergeMethod::Squash)
-        .await
-        .expect("an answer");
-    let pull = model.pull(n).unwrap();
-    assert_eq!(
-        merged,
-        MergeResult::Merged {
-            sha: pull.merge_commit_sha.clone().unwrap()
-        }
-    );
-    let after = forge.pull_request_state(n).await.expect("state");
-    assert!(
-        matches!(after.lifecycle, PullLifecycle::Merged { merged_by: Some(ref who), .. } if who == LOGIN)
-    );
-    assert_eq!(model.merge_calls().len(), 2);
-    assert_eq!(
-        model.merge_calls()[1].1,
-        json!({"sha": SHA_B, "merge_method": "squash"})
-    );
 }
