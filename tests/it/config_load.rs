@@ -67,6 +67,7 @@ fn three_stage_fixture_loads_with_every_field() {
         blockers: Default::default(),
         state_root: dir.join("state"),
         ledger: Default::default(),
+        reactions: None,
         roles_dir: dir.join("roles"),
         claim_ttl: Duration::from_secs(600),
         concurrency: Concurrency {

@@ -53,6 +53,7 @@ mod git_forge;
 mod git_workspaces;
 mod github_adapter;
 mod github_cli;
+mod github_model_pulls;
 mod github_pipeline;
 mod hooks_config;
 mod hooks_events;

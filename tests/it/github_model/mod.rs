@@ -14,7 +14,19 @@ use sha2::{Digest, Sha256};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+mod pull_changes;
+mod pull_json;
+mod pull_routes;
+mod pulls;
+mod remote;
 mod routes;
+pub mod spec;
+use pulls::PullActivity;
+// The types of the snapshots the helpers return, for tests that name them.
+#[allow(unused_imports)]
+pub use pulls::{
+    ModelAnnotation, ModelCheckRun, ModelPull, ModelReview, ModelReviewComment, ModelStatus,
+};
 use routes::route;
 
 pub use crate::model_plumbing::Logged;
@@ -41,18 +53,6 @@ pub struct Issue {
     pub comments: Vec<ModelComment>,
     /// Numbers of the issues blocking this one (issue dependencies).
     pub blocked_by: Vec<u64>,
-}
-
-/// A pull request opened through `POST /pulls` (numbers shared with issues).
-#[derive(Debug, Clone)]
-pub struct ModelPull {
-    pub number: u64,
-    pub head: String,
-    pub base: String,
-    pub title: String,
-    pub body: String,
-    pub draft: bool,
-    pub open: bool,
 }
 
 /// One comment.
@@ -82,6 +82,10 @@ struct State {
     faults: Faults,
     get_hooks: Hooks<u64, Hook>,
     pulls: Vec<ModelPull>,
+    /// Check runs, statuses, reviews and review comments of the pull requests.
+    activity: PullActivity,
+    /// The bare repository the pull requests' branches live in, if any.
+    remote: Option<std::path::PathBuf>,
     /// The server has issue dependencies (github.com): issues carry
     /// `issue_dependencies_summary` and `.../dependencies/blocked_by` answers.
     dependencies: bool,
@@ -117,6 +121,8 @@ impl GithubModel {
             faults: Faults::default(),
             get_hooks: Hooks::default(),
             pulls: Vec::new(),
+            activity: PullActivity::default(),
+            remote: None,
             dependencies: true,
         }));
         Mock::given(any())
@@ -347,20 +353,6 @@ fn issue_json(i: &Issue) -> Value {
     v
 }
 
-fn pull_json(p: &ModelPull) -> Value {
-    json!({
-        "id": 80000 + p.number,
-        "number": p.number,
-        "title": p.title,
-        "body": p.body,
-        "state": if p.open { "open" } else { "closed" },
-        "draft": p.draft,
-        "head": {"ref": p.head, "label": format!("acme:{}", p.head)},
-        "base": {"ref": p.base},
-        "html_url": format!("https://github.com/{REPO}/pull/{}", p.number),
-    })
-}
-
 fn comment_json(c: &ModelComment) -> Value {
     json!({"id": c.id, "user": {"login": c.author}, "body": c.body, "created_at": time(c.created), "updated_at": time(c.created)})
 }
@@ -410,6 +402,7 @@ impl Respond for Responder {
         } else if s.remaining == 0 && path != "/rate_limit" {
             message(403, "API rate limit exceeded for user.")
         } else {
+            s.sync_remote();
             route(&mut s, &method, &path, req)
         };
 

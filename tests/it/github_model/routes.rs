@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use wiremock::Request;
 
+use super::pull_json::{pull_full_json, pull_json};
+use super::pull_routes::{ci_route, graphql, pull_route};
 use super::{
-    add_comment, answer, comment_json, issue_json_in, message, percent_decode, pull_json, Answer,
-    ModelPull, State, LOGIN, REPO,
+    add_comment, answer, comment_json, issue_json_in, message, percent_decode, Answer, ModelPull,
+    State, LOGIN, REPO,
 };
 
 /// One page of `items`, with a `Link` to the next when there is one.
-fn paginate(s: &State, req: &Request, items: Vec<Value>) -> Answer {
+pub(super) fn paginate(s: &State, req: &Request, items: Vec<Value>) -> Answer {
     let query: BTreeMap<String, String> = req.url.query_pairs().into_owned().collect();
     let per_page = query
         .get("per_page")
@@ -61,6 +63,8 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
             a.free = true;
             a
         }
+        // `/graphql` beside the REST root, `/api/graphql` beside Enterprise's `/api/v3`.
+        ("POST", ["graphql"] | ["api", "graphql"]) => graphql(s, &body),
         (_, ["repos", o, r, rest @ ..]) if *o == repo[0] && *r == repo[1] => {
             repo_route(s, method, rest, &body, req)
         }
@@ -134,18 +138,33 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
                 );
             }
             let number = (s.issues.len() + s.pulls.len()) as u64 + 1;
-            let pull = ModelPull {
+            s.clock += 1;
+            let pull = ModelPull::opened(
                 number,
                 head,
                 base,
                 title,
-                body: field("body").unwrap_or_default(),
-                draft: body.get("draft").and_then(Value::as_bool).unwrap_or(false),
-                open: true,
-            };
-            let json = pull_json(&pull);
+                field("body").unwrap_or_default(),
+                body.get("draft").and_then(Value::as_bool).unwrap_or(false),
+                s.clock,
+            );
             s.pulls.push(pull);
-            answer(201, json)
+            s.sync_remote();
+            let pull = s.pull_mut(number).clone();
+            answer(201, pull_full_json(s, &pull))
+        }
+        (_, ["pulls", n, tail @ ..]) => {
+            let Some(number) = n
+                .parse::<u64>()
+                .ok()
+                .filter(|n| s.pulls.iter().any(|p| p.number == *n))
+            else {
+                return message(404, "Not Found");
+            };
+            pull_route(s, method, number, tail, body, req)
+        }
+        ("GET", ["commits", _, "check-runs" | "status"] | ["check-runs", ..]) => {
+            ci_route(s, rest, req)
         }
         ("GET", ["labels"]) => {
             let items = s
