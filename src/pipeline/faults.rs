@@ -3,7 +3,8 @@
 //!
 //! Points: `after_claim`, `after_in_progress`, `mid_agent`, `after_push`,
 //! `after_pull_request` (git workspaces), `after_outbox`, `after_comment`,
-//! `after_transition`, `before_release`. `SORTIE_FAULT` may list
+//! `after_transition`, `before_release`; reactions: `after_reaction_decided`, `after_reaction`
+//! (stored with its outbox entry), then the write-back's `after_comment`, `after_transition`. `SORTIE_FAULT` may list
 //! several, comma-separated. Unset (the normal case) costs one string comparison.
 
 use nix::sys::signal::{kill, Signal};

@@ -644,6 +644,7 @@ impl Written<'_> {
         if self.dry_run {
             return Ok(line(&id, number, Some(&kind), "would_react", round, done));
         }
+        ctx.faults.hit("after_reaction_decided");
         let now = ctx.clock.now();
         let entry = OutboxEntry {
             idempotency_key: record.fingerprint.clone(),

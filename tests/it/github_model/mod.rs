@@ -86,6 +86,8 @@ struct State {
     activity: PullActivity,
     /// The bare repository the pull requests' branches live in, if any.
     remote: Option<std::path::PathBuf>,
+    /// Run once when the next `PUT .../merge` arrives, before it is answered.
+    before_merge: Option<Box<dyn FnOnce() + Send>>,
     /// The server has issue dependencies (github.com): issues carry
     /// `issue_dependencies_summary` and `.../dependencies/blocked_by` answers.
     dependencies: bool,
@@ -123,6 +125,7 @@ impl GithubModel {
             pulls: Vec::new(),
             activity: PullActivity::default(),
             remote: None,
+            before_merge: None,
             dependencies: true,
         }));
         Mock::given(any())
@@ -225,6 +228,25 @@ impl GithubModel {
     }
 
     /// Stop answering with injected failures.
+    /// The model's "now": its clock (seconds) after 2026-01-01T00:00:00Z, the time it
+    /// stamps on everything.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339(&time(self.state().clock))
+            .unwrap()
+            .to_utc()
+    }
+
+    /// Let `secs` seconds pass on the model's clock.
+    pub fn advance(&self, secs: i64) {
+        self.state().clock += secs;
+    }
+
+    /// Run `f` once when the next `PUT .../merge` arrives, before it is answered (a
+    /// push racing the merge).
+    pub fn before_merge(&self, f: impl FnOnce() + Send + 'static) {
+        self.state().before_merge = Some(Box::new(f));
+    }
+
     pub fn clear_faults(&self) {
         self.state().faults.clear();
     }
@@ -402,6 +424,11 @@ impl Respond for Responder {
         } else if s.remaining == 0 && path != "/rate_limit" {
             message(403, "API rate limit exceeded for user.")
         } else {
+            if method == "PUT" && path.ends_with("/merge") {
+                if let Some(hook) = s.before_merge.take() {
+                    hook();
+                }
+            }
             s.sync_remote();
             route(&mut s, &method, &path, req)
         };

@@ -1,0 +1,578 @@
+//! Issue #32, the pull-request loop on GitHub: red CI, review comments, conflicts and
+//! merges flow back through the stage graph. Real `git` with a local bare remote, the
+//! real binary ticking a local board, the GitHub model (backed by that remote) as the
+//! forge.
+
+use crate::common;
+use crate::git_workspaces::bare_remote;
+use crate::github_model::{GithubModel, TOKEN};
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sortie::block::{parse_blocks, OutcomeBlock};
+use sortie::tracker::local::LocalBoard;
+use sortie::tracker::Tracker;
+
+const WATCH_CI: &str = "  watch: [qa-passed]\n  ci_failure: {to: backend, max_rounds: 3}\n  \
+    merge_conflict: {to: backend}\n  auto_merge: {method: squash}\n  merged: {to: done}\n";
+
+struct Rig {
+    model: GithubModel,
+    dir: tempfile::TempDir,
+    remote: PathBuf,
+    id: String,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=Person",
+            "-c",
+            "user.email=person@example.com",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git is installed (apt-get install git)");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The agent: saves its prompt; backend merges the base when told of a conflict, then
+/// commits one new line per run; qa only reports success.
+fn agent(dir: &Path) -> PathBuf {
+    let prompts = dir.join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    let script = format!(
+        "#!/bin/sh\nn=$(ls {p} | wc -l)\nf={p}/$SORTIE_ROLE-$n.txt\ncat > $f\n\
+if [ \"$SORTIE_ROLE\" = backend ]; then\n\
+  if grep -q 'conflicts with' $f; then\n\
+    git fetch -q origin main && git -c user.name=Agent -c user.email=agent@example.com merge -q -X ours --no-edit FETCH_HEAD\n\
+  fi\n\
+  echo \"run $n\" >> work.txt\n\
+  git add work.txt\n\
+  git -c user.name=Agent -c user.email=agent@example.com commit -q -m \"backend: run $n\"\n\
+fi\n\
+printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
+        p = prompts.display()
+    );
+    let path = dir.join("agent.sh");
+    std::fs::write(&path, script).unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    path
+}
+
+impl Rig {
+    async fn new(reactions: &str) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = bare_remote(dir.path());
+        let model = GithubModel::with_remote(&remote).await;
+        let text = format!(
+            r#"
+tracker: {{kind: local, path: board}}
+forge:
+  kind: github
+  repo: acme/widgets
+  api_url: "{api}"
+  token_env: SORTIE_TEST_FORGE_TOKEN
+state_root: state
+roles_dir: {roles}
+terminal_states: [done]
+agent: {{command: ["{agent}"], timeout_seconds: 60}}
+workspace:
+  prune_every_ticks: 0
+  git: {{url: "{remote}"}}
+pull_request: {{after: backend, draft: false}}
+pipeline_stages:
+  - {{role: backend, claim_status: todo, success_status: review}}
+  - {{role: qa, claim_status: review, success_status: qa-passed, requires_prior_role: backend}}
+reactions:
+{reactions}"#,
+            api = model.api_url(),
+            roles = common::repo().join("roles").display(),
+            agent = agent(dir.path()).display(),
+            remote = remote.display(),
+        );
+        std::fs::write(dir.path().join("pipeline.yaml"), text).unwrap();
+        let run = |args: &[&str]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_sortie"))
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        run(&["board", "init", "board"]);
+        let id = run(&[
+            "board",
+            "add",
+            "--board",
+            "board",
+            "--title",
+            "Fix the widget",
+            "--status",
+            "todo",
+        ]);
+        Rig {
+            model,
+            dir,
+            remote,
+            id,
+        }
+    }
+
+    /// One tick of the real binary, its clock on the model's (so review times and
+    /// quiet windows line up), with `fault` armed if given.
+    async fn tick_with(&self, fault: Option<&str>, extra: &[&str]) -> Output {
+        let offset = (self.model.now() - chrono::Utc::now()).num_seconds();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sortie"));
+        cmd.args(["pipeline", "tick", "--config", "pipeline.yaml"])
+            .args(extra)
+            .current_dir(self.dir.path())
+            .env("SORTIE_TEST_FORGE_TOKEN", TOKEN)
+            .env("SORTIE_CLOCK_OFFSET_SECONDS", offset.to_string())
+            .env_remove("SORTIE_FAULT");
+        if let Some(fault) = fault {
+            cmd.env("SORTIE_FAULT", fault);
+        }
+        cmd.output().await.expect("run sortie")
+    }
+
+    /// A tick that must succeed; its report.
+    async fn tick(&self) -> String {
+        self.model.advance(1);
+        let out = self.tick_with(None, &[]).await;
+        let report = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{report}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        report
+    }
+
+    fn board(&self) -> LocalBoard {
+        LocalBoard::open(&self.dir.path().join("board")).unwrap()
+    }
+
+    async fn status(&self) -> String {
+        self.board().get(&self.id).await.unwrap().status
+    }
+
+    async fn blocks(&self) -> Vec<OutcomeBlock> {
+        self.board()
+            .comments(&self.id)
+            .await
+            .unwrap()
+            .iter()
+            .flat_map(|c| parse_blocks(&c.body))
+            .filter_map(Result::ok)
+            .map(|p| p.block)
+            .collect()
+    }
+
+    /// The reaction blocks on the ticket, as `(reason code or "success", to_status)`.
+    async fn reaction_blocks(&self) -> Vec<(String, String)> {
+        self.blocks()
+            .await
+            .into_iter()
+            .filter(|b| b.role() == "reactions")
+            .map(|b| match b {
+                OutcomeBlock::Failure(f) => (f.reason_code, f.to_status),
+                OutcomeBlock::Success(s) => ("success".to_string(), s.to_status),
+            })
+            .collect()
+    }
+
+    /// Tick until the ticket is in `status` (at most `ticks`).
+    async fn until(&self, status: &str, ticks: usize) {
+        for _ in 0..ticks {
+            if self.status().await == status {
+                return;
+            }
+            self.tick().await;
+        }
+        assert_eq!(self.status().await, status, "after {ticks} ticks");
+    }
+
+    /// The pull request sortie opened (the only one) and its head now.
+    fn pull(&self) -> (u64, String) {
+        let pulls = self.model.pulls();
+        assert_eq!(pulls.len(), 1, "one pull request per ticket: {pulls:?}");
+        let pull = self.model.pull(pulls[0].number).unwrap();
+        (pull.number, pull.head_sha)
+    }
+
+    fn prompt(&self, role: &str, n: usize) -> String {
+        let dir = self.dir.path().join("prompts");
+        let mut runs: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("{role}-"))
+            })
+            .collect();
+        runs.sort_by_key(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().to_string();
+            name.rsplit('-').next().unwrap().parse::<u32>().unwrap()
+        });
+        std::fs::read_to_string(&runs[n]).unwrap()
+    }
+
+    /// A person pushes a commit to `branch` of the remote that writes `text` to `file`.
+    fn person_pushes(&self, branch: &str, file: &str, text: &str) {
+        person_pushes(&self.remote, branch, file, text);
+    }
+}
+
+fn person_pushes(remote: &Path, branch: &str, file: &str, text: &str) {
+    let work = tempfile::tempdir().unwrap();
+    git(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            branch,
+            &remote.display().to_string(),
+            "c",
+        ],
+    );
+    let clone = work.path().join("c");
+    std::fs::write(clone.join(file), text).unwrap();
+    git(&clone, &["add", file]);
+    git(&clone, &["commit", "-q", "-m", "a person's change"]);
+    git(&clone, &["push", "-q", "origin", branch]);
+}
+
+/// Red CI on the watched pull request sends the ticket to backend with the failed
+/// check and its annotation in the prompt; it walks backend and qa again; once green
+/// (and mergeable) it merges squash with the head SHA as the guard, and the merged
+/// pull request moves the ticket to done with a success block naming the merge commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_red_check_comes_back_through_backend_and_qa_and_the_green_pull_request_merges() {
+    let rig = Rig::new(WATCH_CI).await;
+    rig.until("qa-passed", 4).await;
+    let (number, head) = rig.pull();
+    let waiting = rig.tick().await;
+    assert!(
+        waiting.contains("no check has reported"),
+        "never merged before any check: {waiting}"
+    );
+    let run = rig.model.add_check_run(
+        &head,
+        "test",
+        "completed",
+        Some("failure"),
+        "2 tests failed",
+        "assertion failed: widget.turns()",
+    );
+    rig.model
+        .add_annotation(run, "src/widget.rs", 12, "expected 2 turns, got 3");
+
+    let report = rig.tick().await;
+    assert!(
+        report.contains(&format!(
+            "reaction ticket {} pull request #{number} ci_failure round 1: reacted",
+            rig.id
+        )),
+        "{report}"
+    );
+    assert_eq!(
+        rig.reaction_blocks().await,
+        vec![("reaction.ci_failure".to_string(), "todo".to_string())]
+    );
+    // The same tick dispatched backend again, which was told what failed.
+    assert_eq!(rig.status().await, "review", "{report}");
+    let prompt = rig.prompt("backend", 1);
+    assert!(
+        prompt.contains("came back: ci_failure (round 1 of 3)"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("Failed check `test`"), "{prompt}");
+    assert!(
+        prompt.contains("src/widget.rs:12: failure: expected 2 turns, got 3"),
+        "{prompt}"
+    );
+
+    rig.until("qa-passed", 3).await;
+    let (_, new_head) = rig.pull();
+    assert_ne!(new_head, head, "backend pushed a fix");
+    rig.model
+        .add_check_run(&new_head, "test", "completed", Some("success"), "ok", "");
+    let report = rig.tick().await;
+    assert!(report.contains("merged: reacted"), "{report}");
+    let merges = rig.model.merge_calls();
+    assert_eq!(merges.len(), 1, "{merges:?}");
+    assert_eq!(merges[0].1["sha"], new_head.as_str());
+    assert_eq!(merges[0].1["merge_method"], "squash");
+    assert_eq!(rig.status().await, "done");
+    let merged = rig.model.pull(number).unwrap();
+    assert!(merged.merged);
+    let blocks = rig.blocks().await;
+    let Some(OutcomeBlock::Success(last)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(last.role, "reactions");
+    assert_eq!(
+        last.artifacts.get("merge_commit"),
+        merged.merge_commit_sha.as_ref()
+    );
+    // Done is terminal: nothing watches it any more.
+    let idle = rig.tick().await;
+    assert!(!idle.contains("reaction ticket"), "{idle}");
+}
+
+/// A review of three comments, then two more within the quiet window, is one round
+/// of five; a resolved thread is not handed over; sortie's own comments never count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_burst_is_one_round_and_a_resolved_thread_is_not_handed_over() {
+    let rig =
+        Rig::new("  watch: [qa-passed]\n  review_comments: {to: backend, quiet_seconds: 120}\n")
+            .await;
+    rig.until("qa-passed", 4).await;
+    let (number, _) = rig.pull();
+    for (author, line) in [("alice", 1), ("alice", 2), ("bob", 3)] {
+        rig.model.add_review_comment(
+            number,
+            author,
+            "README",
+            line,
+            &format!("{author} on {line}"),
+        );
+    }
+    let resolved =
+        rig.model
+            .add_review_comment(number, "carol", "README", 9, "carol: settled already");
+    rig.model.resolve_thread(resolved);
+    rig.model
+        .add_review_comment(number, "sortie-bot", "README", 4, "sortie's own note");
+    rig.model.advance(60);
+    let report = rig.tick().await;
+    assert!(report.contains("waiting for 120 s"), "{report}");
+    for (author, line) in [("alice", 5), ("dave", 6)] {
+        rig.model.add_review_comment(
+            number,
+            author,
+            "README",
+            line,
+            &format!("{author} on {line}"),
+        );
+    }
+    rig.model.advance(90);
+    let report = rig.tick().await;
+    assert!(
+        report.contains("waiting for 120 s"),
+        "the burst went on: {report}"
+    );
+    assert!(rig.reaction_blocks().await.is_empty());
+
+    rig.model.advance(121);
+    let report = rig.tick().await;
+    assert!(
+        report.contains("review_comments round 1: reacted"),
+        "{report}"
+    );
+    let prompt = rig.prompt("backend", 1);
+    for body in [
+        "alice on 1",
+        "alice on 2",
+        "bob on 3",
+        "alice on 5",
+        "dave on 6",
+    ] {
+        assert!(prompt.contains(body), "{body} handed over: {prompt}");
+    }
+    assert!(!prompt.contains("settled already"), "{prompt}");
+    assert!(!prompt.contains("sortie's own note"), "{prompt}");
+
+    rig.until("qa-passed", 3).await;
+    rig.model.advance(500);
+    let report = rig.tick().await;
+    assert!(
+        !report.contains("reacted"),
+        "comments handed over are not handed again: {report}"
+    );
+    assert_eq!(rig.reaction_blocks().await.len(), 1);
+}
+
+/// A person's push to the base that conflicts with the branch is handed to backend,
+/// which merges the base; a person merging the pull request closes the ticket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_goes_to_backend_and_a_merge_by_a_person_closes_the_ticket() {
+    let rig =
+        Rig::new("  watch: [qa-passed]\n  merge_conflict: {to: backend}\n  merged: {to: done}\n")
+            .await;
+    rig.until("qa-passed", 4).await;
+    let (number, _) = rig.pull();
+    rig.person_pushes("main", "work.txt", "the base's own line\n");
+    assert_eq!(rig.model.conflicting_paths(number), vec!["work.txt"]);
+    let report = rig.tick().await;
+    assert!(
+        report.contains("merge_conflict round 1: reacted"),
+        "{report}"
+    );
+    let prompt = rig.prompt("backend", 1);
+    // GitHub's API does not name the conflicting paths; the prompt names the branches.
+    assert!(
+        prompt.contains("The branch `sortie/1` conflicts with `main`"),
+        "{prompt}"
+    );
+    rig.until("qa-passed", 3).await;
+    assert!(
+        rig.model.conflicting_paths(number).is_empty(),
+        "backend merged main"
+    );
+    let report = rig.tick().await;
+    assert!(report.contains("a person merges it"), "{report}");
+    let sha = rig.model.merge_by_person(number, "alice");
+    rig.tick().await;
+    assert_eq!(rig.status().await, "done");
+    let blocks = rig.blocks().await;
+    assert!(
+        matches!(blocks.last(), Some(OutcomeBlock::Success(s)) if s.artifacts.get("merge_commit") == Some(&sha)),
+        "{blocks:?}"
+    );
+}
+
+/// A push that lands between sortie's read and its merge makes the merge fail (the
+/// head SHA guard), nothing unreviewed is merged, and a later tick merges once the
+/// new head is green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_racing_the_merge_makes_it_fail_and_retry() {
+    let rig = Rig::new(WATCH_CI).await;
+    rig.until("qa-passed", 4).await;
+    let (number, head) = rig.pull();
+    rig.model
+        .add_check_run(&head, "test", "completed", Some("success"), "ok", "");
+    let remote = rig.remote.clone();
+    let branch = format!("sortie/{}", rig.id);
+    rig.model
+        .before_merge(move || person_pushes(&remote, &branch, "late.txt", "late\n"));
+    let report = rig.tick().await;
+    assert!(report.contains("merge_refused"), "{report}");
+    assert!(!rig.model.pull(number).unwrap().merged);
+    assert_eq!(rig.status().await, "qa-passed");
+    let (_, pushed) = rig.pull();
+    assert_ne!(pushed, head);
+    let report = rig.tick().await;
+    assert!(report.contains("no check has reported"), "{report}");
+    rig.model
+        .add_check_run(&pushed, "test", "completed", Some("success"), "ok", "");
+    rig.tick().await;
+    assert!(rig.model.pull(number).unwrap().merged);
+    assert_eq!(rig.status().await, "done");
+    let merges = rig.model.merge_calls();
+    assert_eq!(merges.len(), 2);
+    assert_eq!(merges[1].1["sha"], pushed.as_str());
+}
+
+/// `max_rounds` used up: the next red check escalates once, with a
+/// `reaction.exhausted` block naming what is still red; a hold label stops every
+/// reaction until removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rounds_run_out_into_the_escalation_status_and_a_hold_label_stops_everything() {
+    let rig = Rig::new(
+        "  watch: [qa-passed]\n  ci_failure: {to: backend, max_rounds: 1}\n  \
+         escalate_to: needs-human\n",
+    )
+    .await;
+    rig.until("qa-passed", 4).await;
+    let (number, head) = rig.pull();
+    rig.model.set_pull_labels(number, &["sortie:hold"]);
+    rig.model
+        .add_check_run(&head, "lint", "completed", Some("failure"), "lint", "");
+    let report = rig.tick().await;
+    assert!(report.contains("carries `sortie:hold`"), "{report}");
+    assert!(rig.reaction_blocks().await.is_empty());
+    rig.model.set_pull_labels(number, &[]);
+    let report = rig.tick().await;
+    assert!(report.contains("ci_failure round 1: reacted"), "{report}");
+    rig.until("qa-passed", 3).await;
+    let (_, again) = rig.pull();
+    rig.model
+        .add_check_run(&again, "lint", "completed", Some("failure"), "lint", "");
+    let report = rig.tick().await;
+    assert!(report.contains("exhausted:ci_failure"), "{report}");
+    assert_eq!(rig.status().await, "needs-human");
+    let blocks = rig.reaction_blocks().await;
+    assert_eq!(
+        blocks,
+        vec![
+            ("reaction.ci_failure".to_string(), "todo".to_string()),
+            ("reaction.exhausted".to_string(), "needs-human".to_string()),
+        ]
+    );
+}
+
+/// A crash at each point of a reaction (after the decision, after it is stored,
+/// after the block, after the move) leaves exactly one block and one move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_anywhere_in_a_reaction_leaves_one_block_and_one_move() {
+    for fault in [
+        "after_reaction_decided",
+        "after_reaction",
+        "after_comment",
+        "after_transition",
+    ] {
+        let rig = Rig::new(
+            "  watch: [qa-passed]\n  ci_failure: {to: backend}\n  escalate_to: needs-human\n",
+        )
+        .await;
+        rig.until("qa-passed", 4).await;
+        let (_, head) = rig.pull();
+        rig.model
+            .add_check_run(&head, "test", "completed", Some("failure"), "red", "");
+        rig.model.advance(1);
+        let crashed = rig.tick_with(Some(fault), &[]).await;
+        assert!(!crashed.status.success(), "{fault}: the tick was killed");
+        // Later than every lease the killed tick held.
+        rig.model.advance(7200);
+        rig.tick().await;
+        let blocks = rig.reaction_blocks().await;
+        assert_eq!(
+            blocks,
+            vec![("reaction.ci_failure".to_string(), "todo".to_string())],
+            "{fault}"
+        );
+        let status = rig.status().await;
+        assert!(
+            status == "review" || status == "todo",
+            "{fault}: moved once, to backend (which may have run): {status}"
+        );
+    }
+}
+
+/// `--dry-run` says what it would react to and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_says_what_it_would_react_to_and_writes_nothing() {
+    let rig = Rig::new(WATCH_CI).await;
+    rig.until("qa-passed", 4).await;
+    let (_, head) = rig.pull();
+    rig.model
+        .add_check_run(&head, "test", "completed", Some("failure"), "red", "");
+    rig.model.advance(1);
+    let out = rig.tick_with(None, &["--dry-run"]).await;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("ci_failure round 1: would_react"),
+        "{report}"
+    );
+    assert!(rig.reaction_blocks().await.is_empty());
+    assert_eq!(rig.status().await, "qa-passed");
+}
