@@ -129,6 +129,11 @@ fn commits_without_git(cfg: &Config, templates: &RoleTemplates) -> Vec<String> {
 /// Where `line` asks for a commit or a pull (merge) request: the 1-based column and
 /// what it asks for.
 fn asks_for_commits(line: &str) -> Option<(usize, &'static str)> {
+    // Lines that print the `reaction` value render only for a reaction to a pull
+    // request, and reactions need `workspace.git` (through `pull_request`).
+    if line.contains("{{ reaction.") || line.contains("{{reaction.") {
+        return None;
+    }
     let lower = line.to_lowercase();
     let word = |needle: &str| {
         lower.match_indices(needle).find_map(|(at, _)| {

@@ -400,12 +400,16 @@ pub fn open_forge(
             let token = read_token(token_env, "GitHub", DOC)?;
             let settings =
                 github::GithubSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            // The ETag cache stays in memory: the file under the state root belongs to a
-            // GitHub tracker, and the pull request lookups are few.
+            // Its own ETag file (the tracker's belongs to a GitHub tracker): watched pull
+            // requests are read every tick, and an unchanged one must answer 304 for
+            // free in the next cron process too.
             std::sync::Arc::new(github::GithubTracker::new(
                 settings,
                 token,
-                github::GithubOptions::default(),
+                github::GithubOptions {
+                    etag_file: Some(config.state_root.join(github::FORGE_ETAG_FILE)),
+                    ..github::GithubOptions::default()
+                },
             )?)
         }
         TrackerConfig::Gitlab { token_env, .. } => {

@@ -319,8 +319,15 @@ fn every_shipped_pipeline_validates_and_the_worked_example_routes_hard_tickets()
             .filter(|l| !l.starts_with("warning: agent program "))
             .collect();
         let want: Vec<String> = if path.ends_with("architect-backend-qa.yaml") {
+            // The first line that asks is "3. Commit on a branch ..." (the reaction
+            // section above it renders only with workspace.git).
+            let text = std::fs::read_to_string(checkout.path().join("roles/backend.md")).unwrap();
+            let line = 1 + text
+                .lines()
+                .position(|l| l.starts_with("3. Commit"))
+                .expect("roles/backend.md asks for a commit");
             vec![format!(
-                "warning: {}/roles/backend.md:28:4: this role asks the agent to \
+                "warning: {}/roles/backend.md:{line}:4: this role asks the agent to \
                  commit, but `workspace.git` is not configured: each ticket's workspace is an \
                  empty directory, not a clone of your repository; set `workspace.git.url` \
                  (docs/workspaces.md)",

@@ -34,6 +34,7 @@ fn a_ledger_from_before_hooks_is_migrated_and_keeps_its_rows() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE hook_deliveries;
+             DROP TABLE reactions;
              DROP TABLE run_usage;
              DROP INDEX runs_by_ticket;
              DROP TABLE blocker_checks;

@@ -576,3 +576,38 @@ async fn a_dry_run_says_what_it_would_react_to_and_writes_nothing() {
     assert!(rig.reaction_blocks().await.is_empty());
     assert_eq!(rig.status().await, "qa-passed");
 }
+
+/// The cost of watching (docs/reactions.md, docs/benchmarks.md): an idle watched pull
+/// request costs no rate-limit units once its answers are cached, even across cron
+/// processes (the ETags are kept in the state directory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reactions_cost_an_idle_watched_pull_request_costs_no_rate_limit_units() {
+    let rig = Rig::new("  watch: [qa-passed]\n  ci_failure: {to: backend}\n").await;
+    rig.until("qa-passed", 4).await;
+    let (_, head) = rig.pull();
+    rig.model
+        .add_check_run(&head, "test", "completed", Some("success"), "ok", "");
+    rig.tick().await;
+    let units = rig.model.units_used();
+    rig.model.clear_log();
+    let report = rig.tick().await;
+    assert!(report.contains("a person merges it"), "{report}");
+    let log = rig.model.log();
+    println!(
+        "idle watched pull request, one tick: {} requests",
+        log.len()
+    );
+    for line in &log {
+        println!("  {line}");
+    }
+    println!("rate-limit units spent: {}", rig.model.units_used() - units);
+    assert_eq!(
+        rig.model.units_used(),
+        units,
+        "every read answered 304: {log:?}"
+    );
+    assert!(
+        log.len() <= 6,
+        "user, pull, check runs, status, reviews, comments at most: {log:?}"
+    );
+}

@@ -5,6 +5,7 @@
 
 pub mod claims;
 pub mod hooks;
+pub mod reactions;
 pub mod records;
 
 use std::sync::Arc;
@@ -55,6 +56,8 @@ macro_rules! ledger_suite {
             records::runs_are_upserted_by_run_id_and_listed_newest_first,
             hooks::an_update_keeps_the_first_attempt_time_and_replaces_the_rest,
             hooks::failures_list_newest_first_and_due_retries_soonest_first,
+            reactions::a_reaction_is_stored_once_with_its_outbox_entry,
+            reactions::hosts_racing_to_store_one_round_store_it_once,
         );
     };
     (@each $backend:expr; $($module:ident :: $name:ident,)*) => {

@@ -35,6 +35,8 @@ use crate::tracker::http::{
 
 /// The file under the state root holding the persisted ETag cache.
 pub const ETAG_FILE: &str = "github-etags.json";
+/// The ETag cache of a `forge: {kind: github}` (pull request reads), under the state root.
+pub const FORGE_ETAG_FILE: &str = "github-forge-etags.json";
 
 /// Which repository, where, and how statuses and priorities are labelled.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -56,6 +56,7 @@ pub(super) async fn state(api: &GithubApi, number: u64) -> Result<PullState, Tra
         _ => Mergeability::Unknown,
     };
     if state.lifecycle != PullLifecycle::Open || head_sha.is_empty() {
+        api.save_cache();
         return Ok(state);
     }
 
@@ -79,6 +80,7 @@ pub(super) async fn state(api: &GithubApi, number: u64) -> Result<PullState, Tra
     state.reviews = reviews.items.iter().map(review).collect();
     let comments = api.list(&["pulls", &n, "comments"]).await?;
     state.comments = comments.items.iter().map(review_comment).collect();
+    api.save_cache();
     Ok(state)
 }
 
