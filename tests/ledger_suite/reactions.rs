@@ -94,7 +94,7 @@ pub fn a_reaction_is_stored_once_with_its_outbox_entry(backend: &dyn Backend) {
 }
 
 pub fn hosts_racing_to_store_one_round_store_it_once(backend: &dyn Backend) {
-    let store = Arc::new(backend.store());
+    let store = backend.store();
     let hosts = 6;
     let barrier = Arc::new(Barrier::new(hosts));
     let stored: Vec<ReactionPut> = std::thread::scope(|scope| {
