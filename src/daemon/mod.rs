@@ -384,6 +384,7 @@ async fn tick_once(
             skipped: report.skips.len(),
             cancels: report.cancels.len(),
             replays: report.replays.len(),
+            reactions: report.reactions.clone(),
         },
         Err(err) => {
             tracing::error!(%err, "tick failed");
@@ -396,6 +397,7 @@ async fn tick_once(
                 skipped: 0,
                 cancels: 0,
                 replays: 0,
+                reactions: Vec::new(),
             }
         }
     };

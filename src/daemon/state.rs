@@ -37,6 +37,9 @@ pub struct TickSummary {
     pub cancels: usize,
     /// Outbox write-backs it replayed.
     pub replays: usize,
+    /// What each watched ticket's pull request called for (`reactions:`), as this
+    /// tick saw it.
+    pub reactions: Vec<crate::pipeline::report::ReactionLine>,
 }
 
 /// A finished run, as the daemon saw it end.
@@ -120,6 +123,8 @@ pub struct Counters {
     pub runs: BTreeMap<(String, String), u64>,
     /// Write-backs by (role, outcome).
     pub handoffs: BTreeMap<(String, String), u64>,
+    /// Reactions to pull requests by (kind, outcome); waiting is not counted.
+    pub reactions: BTreeMap<(String, String), u64>,
     /// Config reloads that failed validation.
     pub reload_failures: u64,
     /// Config reloads applied.
@@ -142,6 +147,13 @@ impl DaemonStatus {
             .unwrap_or(TICK_BUCKETS.len());
         c.tick_buckets[idx] += 1;
         c.tick_sum += summary.duration_seconds;
+        for line in &summary.reactions {
+            if line.outcome == "waiting" || line.outcome == "would_react" {
+                continue;
+            }
+            let kind = line.kind.clone().unwrap_or_else(|| "none".to_string());
+            *c.reactions.entry((kind, line.outcome.clone())).or_default() += 1;
+        }
         if summary.ok {
             self.last_ok_at = Some(now);
         }
@@ -287,6 +299,19 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
             );
         }
     }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_reactions_total Reactions to watched pull requests, by kind and outcome."
+    );
+    let _ = writeln!(out, "# TYPE sortie_reactions_total counter");
+    for ((kind, outcome), n) in &c.reactions {
+        let _ = writeln!(
+            out,
+            "sortie_reactions_total{{kind=\"{}\",outcome=\"{}\"}} {n}",
+            label(kind),
+            label(outcome)
+        );
+    }
     let counters = [
         (
             "sortie_config_reload_failures_total",
@@ -383,6 +408,7 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::report::ReactionLine;
 
     fn line(role: &str, outcome: &str, to: Option<&str>) -> RunLine {
         RunLine {
@@ -429,6 +455,24 @@ mod tests {
                     skipped: 0,
                     cancels: 0,
                     replays: 0,
+                    reactions: vec![
+                        ReactionLine {
+                            ticket: "1".into(),
+                            pull_request: Some(7),
+                            kind: Some("ci_failure".into()),
+                            outcome: "reacted".into(),
+                            round: Some(1),
+                            detail: String::new(),
+                        },
+                        ReactionLine {
+                            ticket: "2".into(),
+                            pull_request: Some(8),
+                            kind: None,
+                            outcome: "waiting".into(),
+                            round: None,
+                            detail: "checks running".into(),
+                        },
+                    ],
                 },
                 Utc::now(),
             );
@@ -438,6 +482,14 @@ mod tests {
         assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.5\"} 2\n"));
         assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("sortie_ticks_total{result=\"ok\"} 3\n"));
+        assert!(
+            text.contains("sortie_reactions_total{kind=\"ci_failure\",outcome=\"reacted\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("outcome=\"waiting\""),
+            "waiting is not a reaction"
+        );
     }
 
     #[test]
