@@ -123,6 +123,26 @@ pub struct Capabilities {
     pub blockers: bool,
 }
 
+impl Capabilities {
+    /// Statuses are the tracker's own workflow states; `blockers` as the field says.
+    /// No adapter sends an idempotency header yet.
+    pub const fn workflow_states(blockers: bool) -> Self {
+        Capabilities {
+            native_statuses: true,
+            idempotency_header: false,
+            blockers,
+        }
+    }
+
+    /// Statuses are labels on issues (the forges); `blockers` as the field says.
+    pub const fn status_labels(blockers: bool) -> Self {
+        Capabilities {
+            native_statuses: false,
+            ..Capabilities::workflow_states(blockers)
+        }
+    }
+}
+
 /// What `sortie tracker check` found: one line per check, and the rate limit left.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckReport {
@@ -345,15 +365,23 @@ pub trait Tracker: Send + Sync {
 /// The token in environment variable `env` for `vendor`, trimmed; unset or empty is
 /// [`TrackerError::Unauthorized`] pointing at `doc`.
 pub fn read_token(env: &str, vendor: &str, doc: &str) -> Result<String, TrackerError> {
+    read_secret(env, || {
+        format!("environment variable {env} is not set; put a {vendor} token in it (see {doc})")
+    })
+}
+
+/// The secret in environment variable `env`, trimmed; unset or empty is
+/// [`TrackerError::Unauthorized`] with the message `missing` writes (each vendor says
+/// where its secret comes from).
+pub(crate) fn read_secret(
+    env: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<String, TrackerError> {
     std::env::var(env)
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            TrackerError::Unauthorized(format!(
-                "environment variable {env} is not set; put a {vendor} token in it (see {doc})"
-            ))
-        })
+        .ok_or_else(|| TrackerError::Unauthorized(missing()))
 }
 
 /// Open the tracker a config names. Secrets are read from the environment variables
@@ -390,46 +418,26 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
 pub fn open_forge(
     config: &crate::config::Config,
 ) -> Result<Option<std::sync::Arc<dyn Forge>>, TrackerError> {
-    use crate::config::TrackerConfig;
     const DOC: &str = "docs/workspaces.md#pull-requests";
     let Some(forge) = &config.forge else {
         return Ok(None);
     };
-    let opened: std::sync::Arc<dyn Forge> = match forge {
-        TrackerConfig::Github { token_env, .. } => {
-            let token = read_token(token_env, "GitHub", DOC)?;
-            let settings =
-                github::GithubSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            // The ETag cache stays in memory: the file under the state root belongs to a
-            // GitHub tracker, and the pull request lookups are few.
-            std::sync::Arc::new(github::GithubTracker::new(
-                settings,
-                token,
-                github::GithubOptions::default(),
-            )?)
-        }
-        TrackerConfig::Gitlab { token_env, .. } => {
-            let token = read_token(token_env, "GitLab", DOC)?;
-            let settings =
-                gitlab::GitlabSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            std::sync::Arc::new(gitlab::GitlabTracker::new(
-                settings,
-                token,
-                gitlab::GitlabOptions::default(),
-            )?)
-        }
-        TrackerConfig::Gitea { token_env, .. } => {
-            let token = read_token(token_env, "Gitea", DOC)?;
-            let settings =
-                gitea::GiteaSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            std::sync::Arc::new(gitea::GiteaTracker::new(
-                settings,
-                token,
-                gitea::GiteaOptions::default(),
-            )?)
-        }
-        other => return Err(not_a_forge(other)),
-    };
+    fn shared<T: Forge + 'static>(
+        adapter: Result<T, TrackerError>,
+    ) -> Result<std::sync::Arc<dyn Forge>, TrackerError> {
+        adapter.map(|a| std::sync::Arc::new(a) as _)
+    }
+    use forge_core::open_adapter as open;
+    use {gitea::GiteaSettings, github::GithubSettings, gitlab::GitlabSettings};
+    // The ETag cache stays in memory: the file under the state root belongs to a
+    // GitHub tracker, and the pull request lookups are few.
+    let on_github = |s, t| shared(github::GithubTracker::new(s, t, Default::default()));
+    let on_gitlab = |s, t| shared(gitlab::GitlabTracker::new(s, t, Default::default()));
+    let on_gitea = |s, t| shared(gitea::GiteaTracker::new(s, t, Default::default()));
+    let opened = open(forge, "GitHub", DOC, GithubSettings::from_config, on_github)
+        .or_else(|| open(forge, "GitLab", DOC, GitlabSettings::from_config, on_gitlab))
+        .or_else(|| open(forge, "Gitea", DOC, GiteaSettings::from_config, on_gitea))
+        .ok_or_else(|| not_a_forge(forge))??;
     Ok(Some(opened))
 }
 

@@ -134,20 +134,12 @@ impl GithubTracker {
                 config.tracker.name()
             )));
         };
-        let token = std::env::var(token_env)
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::Unauthorized(format!(
-                    "environment variable {token_env} is not set; put a GitHub token in it \
-                     (see docs/trackers/github.md)"
-                ))
-            })?;
+        let token = super::read_token(token_env, "GitHub", "docs/trackers/github.md")?;
         let options = GithubOptions {
             etag_file: Some(config.state_root.join(ETAG_FILE)),
             ..GithubOptions::default()
         };
-        Self::from_config(config, token.trim().to_string(), options)
+        Self::from_config(config, token, options)
     }
 
     /// The tracker a `kind: github` config names, with an explicit token and options.
@@ -356,14 +348,10 @@ impl Tracker for GithubTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: false,
-            idempotency_header: false,
-            // Issue dependencies: none to read for an issue whose listing says it has
-            // no open blocker, else one request per candidate, bounded per tick; none
-            // at all once the server turned out to have no dependencies endpoint.
-            blockers: !self.dependencies_missing(),
-        }
+        // Issue dependencies: none to read for an issue whose listing says it has
+        // no open blocker, else one request per candidate, bounded per tick; none
+        // at all once the server turned out to have no dependencies endpoint.
+        Capabilities::status_labels(!self.dependencies_missing())
     }
 
     async fn identity(&self) -> Result<String, TrackerError> {

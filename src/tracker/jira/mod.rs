@@ -172,16 +172,12 @@ impl JiraTracker {
         let settings = JiraSettings::from_config(config)
             .ok_or_else(|| TrackerError::Invalid("the tracker is not Jira".into()))?;
         let read = |var: &str, what: &str| {
-            std::env::var(var)
-                .ok()
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    TrackerError::Unauthorized(format!(
-                        "the variable ${var} ({what}) is not set; export it (see \
-                         docs/trackers/jira.md) to reach {url}"
-                    ))
-                })
+            super::read_secret(var, || {
+                format!(
+                    "the variable ${var} ({what}) is not set; export it (see \
+                     docs/trackers/jira.md) to reach {url}"
+                )
+            })
         };
         let (email, credentials) = match email_env {
             Some(e) => (
@@ -290,11 +286,7 @@ impl Tracker for JiraTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            blockers: true,
-        }
+        Capabilities::workflow_states(true)
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {

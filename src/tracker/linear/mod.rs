@@ -96,20 +96,17 @@ impl LinearTracker {
         let TrackerConfig::Linear { token_env, .. } = &config.tracker else {
             return Err(not_linear(config));
         };
-        let token = std::env::var(token_env)
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::Unauthorized(format!(
-                    "environment variable {token_env} is not set; put a Linear API key in it \
-                     (see docs/trackers/linear.md)"
-                ))
-            })?;
+        let token = super::read_secret(token_env, || {
+            format!(
+                "environment variable {token_env} is not set; put a Linear API key in it \
+                 (see docs/trackers/linear.md)"
+            )
+        })?;
         let options = LinearOptions {
             wait_file: Some(config.state_root.join(WAIT_FILE)),
             ..LinearOptions::default()
         };
-        Self::from_config(config, token.trim().to_string(), options)
+        Self::from_config(config, token, options)
     }
 
     /// The tracker a `kind: linear` config names, with an explicit token and options.
@@ -276,11 +273,7 @@ impl Tracker for LinearTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            blockers: true,
-        }
+        Capabilities::workflow_states(true)
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {
