@@ -8,6 +8,7 @@
 pub mod counting;
 pub mod forge;
 mod forge_core;
+mod forge_issue;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
@@ -360,6 +361,12 @@ pub trait Tracker: Send + Sync {
         }
         Ok(report)
     }
+}
+
+/// The value behind `mutex`, even after a panic while it was held: the adapters' caches
+/// hold plain values a panic cannot leave half-written.
+pub(crate) fn unpoisoned<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The token in environment variable `env` for `vendor`, trimmed; unset or empty is

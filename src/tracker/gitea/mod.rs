@@ -70,10 +70,7 @@ impl GiteaSettings {
             } => Some(GiteaSettings {
                 url: url.clone(),
                 repo: repo.clone(),
-                labels: LabelScheme {
-                    status_prefix: status_label_prefix.clone(),
-                    priority_prefix: priority_label_prefix.clone(),
-                },
+                labels: LabelScheme::new(status_label_prefix, priority_label_prefix),
                 close_on: close_on.clone(),
             }),
             _ => None,
@@ -200,17 +197,14 @@ impl GiteaTracker {
             .filter_map(|v| serde_json::from_value(v).ok())
             .collect();
         let ids = LabelIds::new(labels);
-        *self.label_ids.lock().unwrap_or_else(|e| e.into_inner()) = Some(ids.clone());
+        *super::unpoisoned(&self.label_ids) = Some(ids.clone());
         Ok(ids)
     }
 
     /// The id of label `name`, from this tick's label read, reading the labels again
     /// once when it is not known (created since).
     async fn label_id(&self, name: &str) -> Result<i64, TrackerError> {
-        let cached = self
-            .label_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let cached = super::unpoisoned(&self.label_ids)
             .as_ref()
             .and_then(|ids| ids.get(name).map(|(id, _)| *id));
         if let Some(id) = cached {
@@ -314,15 +308,17 @@ impl Tracker for GiteaTracker {
             listing.warnings.extend(warnings);
             self.core.collect(
                 items,
-                |i: &WireIssue| i.number,
+                |i: &WireIssue| i.head.number,
                 &mut issues,
                 &mut listing.warnings,
             );
         }
         for issue in issues.values() {
-            issue
-                .classify(&self.settings.labels)
-                .list_into(&mut listing, statuses, issue.number);
+            issue.classify(&self.settings.labels).list_into(
+                &mut listing,
+                statuses,
+                issue.head.number,
+            );
         }
         Ok(listing)
     }
@@ -331,7 +327,7 @@ impl Tracker for GiteaTracker {
         let issue = self.wire_issue(id).await?;
         issue
             .classify(&self.settings.labels)
-            .into_ticket(id, issue.number)
+            .into_ticket(id, issue.head.number)
     }
 
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
@@ -354,7 +350,7 @@ impl Tracker for GiteaTracker {
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
         let issue = self.wire_issue(id).await?;
-        let close = closes(&self.settings.close_on, to) && issue.state != "closed";
+        let close = closes(&self.settings.close_on, to) && issue.head.state != "closed";
         match self
             .settings
             .labels

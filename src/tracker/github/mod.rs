@@ -61,10 +61,7 @@ impl GithubSettings {
             } => Some(GithubSettings {
                 repo: repo.clone(),
                 api_url: api_url.clone(),
-                labels: LabelScheme {
-                    status_prefix: status_label_prefix.clone(),
-                    priority_prefix: priority_label_prefix.clone(),
-                },
+                labels: LabelScheme::new(status_label_prefix, priority_label_prefix),
             }),
             _ => None,
         }
@@ -296,7 +293,7 @@ impl GithubTracker {
                     Ok(issue) => {
                         self.learn_labels(issue.labels.iter().map(|l| l.name()));
                         self.learn_dependencies(&issue);
-                        issues.insert(issue.number, issue);
+                        issues.insert(issue.head.number, issue);
                     }
                     Err(err) => listing.warnings.push(format!(
                         "issue #{} is unreadable, skipped: {err}",
@@ -481,11 +478,11 @@ impl Tracker for GithubTracker {
                 if let Some(add) = add {
                     // As the repository spells it, when sortie has seen it: no case variant.
                     let add = self.status_label(self.labels.status_of(&add).unwrap_or(&add));
-                    self.api.add_labels(issue.number, &[add]).await?;
+                    self.api.add_labels(issue.head.number, &[add]).await?;
                 }
                 // A 404 here means the old label is already gone: the goal is reached.
                 for label in remove {
-                    self.api.remove_label(issue.number, &label).await?;
+                    self.api.remove_label(issue.head.number, &label).await?;
                 }
                 Ok(())
             }

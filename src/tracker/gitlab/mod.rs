@@ -74,10 +74,7 @@ impl GitlabSettings {
                 url: url.clone(),
                 project: project.clone(),
                 bearer: *bearer,
-                labels: LabelScheme {
-                    status_prefix: status_label_prefix.clone(),
-                    priority_prefix: priority_label_prefix.clone(),
-                },
+                labels: LabelScheme::new(status_label_prefix, priority_label_prefix),
                 close_on: close_on.clone(),
             }),
             _ => None,

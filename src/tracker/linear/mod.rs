@@ -185,10 +185,7 @@ impl LinearTracker {
     }
 
     fn remember(&self, issue: &WireIssue) {
-        self.issue_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(issue.identifier.clone(), issue.id.clone());
+        super::unpoisoned(&self.issue_ids).insert(issue.identifier.clone(), issue.id.clone());
     }
 
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
@@ -213,12 +210,7 @@ impl LinearTracker {
     }
 
     async fn issue_id(&self, id: &str) -> Result<String, TrackerError> {
-        let known = self
-            .issue_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned();
+        let known = super::unpoisoned(&self.issue_ids).get(id).cloned();
         match known {
             Some(uuid) => Ok(uuid),
             None => Ok(self.wire_issue(id).await?.id),
