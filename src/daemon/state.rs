@@ -412,20 +412,9 @@ mod tests {
 
     fn line(role: &str, outcome: &str, to: Option<&str>) -> RunLine {
         RunLine {
-            ticket: "T-1".into(),
-            role: role.into(),
-            attempt: 1,
             outcome: outcome.into(),
-            reason_code: None,
-            from_status: "todo".into(),
             to_status: to.map(str::to_string),
-            writeback: None,
-            note: None,
-            log_path: None,
-            duration_seconds: None,
-            route: None,
-            cancel_reason: None,
-            ledger_error: None,
+            ..RunLine::not_started("T-1", role, 1, "todo")
         }
     }
 

@@ -205,6 +205,29 @@ pub struct RunLine {
     pub ledger_error: Option<String>,
 }
 
+impl RunLine {
+    /// A run of `role` on `ticket` (at `from_status`), attempt `attempt`, that has not
+    /// started yet: outcome `not_started`, nothing else known. The run fills it in.
+    pub fn not_started(ticket: &str, role: &str, attempt: u32, from_status: &str) -> Self {
+        RunLine {
+            ticket: ticket.to_string(),
+            role: role.to_string(),
+            attempt,
+            outcome: "not_started".to_string(),
+            reason_code: None,
+            from_status: from_status.to_string(),
+            to_status: None,
+            writeback: None,
+            note: None,
+            log_path: None,
+            duration_seconds: None,
+            route: None,
+            cancel_reason: None,
+            ledger_error: None,
+        }
+    }
+}
+
 /// A ticket that was not dispatched.
 #[derive(Debug, Clone, Serialize)]
 pub struct SkipLine {

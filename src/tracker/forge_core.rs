@@ -5,16 +5,20 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::Duration;
 
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
+use super::http::{Clock, ExchangeObserver};
 use super::labels::{ambiguous_error, ambiguous_warning, is_listed, LabelScheme};
-use super::rest::{forge_pull, ForgeClient};
-use super::{same_name, CheckReport, Comment, Listing, PullRequest, Ticket, TrackerError};
-use crate::config::Config;
+use super::rest::{forge_pull, ForgeClient, Vendor};
+use super::{
+    read_token, same_name, CheckReport, Comment, Listing, PullRequest, Ticket, TrackerError,
+};
+use crate::config::{Config, TrackerConfig};
 
 /// Colour of the status labels `check --create-missing-labels` creates.
 const LABEL_COLOR: &str = "#ededed";
@@ -22,6 +26,10 @@ const LABEL_COLOR: &str = "#ededed";
 /// The names one forge gives to what the other calls differently.
 #[derive(Debug)]
 pub(crate) struct Dialect {
+    /// The forge's name in messages (`GitLab`, `Gitea`).
+    pub vendor: &'static str,
+    /// What a refused token needs, said after a 401/403.
+    pub token_hint: &'static str,
     /// What an issue id is, in "`"x"` is not {ticket_id}" (`a GitLab issue iid`).
     pub ticket_id: &'static str,
     /// The field of an issue or pull request holding its number (`iid`, `number`).
@@ -79,6 +87,8 @@ impl Classified {
 /// The client, the token's user, and the dialect of one GitLab project or Gitea
 /// repository.
 pub(crate) struct ForgeCore {
+    /// The board's name (`gitlab:group/repo`, `gitea:owner/name`).
+    pub name: String,
     /// The authenticated client.
     pub client: ForgeClient,
     /// The forge's names.
@@ -89,14 +99,30 @@ pub(crate) struct ForgeCore {
 }
 
 impl ForgeCore {
-    /// A core over `client` speaking `dialect`, for the project at `project`.
-    pub fn new(client: ForgeClient, dialect: &'static Dialect, project: String) -> Self {
-        ForgeCore {
+    /// A core speaking `dialect` to the API at `base`, authenticating with `auth` (header
+    /// and value), for the board `name` whose issues live under `project`; `timing` is
+    /// the adapter options' timeout, clock and observer.
+    pub fn connect(
+        dialect: &'static Dialect,
+        name: String,
+        base: &str,
+        auth: (&'static str, String),
+        project: String,
+        timing: (Duration, Clock, Option<ExchangeObserver>),
+    ) -> Result<Self, TrackerError> {
+        let vendor = Vendor {
+            name: dialect.vendor,
+            token_hint: dialect.token_hint.to_string(),
+        };
+        let (timeout, clock, observer) = timing;
+        let client = ForgeClient::new(base, auth, vendor, timeout, clock)?.with_observer(observer);
+        Ok(ForgeCore {
+            name,
             client,
             dialect,
             project,
             identity: OnceCell::new(),
-        }
+        })
     }
 
     /// The number an issue id names: digits, above zero.
@@ -335,4 +361,36 @@ pub(crate) fn not_a(config: &Config, vendor: &str) -> TrackerError {
         "tracker {} is not a {vendor} tracker",
         config.tracker.name()
     ))
+}
+
+/// Open a forge adapter from a config of its kind with default options: `settings`
+/// reads the kind's settings (`None` for another kind, then so is the answer), the
+/// token comes from the variable the config names (a missing one points at `doc`), and
+/// `new` builds the adapter. The tracker and the `forge:` open through here.
+pub(crate) fn open_adapter<S, T>(
+    tracker: &TrackerConfig,
+    vendor: &str,
+    doc: &str,
+    settings: impl FnOnce(&TrackerConfig) -> Option<S>,
+    new: impl FnOnce(S, String) -> Result<T, TrackerError>,
+) -> Option<Result<T, TrackerError>> {
+    let token_env = match tracker {
+        TrackerConfig::Github { token_env, .. }
+        | TrackerConfig::Gitlab { token_env, .. }
+        | TrackerConfig::Gitea { token_env, .. } => token_env,
+        _ => return None,
+    };
+    let settings = settings(tracker)?;
+    Some(read_token(token_env, vendor, doc).and_then(|token| new(settings, token)))
+}
+
+/// An adapter's `Debug`: its type and board name, never its token or caches.
+pub(crate) fn fmt_adapter(
+    f: &mut std::fmt::Formatter<'_>,
+    adapter: &str,
+    name: &str,
+) -> std::fmt::Result {
+    f.debug_struct(adapter)
+        .field("name", &name)
+        .finish_non_exhaustive()
 }

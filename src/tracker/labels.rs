@@ -57,6 +57,15 @@ pub enum LabelMove {
 }
 
 impl LabelScheme {
+    /// The scheme a forge tracker config spells with its `status_label_prefix` and
+    /// `priority_label_prefix`.
+    pub fn new(status_prefix: &str, priority_prefix: &str) -> Self {
+        LabelScheme {
+            status_prefix: status_prefix.to_string(),
+            priority_prefix: priority_prefix.to_string(),
+        }
+    }
+
     /// The label that puts a ticket in `status` (trimmed, spelled as configured).
     pub fn status_label(&self, status: &str) -> String {
         format!("{}{}", self.status_prefix, status.trim())

@@ -109,11 +109,7 @@ impl Tracker for MemoryTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            blockers: false,
-        }
+        Capabilities::workflow_states(false)
     }
 
     async fn identity(&self) -> Result<String, TrackerError> {

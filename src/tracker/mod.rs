@@ -8,6 +8,7 @@
 pub mod counting;
 pub mod forge;
 mod forge_core;
+mod forge_issue;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
@@ -121,6 +122,26 @@ pub struct Capabilities {
     /// (Gitea; turning them on there is a config error). Agrees with
     /// [`crate::config::TrackerConfig::blockers_by_default`].
     pub blockers: bool,
+}
+
+impl Capabilities {
+    /// Statuses are the tracker's own workflow states; `blockers` as the field says.
+    /// No adapter sends an idempotency header yet.
+    pub const fn workflow_states(blockers: bool) -> Self {
+        Capabilities {
+            native_statuses: true,
+            idempotency_header: false,
+            blockers,
+        }
+    }
+
+    /// Statuses are labels on issues (the forges); `blockers` as the field says.
+    pub const fn status_labels(blockers: bool) -> Self {
+        Capabilities {
+            native_statuses: false,
+            ..Capabilities::workflow_states(blockers)
+        }
+    }
 }
 
 /// What `sortie tracker check` found: one line per check, and the rate limit left.
@@ -342,18 +363,32 @@ pub trait Tracker: Send + Sync {
     }
 }
 
+/// The value behind `mutex`, even after a panic while it was held: the adapters' caches
+/// hold plain values a panic cannot leave half-written.
+pub(crate) fn unpoisoned<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The token in environment variable `env` for `vendor`, trimmed; unset or empty is
 /// [`TrackerError::Unauthorized`] pointing at `doc`.
 pub fn read_token(env: &str, vendor: &str, doc: &str) -> Result<String, TrackerError> {
+    read_secret(env, || {
+        format!("environment variable {env} is not set; put a {vendor} token in it (see {doc})")
+    })
+}
+
+/// The secret in environment variable `env`, trimmed; unset or empty is
+/// [`TrackerError::Unauthorized`] with the message `missing` writes (each vendor says
+/// where its secret comes from).
+pub(crate) fn read_secret(
+    env: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<String, TrackerError> {
     std::env::var(env)
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            TrackerError::Unauthorized(format!(
-                "environment variable {env} is not set; put a {vendor} token in it (see {doc})"
-            ))
-        })
+        .ok_or_else(|| TrackerError::Unauthorized(missing()))
 }
 
 /// Open the tracker a config names. Secrets are read from the environment variables
@@ -390,50 +425,34 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
 pub fn open_forge(
     config: &crate::config::Config,
 ) -> Result<Option<std::sync::Arc<dyn Forge>>, TrackerError> {
-    use crate::config::TrackerConfig;
     const DOC: &str = "docs/workspaces.md#pull-requests";
     let Some(forge) = &config.forge else {
         return Ok(None);
     };
-    let opened: std::sync::Arc<dyn Forge> = match forge {
-        TrackerConfig::Github { token_env, .. } => {
-            let token = read_token(token_env, "GitHub", DOC)?;
-            let settings =
-                github::GithubSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            // Its own ETag file (the tracker's belongs to a GitHub tracker): watched pull
-            // requests are read every tick, and an unchanged one must answer 304 for
-            // free in the next cron process too.
-            std::sync::Arc::new(github::GithubTracker::new(
-                settings,
-                token,
-                github::GithubOptions {
-                    etag_file: Some(config.state_root.join(github::FORGE_ETAG_FILE)),
-                    ..github::GithubOptions::default()
-                },
-            )?)
-        }
-        TrackerConfig::Gitlab { token_env, .. } => {
-            let token = read_token(token_env, "GitLab", DOC)?;
-            let settings =
-                gitlab::GitlabSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            std::sync::Arc::new(gitlab::GitlabTracker::new(
-                settings,
-                token,
-                gitlab::GitlabOptions::default(),
-            )?)
-        }
-        TrackerConfig::Gitea { token_env, .. } => {
-            let token = read_token(token_env, "Gitea", DOC)?;
-            let settings =
-                gitea::GiteaSettings::from_config(forge).ok_or_else(|| not_a_forge(forge))?;
-            std::sync::Arc::new(gitea::GiteaTracker::new(
-                settings,
-                token,
-                gitea::GiteaOptions::default(),
-            )?)
-        }
-        other => return Err(not_a_forge(other)),
+    fn shared<T: Forge + 'static>(
+        adapter: Result<T, TrackerError>,
+    ) -> Result<std::sync::Arc<dyn Forge>, TrackerError> {
+        adapter.map(|a| std::sync::Arc::new(a) as _)
+    }
+    use forge_core::open_adapter as open;
+    use {gitea::GiteaSettings, github::GithubSettings, gitlab::GitlabSettings};
+    // A GitHub forge has its own ETag file (the tracker's belongs to a GitHub tracker):
+    // watched pull requests are read every tick, and an unchanged one must answer 304
+    // for free in the next cron process too.
+    let etags = config.state_root.join(github::FORGE_ETAG_FILE);
+    let on_github = |s, t| {
+        let options = github::GithubOptions {
+            etag_file: Some(etags.clone()),
+            ..Default::default()
+        };
+        shared(github::GithubTracker::new(s, t, options))
     };
+    let on_gitlab = |s, t| shared(gitlab::GitlabTracker::new(s, t, Default::default()));
+    let on_gitea = |s, t| shared(gitea::GiteaTracker::new(s, t, Default::default()));
+    let opened = open(forge, "GitHub", DOC, GithubSettings::from_config, on_github)
+        .or_else(|| open(forge, "GitLab", DOC, GitlabSettings::from_config, on_gitlab))
+        .or_else(|| open(forge, "Gitea", DOC, GiteaSettings::from_config, on_gitea))
+        .ok_or_else(|| not_a_forge(forge))??;
     Ok(Some(opened))
 }
 

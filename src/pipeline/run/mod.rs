@@ -68,22 +68,8 @@ async fn run_stage(
     claim: Claim,
     history: TicketHistory,
 ) -> RunLine {
-    let mut line = RunLine {
-        ticket: ticket.id.clone(),
-        role: stage.role.clone(),
-        attempt: claim.stage_attempt,
-        outcome: "not_started".to_string(),
-        reason_code: None,
-        from_status: ticket.status.clone(),
-        to_status: None,
-        writeback: None,
-        note: None,
-        log_path: None,
-        duration_seconds: None,
-        route: None,
-        cancel_reason: None,
-        ledger_error: None,
-    };
+    let mut line =
+        RunLine::not_started(&ticket.id, &stage.role, claim.stage_attempt, &ticket.status);
     ctx.faults.hit("after_claim");
     // The route is chosen from the ticket this run starts with (a retry chooses again).
     let route = super::decide::route::choose(&stage, &ticket, &ctx.identity);

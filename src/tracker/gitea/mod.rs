@@ -15,10 +15,11 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use self::wire::{more_pages, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
-use super::forge_core::{check_access, check_token, closes, not_a, Dialect, ForgeCore};
+use super::forge_core::{
+    check_access, check_token, closes, fmt_adapter, not_a, open_adapter, Dialect, ForgeCore,
+};
 use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
 use super::labels::{LabelMove, LabelScheme};
-use super::rest::{ForgeClient, Vendor};
 use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
@@ -29,6 +30,9 @@ const MAX_PAGES: usize = 200;
 
 /// Gitea's names: issues and pulls by `number`, comments.
 static GITEA: Dialect = Dialect {
+    vendor: "Gitea",
+    token_hint: "the token needs the `write:issue` and `read:repository` scopes \
+                 (and `read:user` for its own login)",
     ticket_id: "a Gitea issue number",
     number_key: "number",
     url_key: "html_url",
@@ -66,10 +70,7 @@ impl GiteaSettings {
             } => Some(GiteaSettings {
                 url: url.clone(),
                 repo: repo.clone(),
-                labels: LabelScheme {
-                    status_prefix: status_label_prefix.clone(),
-                    priority_prefix: priority_label_prefix.clone(),
-                },
+                labels: LabelScheme::new(status_label_prefix, priority_label_prefix),
                 close_on: close_on.clone(),
             }),
             _ => None,
@@ -103,7 +104,6 @@ impl Default for GiteaOptions {
 
 /// A Gitea repository's issues as a sortie board.
 pub struct GiteaTracker {
-    name: String,
     settings: GiteaSettings,
     core: ForgeCore,
     /// The repository's labels as the last listing read them.
@@ -112,22 +112,22 @@ pub struct GiteaTracker {
 
 impl std::fmt::Debug for GiteaTracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GiteaTracker")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+        fmt_adapter(f, "GiteaTracker", &self.core.name)
     }
 }
 
 impl GiteaTracker {
     /// The tracker a `kind: gitea` config names, with the token read from `token_env`.
     pub fn open(config: &Config) -> Result<Self, TrackerError> {
-        let TrackerConfig::Gitea { token_env, .. } = &config.tracker else {
-            return Err(not_gitea(config));
-        };
-        let token = super::read_token(token_env, "Gitea", "docs/trackers/gitea.md")?;
-        let settings =
-            GiteaSettings::from_config(&config.tracker).ok_or_else(|| not_gitea(config))?;
-        Self::new(settings, token, GiteaOptions::default())
+        let doc = "docs/trackers/gitea.md";
+        open_adapter(
+            &config.tracker,
+            "Gitea",
+            doc,
+            GiteaSettings::from_config,
+            |s, token| Self::new(s, token, GiteaOptions::default()),
+        )
+        .unwrap_or_else(|| Err(not_a(config, "Gitea")))
     }
 
     /// A tracker for `settings`, authenticating with `token`.
@@ -136,27 +136,17 @@ impl GiteaTracker {
         token: String,
         options: GiteaOptions,
     ) -> Result<Self, TrackerError> {
-        let vendor = Vendor {
-            name: "Gitea",
-            token_hint: "the token needs the `write:issue` and `read:repository` scopes \
-                         (and `read:user` for its own login)"
-                .to_string(),
-        };
         let base = format!("{}{}", settings.url.trim_end_matches('/'), options.api_path);
         let auth = ("authorization", format!("token {token}"));
-        let client = ForgeClient::new(&base, auth, vendor, options.timeout, options.clock)?
-            .with_observer(options.observer);
         let (owner, name) = settings
             .repo
             .split_once('/')
             .unwrap_or((&settings.repo, ""));
+        let project = format!("/repos/{}/{}", encode(owner), encode(name));
+        let timing = (options.timeout, options.clock, options.observer);
+        let name = format!("gitea:{}", settings.repo);
         Ok(GiteaTracker {
-            name: format!("gitea:{}", settings.repo),
-            core: ForgeCore::new(
-                client,
-                &GITEA,
-                format!("/repos/{}/{}", encode(owner), encode(name)),
-            ),
+            core: ForgeCore::connect(&GITEA, name, &base, auth, project, timing)?,
             settings,
             label_ids: Mutex::new(None),
         })
@@ -207,17 +197,14 @@ impl GiteaTracker {
             .filter_map(|v| serde_json::from_value(v).ok())
             .collect();
         let ids = LabelIds::new(labels);
-        *self.label_ids.lock().unwrap_or_else(|e| e.into_inner()) = Some(ids.clone());
+        *super::unpoisoned(&self.label_ids) = Some(ids.clone());
         Ok(ids)
     }
 
     /// The id of label `name`, from this tick's label read, reading the labels again
     /// once when it is not known (created since).
     async fn label_id(&self, name: &str) -> Result<i64, TrackerError> {
-        let cached = self
-            .label_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let cached = super::unpoisoned(&self.label_ids)
             .as_ref()
             .and_then(|ids| ids.get(name).map(|(id, _)| *id));
         if let Some(id) = cached {
@@ -264,10 +251,6 @@ impl GiteaTracker {
     }
 }
 
-fn not_gitea(config: &Config) -> TrackerError {
-    not_a(config, "Gitea")
-}
-
 #[async_trait]
 impl Tracker for GiteaTracker {
     fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
@@ -275,15 +258,11 @@ impl Tracker for GiteaTracker {
     }
 
     fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: false,
-            idempotency_header: false,
-            blockers: false,
-        }
+        Capabilities::status_labels(false)
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {
@@ -329,15 +308,17 @@ impl Tracker for GiteaTracker {
             listing.warnings.extend(warnings);
             self.core.collect(
                 items,
-                |i: &WireIssue| i.number,
+                |i: &WireIssue| i.head.number,
                 &mut issues,
                 &mut listing.warnings,
             );
         }
         for issue in issues.values() {
-            issue
-                .classify(&self.settings.labels)
-                .list_into(&mut listing, statuses, issue.number);
+            issue.classify(&self.settings.labels).list_into(
+                &mut listing,
+                statuses,
+                issue.head.number,
+            );
         }
         Ok(listing)
     }
@@ -346,7 +327,7 @@ impl Tracker for GiteaTracker {
         let issue = self.wire_issue(id).await?;
         issue
             .classify(&self.settings.labels)
-            .into_ticket(id, issue.number)
+            .into_ticket(id, issue.head.number)
     }
 
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
@@ -369,7 +350,7 @@ impl Tracker for GiteaTracker {
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         // Re-read first: a label a person changed meanwhile must not be clobbered.
         let issue = self.wire_issue(id).await?;
-        let close = closes(&self.settings.close_on, to) && issue.state != "closed";
+        let close = closes(&self.settings.close_on, to) && issue.head.state != "closed";
         match self
             .settings
             .labels

@@ -6,24 +6,18 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::tracker::forge_issue::IssueHead;
 use crate::tracker::labels::LabelScheme;
-use crate::tracker::{Comment, Ticket};
+use crate::tracker::Comment;
 
 /// An issue as the REST API returns it, reduced to what sortie reads.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct WireIssue {
-    pub number: u64,
-    pub title: String,
-    #[serde(default)]
-    pub body: Option<String>,
-    /// `open` or `closed`.
-    pub state: String,
+    /// Number, title, body, state, link and times, named as on GitHub.
+    #[serde(flatten)]
+    pub head: IssueHead,
     #[serde(default)]
     pub labels: Option<Vec<WireLabel>>,
-    #[serde(default)]
-    pub html_url: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
     /// Set (an object) on pull requests, which the issues API returns unless `type=issues`.
     #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
@@ -81,25 +75,11 @@ impl WireIssue {
         }
         match scheme.read(self.label_names()) {
             Err(labels) => Classified::Ambiguous(labels),
-            Ok(reading) => Classified::Ticket(Box::new(Ticket {
-                id: self.number.to_string(),
-                title: self.title.clone(),
-                body: self.body.clone().unwrap_or_default(),
-                status: reading.status,
-                labels: reading.other,
-                priority: reading.priority,
-                created_at: self.created_at,
-                updated_at: self.updated_at,
-                url: self.html_url.clone(),
-                closed: self.state == "closed",
-                assignees: self
-                    .assignees
-                    .iter()
-                    .flatten()
-                    .map(|u| u.login.clone())
-                    .collect(),
-                blocked_by: None,
-            })),
+            Ok(reading) => {
+                let assignees = self.assignees.iter().flatten();
+                let assignees = assignees.map(|u| u.login.clone()).collect();
+                Classified::Ticket(Box::new(self.head.ticket(reading, assignees, None)))
+            }
         }
     }
 }

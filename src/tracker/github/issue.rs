@@ -6,23 +6,18 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::tracker::forge_issue::IssueHead;
 pub use crate::tracker::labels::LabelScheme;
 use crate::tracker::{Comment, Ticket};
 
 /// An issue as the REST API returns it, reduced to what sortie reads.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct WireIssue {
-    pub number: u64,
-    pub title: String,
-    #[serde(default)]
-    pub body: Option<String>,
-    pub state: String,
+    /// Number, title, body, state, link and times.
+    #[serde(flatten)]
+    pub head: IssueHead,
     #[serde(default)]
     pub labels: Vec<WireLabel>,
-    #[serde(default)]
-    pub html_url: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
     /// Present (an object) only on pull requests.
     #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
@@ -81,30 +76,18 @@ impl WireIssue {
             Ok(reading) => reading,
             Err(labels) => {
                 return Classified::Ambiguous {
-                    number: self.number,
+                    number: self.head.number,
                     labels,
                 }
             }
         };
-        Classified::Ticket(Box::new(Ticket {
-            id: self.number.to_string(),
-            title: self.title.clone(),
-            body: self.body.clone().unwrap_or_default(),
-            status: reading.status,
-            labels: reading.other,
-            priority: reading.priority,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            url: self.html_url.clone(),
-            closed: self.state == "closed",
-            assignees: Vec::new(),
-            // No open blocker: nothing to read. Otherwise (or without a summary) the
-            // pipeline reads them, as their statuses decide whether they block.
-            blocked_by: self
-                .issue_dependencies_summary
-                .filter(|s| s.blocked_by == 0)
-                .map(|_| Vec::new()),
-        }))
+        // No open blocker: nothing to read. Otherwise (or without a summary) the
+        // pipeline reads them, as their statuses decide whether they block.
+        let blocked_by = self
+            .issue_dependencies_summary
+            .filter(|s| s.blocked_by == 0)
+            .map(|_| Vec::new());
+        Classified::Ticket(Box::new(self.head.ticket(reading, Vec::new(), blocked_by)))
     }
 }
 
@@ -203,7 +186,7 @@ mod tests {
         i.pull_request = Some(json!({"url": "x"}));
         assert_eq!(i.classify(&scheme()), Classified::PullRequest);
         let mut i = issue(json!([{"name": "status:a"}]));
-        i.state = "closed".into();
+        i.head.state = "closed".into();
         let Classified::Ticket(t) = i.classify(&scheme()) else {
             panic!()
         };

@@ -63,10 +63,7 @@ impl GithubSettings {
             } => Some(GithubSettings {
                 repo: repo.clone(),
                 api_url: api_url.clone(),
-                labels: LabelScheme {
-                    status_prefix: status_label_prefix.clone(),
-                    priority_prefix: priority_label_prefix.clone(),
-                },
+                labels: LabelScheme::new(status_label_prefix, priority_label_prefix),
             }),
             _ => None,
         }
@@ -136,20 +133,12 @@ impl GithubTracker {
                 config.tracker.name()
             )));
         };
-        let token = std::env::var(token_env)
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::Unauthorized(format!(
-                    "environment variable {token_env} is not set; put a GitHub token in it \
-                     (see docs/trackers/github.md)"
-                ))
-            })?;
+        let token = super::read_token(token_env, "GitHub", "docs/trackers/github.md")?;
         let options = GithubOptions {
             etag_file: Some(config.state_root.join(ETAG_FILE)),
             ..GithubOptions::default()
         };
-        Self::from_config(config, token.trim().to_string(), options)
+        Self::from_config(config, token, options)
     }
 
     /// The tracker a `kind: github` config names, with an explicit token and options.
@@ -306,7 +295,7 @@ impl GithubTracker {
                     Ok(issue) => {
                         self.learn_labels(issue.labels.iter().map(|l| l.name()));
                         self.learn_dependencies(&issue);
-                        issues.insert(issue.number, issue);
+                        issues.insert(issue.head.number, issue);
                     }
                     Err(err) => listing.warnings.push(format!(
                         "issue #{} is unreadable, skipped: {err}",
@@ -358,14 +347,10 @@ impl Tracker for GithubTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: false,
-            idempotency_header: false,
-            // Issue dependencies: none to read for an issue whose listing says it has
-            // no open blocker, else one request per candidate, bounded per tick; none
-            // at all once the server turned out to have no dependencies endpoint.
-            blockers: !self.dependencies_missing(),
-        }
+        // Issue dependencies: none to read for an issue whose listing says it has
+        // no open blocker, else one request per candidate, bounded per tick; none
+        // at all once the server turned out to have no dependencies endpoint.
+        Capabilities::status_labels(!self.dependencies_missing())
     }
 
     async fn identity(&self) -> Result<String, TrackerError> {
@@ -495,11 +480,11 @@ impl Tracker for GithubTracker {
                 if let Some(add) = add {
                     // As the repository spells it, when sortie has seen it: no case variant.
                     let add = self.status_label(self.labels.status_of(&add).unwrap_or(&add));
-                    self.api.add_labels(issue.number, &[add]).await?;
+                    self.api.add_labels(issue.head.number, &[add]).await?;
                 }
                 // A 404 here means the old label is already gone: the goal is reached.
                 for label in remove {
-                    self.api.remove_label(issue.number, &label).await?;
+                    self.api.remove_label(issue.head.number, &label).await?;
                 }
                 Ok(())
             }

@@ -15,10 +15,11 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use self::wire::{move_body, next_page, WireIssue, WireNote, WireUser};
-use super::forge_core::{check_access, check_token, closes, not_a, Dialect, ForgeCore};
+use super::forge_core::{
+    check_access, check_token, closes, fmt_adapter, not_a, open_adapter, Dialect, ForgeCore,
+};
 use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
 use super::labels::{LabelMove, LabelScheme};
-use super::rest::{ForgeClient, Vendor};
 use super::{Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
@@ -29,6 +30,9 @@ const MAX_PAGES: usize = 100;
 
 /// GitLab's names: issues by `iid`, merge requests, notes.
 static GITLAB: Dialect = Dialect {
+    vendor: "GitLab",
+    token_hint: "the token needs the `api` scope and at least the Reporter role on \
+                 the project (Planner or Reporter to relabel)",
     ticket_id: "a GitLab issue iid",
     number_key: "iid",
     url_key: "web_url",
@@ -70,10 +74,7 @@ impl GitlabSettings {
                 url: url.clone(),
                 project: project.clone(),
                 bearer: *bearer,
-                labels: LabelScheme {
-                    status_prefix: status_label_prefix.clone(),
-                    priority_prefix: priority_label_prefix.clone(),
-                },
+                labels: LabelScheme::new(status_label_prefix, priority_label_prefix),
                 close_on: close_on.clone(),
             }),
             _ => None,
@@ -104,7 +105,6 @@ impl Default for GitlabOptions {
 
 /// A GitLab project's issues as a sortie board.
 pub struct GitlabTracker {
-    name: String,
     settings: GitlabSettings,
     core: ForgeCore,
     project_id: OnceCell<Option<u64>>,
@@ -112,22 +112,22 @@ pub struct GitlabTracker {
 
 impl std::fmt::Debug for GitlabTracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GitlabTracker")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+        fmt_adapter(f, "GitlabTracker", &self.core.name)
     }
 }
 
 impl GitlabTracker {
     /// The tracker a `kind: gitlab` config names, with the token read from `token_env`.
     pub fn open(config: &Config) -> Result<Self, TrackerError> {
-        let TrackerConfig::Gitlab { token_env, .. } = &config.tracker else {
-            return Err(not_gitlab(config));
-        };
-        let token = super::read_token(token_env, "GitLab", "docs/trackers/gitlab.md")?;
-        let settings =
-            GitlabSettings::from_config(&config.tracker).ok_or_else(|| not_gitlab(config))?;
-        Self::new(settings, token, GitlabOptions::default())
+        let doc = "docs/trackers/gitlab.md";
+        open_adapter(
+            &config.tracker,
+            "GitLab",
+            doc,
+            GitlabSettings::from_config,
+            |s, token| Self::new(s, token, GitlabOptions::default()),
+        )
+        .unwrap_or_else(|| Err(not_a(config, "GitLab")))
     }
 
     /// A tracker for `settings`, authenticating with `token`.
@@ -141,22 +141,12 @@ impl GitlabTracker {
         } else {
             ("private-token", token)
         };
-        let vendor = Vendor {
-            name: "GitLab",
-            token_hint: "the token needs the `api` scope and at least the Reporter role on \
-                         the project (Planner or Reporter to relabel)"
-                .to_string(),
-        };
         let base = format!("{}/api/v4", settings.url.trim_end_matches('/'));
-        let client = ForgeClient::new(&base, auth, vendor, options.timeout, options.clock)?
-            .with_observer(options.observer);
+        let project = format!("/projects/{}", encode(&settings.project));
+        let timing = (options.timeout, options.clock, options.observer);
+        let name = format!("gitlab:{}", settings.project);
         Ok(GitlabTracker {
-            name: format!("gitlab:{}", settings.project),
-            core: ForgeCore::new(
-                client,
-                &GITLAB,
-                format!("/projects/{}", encode(&settings.project)),
-            ),
+            core: ForgeCore::connect(&GITLAB, name, &base, auth, project, timing)?,
             settings,
             project_id: OnceCell::new(),
         })
@@ -257,10 +247,6 @@ impl GitlabTracker {
     }
 }
 
-fn not_gitlab(config: &Config) -> TrackerError {
-    not_a(config, "GitLab")
-}
-
 #[async_trait]
 impl Tracker for GitlabTracker {
     fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
@@ -268,18 +254,14 @@ impl Tracker for GitlabTracker {
     }
 
     fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: false,
-            idempotency_header: false,
-            // Blocking links need GitLab Premium: on a Free instance every read is
-            // refused, which would hold every ticket; read only with
-            // `tracker.blockers.enabled: true`.
-            blockers: false,
-        }
+        // Blocking links need GitLab Premium: on a Free instance every read is
+        // refused, which would hold every ticket; read only with
+        // `tracker.blockers.enabled: true`.
+        Capabilities::status_labels(false)
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {

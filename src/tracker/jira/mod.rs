@@ -172,16 +172,12 @@ impl JiraTracker {
         let settings = JiraSettings::from_config(config)
             .ok_or_else(|| TrackerError::Invalid("the tracker is not Jira".into()))?;
         let read = |var: &str, what: &str| {
-            std::env::var(var)
-                .ok()
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    TrackerError::Unauthorized(format!(
-                        "the variable ${var} ({what}) is not set; export it (see \
-                         docs/trackers/jira.md) to reach {url}"
-                    ))
-                })
+            super::read_secret(var, || {
+                format!(
+                    "the variable ${var} ({what}) is not set; export it (see \
+                     docs/trackers/jira.md) to reach {url}"
+                )
+            })
         };
         let (email, credentials) = match email_env {
             Some(e) => (
@@ -251,21 +247,37 @@ impl JiraTracker {
     /// Read one issue; an issue answered under another key was moved.
     async fn issue(&self, id: &str) -> Result<Issue, TrackerError> {
         let key = self.key(id)?;
-        let path = format!("/issue/{key}?fields={}", FIELDS.join(","));
-        let issue: Issue = self.api.get(&path).await.map_err(|e| match e {
-            TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
-                "issue {key} does not exist (deleted, or moved out of reach of this \
-                 account): {detail}"
-            )),
-            other => other,
-        })?;
-        if issue.key != key {
+        let query = format!("fields={}", FIELDS.join(","));
+        self.read_issue(key, &query, |issue: &Issue| &issue.key)
+            .await
+    }
+
+    /// `GET /issue/{key}?{query}`: an issue that is gone, or was moved to another key
+    /// (`key_of` reads the key Jira answered with), is [`TrackerError::NotFound`] saying so.
+    async fn read_issue<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        query: &str,
+        key_of: impl FnOnce(&T) -> &String,
+    ) -> Result<T, TrackerError> {
+        let read: T = self
+            .api
+            .get(&format!("/issue/{key}?{query}"))
+            .await
+            .map_err(|e| match e {
+                TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
+                    "issue {key} does not exist (deleted, or moved out of reach of this \
+                     account): {detail}"
+                )),
+                other => other,
+            })?;
+        let answered = key_of(&read);
+        if answered != key {
             return Err(TrackerError::NotFound(format!(
-                "issue {key} was moved; it is now {}",
-                issue.key
+                "issue {key} was moved; it is now {answered}"
             )));
         }
-        Ok(issue)
+        Ok(read)
     }
 
     /// Take the workflow transition `transition_id` on issue `key` (no fields set).
@@ -290,11 +302,7 @@ impl Tracker for JiraTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            blockers: true,
-        }
+        Capabilities::workflow_states(true)
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {
@@ -348,23 +356,9 @@ impl Tracker for JiraTracker {
     /// that is an error (held, never dispatched on a guess), not "no blockers".
     async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
         let key = self.key(id)?;
-        let read: wire::IssueLinks = self
-            .api
-            .get(&format!("/issue/{key}?fields=issuelinks"))
-            .await
-            .map_err(|e| match e {
-                TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
-                    "issue {key} does not exist (deleted, or moved out of reach of this \
-                     account): {detail}"
-                )),
-                other => other,
-            })?;
-        if read.key != key {
-            return Err(TrackerError::NotFound(format!(
-                "issue {key} was moved; it is now {}",
-                read.key
-            )));
-        }
+        let read = self
+            .read_issue(key, "fields=issuelinks", |r: &wire::IssueLinks| &r.key)
+            .await?;
         let Some(links) = read.fields.issuelinks else {
             return Err(TrackerError::Unsupported(format!(
                 "Jira sent no `issuelinks` field for {key} (issue linking is turned off \
@@ -426,23 +420,10 @@ impl Tracker for JiraTracker {
     async fn transition(&self, id: &str, from: &str, to: &str) -> Result<(), TrackerError> {
         let key = self.key(id)?;
         // One read for the status and the transitions offered from it.
-        let read: wire::IssueTransitions = self
-            .api
-            .get(&format!("/issue/{key}?fields=status&expand=transitions"))
-            .await
-            .map_err(|e| match e {
-                TrackerError::NotFound(detail) => TrackerError::NotFound(format!(
-                    "issue {key} does not exist (deleted, or moved out of reach of this \
-                     account): {detail}"
-                )),
-                other => other,
-            })?;
-        if read.key != key {
-            return Err(TrackerError::NotFound(format!(
-                "issue {key} was moved; it is now {}",
-                read.key
-            )));
-        }
+        let query = "fields=status&expand=transitions";
+        let read = self
+            .read_issue(key, query, |r: &wire::IssueTransitions| &r.key)
+            .await?;
         let current = read.fields.status.name;
         if same_name(&current, to) {
             return Ok(());

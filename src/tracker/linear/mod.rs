@@ -96,20 +96,17 @@ impl LinearTracker {
         let TrackerConfig::Linear { token_env, .. } = &config.tracker else {
             return Err(not_linear(config));
         };
-        let token = std::env::var(token_env)
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::Unauthorized(format!(
-                    "environment variable {token_env} is not set; put a Linear API key in it \
-                     (see docs/trackers/linear.md)"
-                ))
-            })?;
+        let token = super::read_secret(token_env, || {
+            format!(
+                "environment variable {token_env} is not set; put a Linear API key in it \
+                 (see docs/trackers/linear.md)"
+            )
+        })?;
         let options = LinearOptions {
             wait_file: Some(config.state_root.join(WAIT_FILE)),
             ..LinearOptions::default()
         };
-        Self::from_config(config, token.trim().to_string(), options)
+        Self::from_config(config, token, options)
     }
 
     /// The tracker a `kind: linear` config names, with an explicit token and options.
@@ -188,10 +185,7 @@ impl LinearTracker {
     }
 
     fn remember(&self, issue: &WireIssue) {
-        self.issue_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(issue.identifier.clone(), issue.id.clone());
+        super::unpoisoned(&self.issue_ids).insert(issue.identifier.clone(), issue.id.clone());
     }
 
     async fn wire_issue(&self, id: &str) -> Result<WireIssue, TrackerError> {
@@ -216,12 +210,7 @@ impl LinearTracker {
     }
 
     async fn issue_id(&self, id: &str) -> Result<String, TrackerError> {
-        let known = self
-            .issue_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned();
+        let known = super::unpoisoned(&self.issue_ids).get(id).cloned();
         match known {
             Some(uuid) => Ok(uuid),
             None => Ok(self.wire_issue(id).await?.id),
@@ -276,11 +265,7 @@ impl Tracker for LinearTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            blockers: true,
-        }
+        Capabilities::workflow_states(true)
     }
 
     fn rate_limit_remaining(&self) -> Option<u64> {

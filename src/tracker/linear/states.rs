@@ -67,17 +67,13 @@ impl LinearTracker {
             name: team.name,
             states: team.states.nodes,
         };
-        *self.states.lock().unwrap_or_else(|e| e.into_inner()) = Some(states.clone());
+        *crate::tracker::unpoisoned(&self.states) = Some(states.clone());
         Ok(states)
     }
 
     /// The states read this tick, reading them when nothing has yet.
     pub(super) async fn states(&self) -> Result<TeamStates, TrackerError> {
-        let cached = self
-            .states
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let cached = crate::tracker::unpoisoned(&self.states).clone();
         match cached {
             Some(states) => Ok(states),
             None => self.refresh_states().await,

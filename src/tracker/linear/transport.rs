@@ -71,7 +71,7 @@ impl LinearClient {
 
     /// The budget as last seen.
     pub fn budget(&self) -> Budget {
-        *self.budget.lock().unwrap_or_else(|e| e.into_inner())
+        *crate::tracker::unpoisoned(&self.budget)
     }
 
     /// Send operation `operation` (`query` is its document) and return its `data`.
@@ -122,7 +122,7 @@ impl LinearClient {
     }
 
     fn record(&self, operation: &str, limits: &RateHeaders) {
-        let mut budget = self.budget.lock().unwrap_or_else(|e| e.into_inner());
+        let mut budget = crate::tracker::unpoisoned(&self.budget);
         if limits.requests_remaining.is_some() {
             budget.requests_remaining = limits.requests_remaining;
         }

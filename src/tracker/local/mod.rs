@@ -392,11 +392,7 @@ impl Tracker for LocalBoard {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            blockers: true,
-        }
+        Capabilities::workflow_states(true)
     }
 
     async fn identity(&self) -> Result<String, TrackerError> {

@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::files::{read_into, TempFile, TicketLock};
-use super::format::{parse_ticket_front, split_front_matter, TicketFront};
+use super::format::{parse_ticket_front, split_front_matter, Split, TicketFront};
 use super::read::{comment_number, modified, utf8_reason};
 use super::render::{
     edit_front_matter, has_top_level_key, render_comment, render_ticket, render_time,
@@ -183,6 +183,64 @@ impl LocalBoard {
     ) -> Result<String, TrackerError> {
         check_status(to)?;
         let to = to.trim();
+        self.edit_ticket_file(
+            id,
+            "move",
+            before_check,
+            |file, path, text, split, front| {
+                if crate::tracker::same_name(&front.status, to) {
+                    return Ok(Edit::Keep(front.status));
+                }
+                if let Some(from) = from {
+                    if !crate::tracker::same_name(&front.status, from) {
+                        return Err(TrackerError::Conflict {
+                            id: id.to_owned(),
+                            expected: from.to_owned(),
+                            current: front.status,
+                        });
+                    }
+                }
+                let mut changes = vec![
+                    ("status", yaml_scalar(to)),
+                    ("updated_at", render_time(self.now())),
+                ];
+                if front.created_at.is_none() && !has_top_level_key(split.front, "created_at") {
+                    let mtime = modified(file).unwrap_or_else(|| self.now());
+                    changes.push(("created_at", render_time(mtime)));
+                }
+                let moved = |new: &String| same_ticket_moved(&front, split.body, new, to);
+                let updated = edit_front_matter(text, &changes)
+                    .filter(moved)
+                    .or_else(|| rewrite_front_matter(text, &changes).filter(moved))
+                    .ok_or_else(|| {
+                        TrackerError::Invalid(format!(
+                            "ticket {id}: cannot rewrite the status in {}",
+                            path.display()
+                        ))
+                    })?;
+                Ok(Edit::Write(updated, front.status))
+            },
+        )
+    }
+
+    /// Rewrite ticket `id`'s file under the ticket lock: `edit` reads it (the open file,
+    /// its path, text, front matter split off and parsed) and says what to write. The new
+    /// file replaces the old only when a re-read right before (after `before_check`)
+    /// finds it unchanged; otherwise a person saved meanwhile and `edit` runs again on
+    /// their version, up to 8 times (then [`TrackerError::Unavailable`], saying `doing`).
+    fn edit_ticket_file<T>(
+        &self,
+        id: &str,
+        doing: &str,
+        before_check: &mut dyn FnMut(),
+        mut edit: impl FnMut(
+            &fs::File,
+            &Path,
+            &str,
+            &Split<'_>,
+            TicketFront,
+        ) -> Result<Edit<T>, TrackerError>,
+    ) -> Result<T, TrackerError> {
         let dir = self.ticket_dir(id)?;
         let path = dir.join(TICKET_FILE);
         // Serializes sortie writers; a person's editor is handled by the re-check below.
@@ -191,45 +249,11 @@ impl LocalBoard {
         let mut current = Vec::new();
         for _ in 0..8 {
             let file = read_into(&path, &mut original).map_err(|e| self.ticket_io(id, &path, e))?;
-            let text = std::str::from_utf8(&original).map_err(|e| {
-                TrackerError::Invalid(format!(
-                    "ticket {id}: {} {}",
-                    path.display(),
-                    utf8_reason(&e)
-                ))
-            })?;
-            let split = split_front_matter(text).map_err(|e| invalid(id, &path, e))?;
-            let front = parse_ticket_front(&split).map_err(|e| invalid(id, &path, e))?;
-            if crate::tracker::same_name(&front.status, to) {
-                return Ok(front.status);
-            }
-            if let Some(from) = from {
-                if !crate::tracker::same_name(&front.status, from) {
-                    return Err(TrackerError::Conflict {
-                        id: id.to_owned(),
-                        expected: from.to_owned(),
-                        current: front.status,
-                    });
-                }
-            }
-            let mut changes = vec![
-                ("status", yaml_scalar(to)),
-                ("updated_at", render_time(self.now())),
-            ];
-            if front.created_at.is_none() && !has_top_level_key(split.front, "created_at") {
-                let mtime = modified(&file).unwrap_or_else(|| self.now());
-                changes.push(("created_at", render_time(mtime)));
-            }
-            let moved = |new: &String| same_ticket_moved(&front, split.body, new, to);
-            let updated = edit_front_matter(text, &changes)
-                .filter(moved)
-                .or_else(|| rewrite_front_matter(text, &changes).filter(moved))
-                .ok_or_else(|| {
-                    TrackerError::Invalid(format!(
-                        "ticket {id}: cannot rewrite the status in {}",
-                        path.display()
-                    ))
-                })?;
+            let (text, split, front) = parse_ticket_file(id, &path, &original)?;
+            let (updated, answer) = match edit(&file, &path, text, &split, front)? {
+                Edit::Keep(answer) => return Ok(answer),
+                Edit::Write(updated, answer) => (updated, answer),
+            };
             let temp = TempFile::write(&dir, updated.as_bytes()).map_err(|e| io_error(&dir, e))?;
             before_check();
             // Right before the rename: has anyone (a person) changed the file since we read it?
@@ -238,13 +262,22 @@ impl LocalBoard {
                 continue;
             }
             temp.rename_to(&path).map_err(|e| io_error(&path, e))?;
-            return Ok(front.status);
+            return Ok(answer);
         }
         Err(TrackerError::Unavailable(format!(
-            "ticket {id}: {} kept changing while sortie tried to move it",
+            "ticket {id}: {} kept changing while sortie tried to {doing} it",
             path.display()
         )))
     }
+}
+
+/// What one read of a ticket file decides: leave the file as it is, or write new text;
+/// either way with the answer to give.
+enum Edit<T> {
+    /// Nothing to change.
+    Keep(T),
+    /// Replace the file with this text.
+    Write(String, T),
 }
 
 impl LocalBoard {
@@ -257,25 +290,10 @@ impl LocalBoard {
             )));
         }
         self.read_ticket(by)?;
-        let dir = self.ticket_dir(id)?;
-        let path = dir.join(TICKET_FILE);
-        let _lock = TicketLock::acquire(&dir).map_err(|e| io_error(&dir, e))?;
-        let mut original = Vec::new();
-        let mut current = Vec::new();
-        for _ in 0..8 {
-            read_into(&path, &mut original).map_err(|e| self.ticket_io(id, &path, e))?;
-            let text = std::str::from_utf8(&original).map_err(|e| {
-                TrackerError::Invalid(format!(
-                    "ticket {id}: {} {}",
-                    path.display(),
-                    utf8_reason(&e)
-                ))
-            })?;
-            let split = split_front_matter(text).map_err(|e| invalid(id, &path, e))?;
-            let front = parse_ticket_front(&split).map_err(|e| invalid(id, &path, e))?;
+        self.edit_ticket_file(id, "edit", &mut || {}, |_, path, text, _, front| {
             let mut blockers = front.blocked_by.clone();
             if blockers.iter().any(|b| b == by.trim()) {
-                return Ok(blockers);
+                return Ok(Edit::Keep(blockers));
             }
             blockers.push(by.trim().to_string());
             let list = format!(
@@ -298,18 +316,8 @@ impl LocalBoard {
                         path.display()
                     ))
                 })?;
-            let temp = TempFile::write(&dir, updated.as_bytes()).map_err(|e| io_error(&dir, e))?;
-            read_into(&path, &mut current).map_err(|e| self.ticket_io(id, &path, e))?;
-            if current != original {
-                continue;
-            }
-            temp.rename_to(&path).map_err(|e| io_error(&path, e))?;
-            return Ok(blockers);
-        }
-        Err(TrackerError::Unavailable(format!(
-            "ticket {id}: {} kept changing while sortie tried to edit it",
-            path.display()
-        )))
+            Ok(Edit::Write(updated, blockers))
+        })
     }
 }
 
@@ -352,6 +360,25 @@ fn carries_key(body: &str, key: &str) -> bool {
 
 fn comment_file_name(n: u64) -> String {
     format!("{n:04}.md")
+}
+
+/// Ticket `id`'s file as read into `bytes` (from `path`): its text, split at the front
+/// matter, and the front matter parsed; what every rewrite of the file starts from.
+fn parse_ticket_file<'a>(
+    id: &str,
+    path: &Path,
+    bytes: &'a [u8],
+) -> Result<(&'a str, Split<'a>, TicketFront), TrackerError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        TrackerError::Invalid(format!(
+            "ticket {id}: {} {}",
+            path.display(),
+            utf8_reason(&e)
+        ))
+    })?;
+    let split = split_front_matter(text).map_err(|e| invalid(id, path, e))?;
+    let front = parse_ticket_front(&split).map_err(|e| invalid(id, path, e))?;
+    Ok((text, split, front))
 }
 
 fn invalid(id: &str, path: &Path, e: super::format::FormatError) -> TrackerError {

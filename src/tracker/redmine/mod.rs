@@ -74,16 +74,13 @@ impl RedmineTracker {
 
     /// Open the adapter a config names, reading the API key from `api_key_env`.
     pub fn from_env(url: &str, project: &str, api_key_env: &str) -> Result<Self, TrackerError> {
-        let key = std::env::var(api_key_env)
-            .ok()
-            .filter(|k| !k.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::Unauthorized(format!(
-                    "the Redmine API key variable ${api_key_env} is not set; export it with \
-                     the key from My account > API access key on {url}"
-                ))
-            })?;
-        Self::new(url, project, key.trim().to_string(), api_key_env)
+        let key = super::read_secret(api_key_env, || {
+            format!(
+                "the Redmine API key variable ${api_key_env} is not set; export it with \
+                 the key from My account > API access key on {url}"
+            )
+        })?;
+        Self::new(url, project, key, api_key_env)
     }
 
     /// List with pages of `size` issues instead of [`PAGE_SIZE`] (tests of pagination).
@@ -282,12 +279,8 @@ impl Tracker for RedmineTracker {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            native_statuses: true,
-            idempotency_header: false,
-            // Relations, one request per candidate (and one per blocker), bounded per tick.
-            blockers: true,
-        }
+        // Relations, one request per candidate (and one per blocker), bounded per tick.
+        Capabilities::workflow_states(true)
     }
 
     /// The API key user's display name (`firstname lastname`); comments that user
