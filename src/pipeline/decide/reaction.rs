@@ -137,6 +137,12 @@ pub fn fingerprint(parts: &[&str]) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// The fingerprint of a pull request's merge: the same whether sortie merged it (the
+/// react step writes it at once) or a person did (the next tick's verdict).
+pub fn merged_fingerprint(tracker: &str, ticket_id: &str, number: u64) -> String {
+    fingerprint(&[tracker, ticket_id, "merged", &number.to_string()])
+}
+
 /// Decide for one watched ticket.
 pub fn decide(config: &Config, reactions: &ReactionsConfig, w: &Watched<'_>) -> Verdict {
     let pull = w.pull;
@@ -154,7 +160,7 @@ pub fn decide(config: &Config, reactions: &ReactionsConfig, w: &Watched<'_>) -> 
                 Some(to) => Verdict::Merged {
                     merge_commit: merge_commit.clone(),
                     to_status: to.clone(),
-                    fingerprint: fingerprint(&[w.tracker, w.ticket_id, "merged", &number]),
+                    fingerprint: merged_fingerprint(w.tracker, w.ticket_id, pull.number),
                 },
                 None => Verdict::Wait(format!(
                     "pull request #{} is merged; set `reactions.merged.to` (or a terminal \

@@ -13,9 +13,11 @@ use write::Written;
 
 use crate::block::OutcomeBlock;
 use crate::config::ReactionsConfig;
-use crate::ledger::ReactionRecord;
+use crate::ledger::{ReactionRecord, Scope};
 use crate::pipeline::context::Context;
-use crate::pipeline::decide::reaction::{decide, Reaction, Verdict, Watched, REACTIONS_ROLE};
+use crate::pipeline::decide::reaction::{
+    decide, merged_fingerprint, Reaction, Verdict, Watched, REACTIONS_ROLE,
+};
 use crate::pipeline::history::TicketHistory;
 use crate::pipeline::observe::canonicalize;
 use crate::pipeline::report::ReactionLine;
@@ -39,11 +41,8 @@ pub(super) async fn react(
         return Ok(Vec::new());
     };
     let Some(forge) = &ctx.forge else {
-        return Ok(vec![line(
+        return Ok(vec![error(
             "-",
-            None,
-            None,
-            "error",
             None,
             "reactions need a forge: configure `forge:` or use a forge tracker".to_string(),
         )]);
@@ -55,11 +54,8 @@ pub(super) async fn react(
     {
         Ok(listing) => listing,
         Err(err) => {
-            return Ok(vec![line(
+            return Ok(vec![error(
                 "-",
-                None,
-                None,
-                "error",
                 None,
                 format!("cannot list the watched statuses: {err}"),
             )]);
@@ -81,23 +77,20 @@ pub(super) async fn react(
     }
 
     let tracker = ctx.tracker_name();
-    let snapshot = ctx.ledger.snapshot(tracker)?;
-    let pending: HashSet<&str> = snapshot
-        .outbox_pending
+    // Only what this step needs: its own pending write-backs and holds (the tick's
+    // snapshot comes later, in observe), and each watched ticket's reactions below.
+    let outbox = ctx.ledger.outbox_pending(tracker)?;
+    let pending: HashSet<&str> = outbox
         .iter()
         .filter(|e| e.key.role == REACTIONS_ROLE)
         .map(|e| e.key.ticket_id.as_str())
         .collect();
-    let held: HashMap<&str, &str> = snapshot
-        .holds
+    let holds = ctx.ledger.holds(Scope::Tracker(tracker))?;
+    let held: HashMap<&str, &str> = holds
         .iter()
         .filter(|h| h.key.role == REACTIONS_ROLE)
         .map(|h| (h.key.ticket_id.as_str(), h.reason_code.as_str()))
         .collect();
-    let mut past: HashMap<String, Vec<ReactionRecord>> = HashMap::new();
-    for r in ctx.ledger.reactions(tracker, None)? {
-        past.entry(r.ticket_id.clone()).or_default().push(r);
-    }
     let identity = match forge.identity().await {
         Ok(login) => login,
         Err(_) => ctx.identity.clone(),
@@ -109,22 +102,16 @@ pub(super) async fn react(
     for (ticket, comments) in tickets.iter().zip(comments) {
         let id = ticket.id.as_str();
         if pending.contains(id) {
-            lines.push(line(
+            lines.push(waiting(
                 id,
-                None,
-                None,
-                "waiting",
                 None,
                 "its last reaction is still being written back".into(),
             ));
             continue;
         }
         if let Some(reason) = held.get(id) {
-            lines.push(line(
+            lines.push(waiting(
                 id,
-                None,
-                None,
-                "waiting",
                 None,
                 format!("held ({reason}) until a person moves it"),
             ));
@@ -133,34 +120,26 @@ pub(super) async fn react(
         let comments = match comments {
             Ok(c) => c,
             Err(err) => {
-                lines.push(line(
-                    id,
-                    None,
-                    None,
-                    "error",
-                    None,
-                    format!("cannot read its comments: {err}"),
-                ));
+                lines.push(error(id, None, format!("cannot read its comments: {err}")));
                 continue;
             }
         };
         let history = TicketHistory::from_comments(&comments, &ctx.trusted);
         let Some(number) = pull_request_of(&history) else {
-            lines.push(line(
+            lines.push(waiting(
                 id,
-                None,
-                None,
-                "waiting",
                 None,
                 "no pull request in its blocks' artifacts".into(),
             ));
             continue;
         };
-        let past = past.get(id).map(Vec::as_slice).unwrap_or(&[]);
+        // The ticket's own rows (indexed by ticket): the table keeps every reaction
+        // ever stored, so the whole tracker's is not read every tick.
+        let past = ctx.ledger.reactions(tracker, Some(id))?;
         let watched = WatchedTicket {
             ticket,
             number,
-            past,
+            past: &past,
             identity: &identity,
         };
         lines.push(react_to(ctx, forge.as_ref(), reactions, &watched, dry_run).await?);
@@ -214,14 +193,7 @@ async fn react_to(
     let pull = match forge.pull_request_state(w.number).await {
         Ok(pull) => pull,
         Err(err) => {
-            return Ok(line(
-                id,
-                number,
-                None,
-                "error",
-                None,
-                format!("cannot read it: {err}"),
-            ));
+            return Ok(error(id, number, format!("cannot read it: {err}")));
         }
     };
     let mut resolved = HashSet::new();
@@ -252,12 +224,9 @@ async fn react_to(
             }
             Ok(_) => {}
             Err(err) => {
-                return Ok(line(
+                return Ok(error(
                     id,
                     number,
-                    None,
-                    "error",
-                    None,
                     format!("cannot read its resolved review threads: {err}"),
                 ));
             }
@@ -270,7 +239,7 @@ async fn react_to(
         dry_run,
     };
     match verdict {
-        Verdict::Wait(why) => Ok(line(id, number, None, "waiting", None, why)),
+        Verdict::Wait(why) => Ok(waiting(id, number, why)),
         Verdict::React(reaction) => {
             let details = if dry_run {
                 Vec::new()
@@ -307,12 +276,7 @@ async fn react_to(
             {
                 Ok(MergeResult::Merged { sha }) => {
                     let to = reactions.merged_to.clone().unwrap_or_else(|| w.ticket.status.clone());
-                    let fingerprint = crate::pipeline::decide::reaction::fingerprint(&[
-                        ctx.tracker_name(),
-                        id,
-                        "merged",
-                        &w.number.to_string(),
-                    ]);
+                    let fingerprint = merged_fingerprint(ctx.tracker_name(), id, w.number);
                     written.merged(Some(sha), to, fingerprint).await
                 }
                 Ok(MergeResult::Refused { reason }) => Ok(line(
@@ -360,6 +324,14 @@ async fn check_details(forge: &dyn Forge, reaction: &Reaction) -> Vec<String> {
         out.push(details);
     }
     out
+}
+
+fn waiting(ticket: &str, pull_request: Option<u64>, detail: String) -> ReactionLine {
+    line(ticket, pull_request, None, "waiting", None, detail)
+}
+
+fn error(ticket: &str, pull_request: Option<u64>, detail: String) -> ReactionLine {
+    line(ticket, pull_request, None, "error", None, detail)
 }
 
 pub(super) fn line(
