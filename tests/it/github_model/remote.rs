@@ -4,78 +4,10 @@
 //! (or squash) commit onto the base branch.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use crate::model_plumbing::bare_repo::{branch_commit, merge_onto_base, merge_tree};
 
 use super::{GithubModel, State};
-
-/// What `git merge-tree --write-tree` said about a base and a head.
-#[derive(Debug)]
-struct MergeTree {
-    /// The merged tree (also written when it conflicts).
-    tree: String,
-    /// Paths that conflict; empty when it merges cleanly.
-    conflicts: Vec<String>,
-}
-
-fn git(bare: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .arg("--git-dir")
-        .arg(bare)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "GitHub")
-        .env("GIT_AUTHOR_EMAIL", "noreply@github.com")
-        .env("GIT_COMMITTER_NAME", "GitHub")
-        .env("GIT_COMMITTER_EMAIL", "noreply@github.com")
-        .output()
-        .expect("git is installed")
-}
-
-/// The commit `refs/heads/<branch>` points at, if the branch exists.
-fn branch_commit(bare: &Path, branch: &str) -> Option<String> {
-    let out = git(
-        bare,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{branch}^{{commit}}"),
-        ],
-    );
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// `git merge-tree --write-tree --name-only base head` (exit 1: it conflicts).
-fn merge_tree(bare: &Path, base: &str, head: &str) -> MergeTree {
-    let out = git(
-        bare,
-        &[
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "--no-messages",
-            base,
-            head,
-        ],
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let tree = lines.next().unwrap_or_default().to_string();
-    let conflicts = match out.status.code() {
-        Some(1) => lines
-            .take_while(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect(),
-        Some(0) => Vec::new(),
-        _ => panic!(
-            "git merge-tree {base} {head} in {}: {}",
-            bare.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    };
-    MergeTree { tree, conflicts }
-}
 
 impl State {
     /// Read every open pull request's head and base from the repository: a moved
@@ -126,29 +58,8 @@ impl State {
     pub(super) fn merge_in_remote(&mut self, number: u64, method: &str) -> Option<String> {
         let bare = self.remote.clone()?;
         let p = self.pull_mut(number).clone();
-        // A test that pinned a conflicting pull request mergeable gets the tree with
-        // the conflict markers: what it asked for, and no panic inside the server.
-        let tree = merge_tree(&bare, &p.base_sha, &p.head_sha);
         let title = format!("Merge pull request #{number} from {}", p.head);
-        let mut args = vec!["commit-tree", tree.tree.as_str(), "-p", p.base_sha.as_str()];
-        if method == "merge" {
-            args.extend(["-p", p.head_sha.as_str()]);
-        }
-        args.extend(["-m", title.as_str()]);
-        let out = git(&bare, &args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let base_ref = format!("refs/heads/{}", p.base);
-        let out = git(&bare, &["update-ref", &base_ref, &sha, &p.base_sha]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let sha = merge_onto_base(&bare, &p.base, &p.base_sha, &p.head_sha, method, &title);
         Some(sha)
     }
 }

@@ -4,6 +4,8 @@
 //! keeps only its own state and routes.
 #![allow(dead_code)]
 
+pub mod bare_repo;
+
 use serde_json::Value;
 use wiremock::Request;
 
