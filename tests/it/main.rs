@@ -78,7 +78,7 @@ mod linear_pipeline;
 mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
-mod reactions_github;
+mod reactions;
 mod run_logs;
 mod secrets;
 mod stale_listing;

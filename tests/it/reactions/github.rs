@@ -1,0 +1,123 @@
+//! The reactions suite on GitHub: check runs with annotations, review comments with
+//! threads over GraphQL, `PUT .../merge` with `sha` and `merge_method`.
+
+use std::path::Path;
+
+use super::{suite, PullForge, PullView};
+use crate::github_model::{GithubModel, LOGIN, TOKEN};
+
+impl PullForge for GithubModel {
+    const SELF_LOGIN: &'static str = LOGIN;
+    const NAMES_CONFLICT_PATHS: bool = false;
+    // User, pull, check runs, status, reviews, comments.
+    const IDLE_REQUESTS: usize = 6;
+
+    async fn start(remote: &Path) -> Self {
+        GithubModel::with_remote(remote).await
+    }
+
+    fn forge_yaml(&self) -> String {
+        format!(
+            "  kind: github\n  repo: acme/widgets\n  api_url: \"{}\"\n  \
+             token_env: SORTIE_TEST_FORGE_TOKEN",
+            self.api_url()
+        )
+    }
+
+    fn token(&self) -> &'static str {
+        TOKEN
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        GithubModel::now(self)
+    }
+
+    fn advance(&self, secs: i64) {
+        GithubModel::advance(self, secs)
+    }
+
+    fn pull_numbers(&self) -> Vec<u64> {
+        self.pulls().iter().map(|p| p.number).collect()
+    }
+
+    fn pull(&self, number: u64) -> PullView {
+        let pull = GithubModel::pull(self, number).expect("the pull request exists");
+        PullView {
+            head_sha: pull.head_sha,
+            merged: pull.merged,
+            merge_commit: pull.merge_commit_sha,
+        }
+    }
+
+    fn fail_check(&self, sha: &str, name: &str) -> Vec<String> {
+        let run = self.add_check_run(
+            sha,
+            name,
+            "completed",
+            Some("failure"),
+            "2 tests failed",
+            "assertion failed: widget.turns()",
+        );
+        self.add_annotation(run, "src/widget.rs", 12, "expected 2 turns, got 3");
+        vec!["src/widget.rs:12: failure: expected 2 turns, got 3".to_string()]
+    }
+
+    fn pass_check(&self, sha: &str, name: &str) {
+        self.add_check_run(sha, name, "completed", Some("success"), "ok", "");
+    }
+
+    fn add_review_comment(
+        &self,
+        number: u64,
+        author: &str,
+        path: &str,
+        line: u64,
+        body: &str,
+    ) -> u64 {
+        GithubModel::add_review_comment(self, number, author, path, line, body)
+    }
+
+    fn resolve_thread(&self, id: u64) {
+        GithubModel::resolve_thread(self, id)
+    }
+
+    fn set_pull_labels(&self, number: u64, labels: &[&str]) {
+        GithubModel::set_pull_labels(self, number, labels)
+    }
+
+    fn merge_calls(&self) -> Vec<(String, String)> {
+        GithubModel::merge_calls(self)
+            .into_iter()
+            .map(|(_, body)| {
+                let text = |key: &str| body[key].as_str().unwrap_or_default().to_string();
+                (text("sha"), text("merge_method"))
+            })
+            .collect()
+    }
+
+    fn merge_by_person(&self, number: u64, who: &str) -> String {
+        GithubModel::merge_by_person(self, number, who)
+    }
+
+    fn conflicting_paths(&self, number: u64) -> Vec<String> {
+        GithubModel::conflicting_paths(self, number)
+    }
+
+    fn before_merge(&self, f: impl FnOnce() + Send + 'static) {
+        GithubModel::before_merge(self, f)
+    }
+
+    fn log(&self) -> Vec<String> {
+        GithubModel::log(self)
+    }
+
+    fn clear_log(&self) {
+        GithubModel::clear_log(self)
+    }
+
+    fn units_used(&self) -> Option<u64> {
+        Some(GithubModel::units_used(self))
+    }
+}
+
+suite!(GithubModel);
