@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stoplight Prism serving the trackers' published API descriptions (trimmed to the issue
-# endpoints), for the adapters' contract tests (tests/services/github_contract.rs,
+# and pull-request endpoints), for the adapters' contract tests (tests/services/github_contract.rs,
 # tests/services/forge_contract.rs): one `prism mock` per description.
 #
 # Installs the pinned prism-cli (scripts/services/prism/package-lock.json) once, starts
@@ -17,6 +17,7 @@ mkdir -p "$SORTIE_TEST_SERVICES"
 prefix=scripts/services/prism
 # NAME (the variable's suffix) and description, one per line.
 specs="GITHUB tests/fixtures/github/github-issues.openapi.json
+GITHUB_PULLS tests/fixtures/github/github-pulls.openapi.json
 GITEA tests/fixtures/gitea/gitea-issues.swagger.json
 GITLAB tests/fixtures/gitlab/gitlab-issues.openapi.json"
 

@@ -27,5 +27,6 @@ mod ledger_postgres_hosts;
 mod ledger_postgres_outage;
 mod ledger_postgres_slots;
 mod model_server;
+mod pulls_contract;
 mod redmine_contract;
 mod redmine_e2e;
