@@ -28,5 +28,6 @@ mod ledger_postgres_outage;
 mod ledger_postgres_slots;
 mod model_server;
 mod pulls_contract;
+mod reactions_postgres;
 mod redmine_contract;
 mod redmine_e2e;
