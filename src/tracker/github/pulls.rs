@@ -2,6 +2,7 @@
 //! the head's check runs and combined status, reviews and review comments, each a
 //! conditional `GET` (an unchanged pull request costs no rate-limit units); resolved
 //! review threads through GraphQL, read only when comments are about to be handed
+//! over; a failed GitHub Actions job's log tail, read only when its failure is handed
 //! over; the merge with the expected head SHA.
 
 use std::collections::HashSet;
@@ -128,7 +129,8 @@ pub(super) async fn resolved(
     Ok(out)
 }
 
-/// A failed check run's annotations, or its output when it has none.
+/// A failed check run's output and annotations, and the tail of its job's log when it
+/// is a GitHub Actions job.
 pub(super) async fn check_details(
     api: &GithubApi,
     check: &Check,
@@ -162,7 +164,42 @@ pub(super) async fn check_details(
     if !lines.is_empty() {
         out = format!("{out}\n{}", lines.join("\n"));
     }
+    if let Some(job) = check.url.as_deref().and_then(actions_job) {
+        match job_log(api, job).await {
+            Ok(log) if !log.trim().is_empty() => {
+                // The output and annotations get at most half; the log's tail (where
+                // it failed) the rest, with room for the line saying what was cut.
+                let head = tail_excerpt(out.trim(), max_chars / 2);
+                let room = max_chars.saturating_sub(head.chars().count() + 64);
+                out = format!("{head}\nLog tail:\n{}", tail_excerpt(log.trim_end(), room));
+            }
+            Ok(_) => {}
+            // Expired or never kept: the annotations and output are what there is.
+            Err(TrackerError::NotFound(_)) => {}
+            Err(err) => return Err(err),
+        }
+    }
     Ok(tail_excerpt(out.trim(), max_chars))
+}
+
+/// The GitHub Actions job a check run is, from its page
+/// (`https://github.com/o/r/actions/runs/123/job/456` -> `456`): an Actions check run's
+/// id is its job's.
+fn actions_job(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("/actions/runs/")?;
+    let (run, job) = rest.split_once("/job/")?;
+    let job = job.split(['?', '#', '/']).next()?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    (digits(run) && digits(job)).then_some(job)
+}
+
+/// `GET .../actions/jobs/{job}/logs`: GitHub answers with a redirect to a short-lived
+/// download URL on another host, which the client follows without the token (it drops
+/// `Authorization` on a redirect to another host).
+async fn job_log(api: &GithubApi, job: &str) -> Result<String, TrackerError> {
+    let url = api.repo_url(&["actions", "jobs", job, "logs"]);
+    let reply = api.send(Method::GET, &url, None, Retry::Safe).await?;
+    Ok(reply.body)
 }
 
 /// `PUT .../pulls/{n}/merge` with the expected head SHA; a refusal (409 head moved,
@@ -371,5 +408,28 @@ impl GithubApi {
             )
             .await?;
         super::api::parse_json(&reply.body, "POST graphql")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::actions_job;
+
+    #[test]
+    fn an_actions_check_runs_job_is_read_from_its_page_and_nothing_else_is() {
+        assert_eq!(
+            actions_job("https://github.com/a/b/actions/runs/123/job/456"),
+            Some("456")
+        );
+        assert_eq!(
+            actions_job("https://github.com/a/b/actions/runs/123/job/456?pr=7"),
+            Some("456")
+        );
+        assert_eq!(actions_job("https://github.com/a/b/runs/456"), None);
+        assert_eq!(actions_job("https://ci.example/actions/runs/x/job/1"), None);
+        assert_eq!(
+            actions_job("https://github.com/a/b/actions/runs/1/job/"),
+            None
+        );
     }
 }

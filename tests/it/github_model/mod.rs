@@ -387,6 +387,8 @@ struct Answer {
     body: Option<Value>,
     link: Option<String>,
     free: bool,
+    /// A redirect's target.
+    location: Option<String>,
 }
 
 fn answer(status: u16, body: Value) -> Answer {
@@ -395,6 +397,7 @@ fn answer(status: u16, body: Value) -> Answer {
         body: Some(body),
         link: None,
         free: false,
+        location: None,
     }
 }
 
@@ -413,6 +416,22 @@ impl Respond for Responder {
         let if_none_match = header(req, "if-none-match").map(str::to_string);
         let auth_ok = header(req, "authorization") == Some(&format!("Bearer {TOKEN}"));
 
+        if let Some(id) = path.strip_prefix("/_downloads/job-logs/") {
+            // The download host: no token wanted, and none should come.
+            let log = id
+                .parse::<u64>()
+                .ok()
+                .and_then(|id| s.activity.runs.iter().find(|r| r.id == id))
+                .and_then(|r| r.log.clone());
+            s.activity.log_downloads += 1;
+            s.activity.log_download_had_token |= header(req, "authorization").is_some();
+            return match log {
+                Some(log) => {
+                    ResponseTemplate::new(200).set_body_raw(log.into_bytes(), "text/plain")
+                }
+                None => ResponseTemplate::new(404),
+            };
+        }
         let mut extra: Vec<(String, String)> = Vec::new();
         let ans = if !auth_ok {
             message(401, "Bad credentials")
@@ -481,6 +500,9 @@ impl Respond for Responder {
             if let Some(link) = ans.link {
                 t = t.insert_header("link", link.as_str());
             }
+        }
+        if let Some(location) = ans.location {
+            t = t.insert_header("location", location.as_str());
         }
         if let Some(body) = body {
             t = t.set_body_raw(body.into_bytes(), "application/json; charset=utf-8");

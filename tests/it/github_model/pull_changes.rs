@@ -119,6 +119,7 @@ impl GithubModel {
             started: now,
             completed: (status == "completed").then_some(now),
             annotations: Vec::new(),
+            log: None,
         });
         id
     }
@@ -140,6 +141,21 @@ impl GithubModel {
     }
 
     /// The check run flags `path:line` (a `failure` annotation).
+    /// Check run `id` is a GitHub Actions job whose log is `log`: its page names the
+    /// job, and `GET .../actions/jobs/{id}/logs` redirects to a download of it on another
+    /// host (`localhost` for the model's `127.0.0.1`), as GitHub does.
+    pub fn set_job_log(&self, id: u64, log: &str) {
+        let mut s = self.state();
+        let run = s.activity.runs.iter_mut().find(|r| r.id == id).unwrap();
+        run.log = Some(log.to_string());
+    }
+
+    /// How many job logs were downloaded, and whether a download carried the token.
+    pub fn log_downloads(&self) -> (usize, bool) {
+        let s = self.state();
+        (s.activity.log_downloads, s.activity.log_download_had_token)
+    }
+
     pub fn add_annotation(&self, check_run_id: u64, path: &str, line: u64, message: &str) {
         let mut s = self.state();
         let run = s

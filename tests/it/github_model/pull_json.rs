@@ -105,7 +105,10 @@ pub(super) fn pull_full_json(s: &State, p: &ModelPull) -> Value {
 /// A check run as `GET .../commits/{ref}/check-runs` shows it.
 pub(super) fn check_run_json(s: &State, r: &ModelCheckRun) -> Value {
     let api = format!("{}{}/repos/{REPO}", s.origin, s.prefix);
-    let html = format!("https://github.com/{REPO}/runs/{}", r.id);
+    let html = match r.log {
+        Some(_) => format!("https://github.com/{REPO}/actions/runs/7000/job/{}", r.id),
+        None => format!("https://github.com/{REPO}/runs/{}", r.id),
+    };
     json!({
         "id": r.id,
         "node_id": format!("CR_{}", r.id),

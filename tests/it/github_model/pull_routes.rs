@@ -51,6 +51,7 @@ pub(super) fn pull_route(
             body: None,
             link: None,
             free: false,
+            location: None,
         },
         ("GET", ["merge"]) => message(404, "Not Found"),
         ("PUT", ["merge"]) => merge(s, number, body),
@@ -243,6 +244,29 @@ pub(super) fn ci_route(s: &mut State, rest: &[&str], req: &Request) -> Answer {
                     paginate(s, req, items)
                 }
                 _ => message(404, "Not Found"),
+            }
+        }
+        ["actions", "jobs", id, "logs"] => {
+            let job = id.parse::<u64>().ok().and_then(|id| {
+                s.activity
+                    .runs
+                    .iter()
+                    .find(|r| r.id == id && r.log.is_some())
+            });
+            match job {
+                // Another host than the API's, as GitHub's download URLs are.
+                Some(job) => Answer {
+                    status: 302,
+                    body: None,
+                    link: None,
+                    free: false,
+                    location: Some(format!(
+                        "{}/_downloads/job-logs/{}",
+                        s.origin.replace("127.0.0.1", "localhost"),
+                        job.id
+                    )),
+                },
+                None => message(404, "Not Found"),
             }
         }
         _ => message(404, "Not Found"),

@@ -103,6 +103,8 @@ pub struct ModelCheckRun {
     pub started: i64,
     pub completed: Option<i64>,
     pub annotations: Vec<ModelAnnotation>,
+    /// Its GitHub Actions job's log, when it is one (its page then names the job).
+    pub log: Option<String>,
 }
 
 /// One annotation of a check run (a line a linter or test flagged).
@@ -170,6 +172,9 @@ pub(super) struct PullActivity {
     pub statuses: Vec<ModelStatus>,
     pub reviews: Vec<ModelReview>,
     pub comments: Vec<ModelReviewComment>,
+    /// Downloads of job logs so far, and whether any carried a token.
+    pub log_downloads: usize,
+    pub log_download_had_token: bool,
     next_id: u64,
 }
 

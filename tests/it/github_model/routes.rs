@@ -163,7 +163,7 @@ fn repo_route(s: &mut State, method: &str, rest: &[&str], body: &Value, req: &Re
             };
             pull_route(s, method, number, tail, body, req)
         }
-        ("GET", ["commits", _, "check-runs" | "status"] | ["check-runs", ..]) => {
+        ("GET", ["commits", _, "check-runs" | "status"] | ["check-runs", ..] | ["actions", ..]) => {
             ci_route(s, rest, req)
         }
         ("GET", ["labels"]) => {

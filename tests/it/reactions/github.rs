@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{suite, PullForge, PullView};
+use super::{suite, PullForge, PullView, Rig, WATCH_CI};
 use crate::github_model::{GithubModel, LOGIN, TOKEN};
 
 impl PullForge for GithubModel {
@@ -121,3 +121,38 @@ impl PullForge for GithubModel {
 }
 
 suite!(GithubModel);
+
+/// A failed GitHub Actions job: the tail of its log (where it failed) reaches the
+/// fixing stage's prompt, and the log's download, on another host than the API's,
+/// is made without the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_actions_jobs_log_tail_is_handed_over_and_its_download_gets_no_token() {
+    let rig = Rig::<GithubModel>::new(WATCH_CI).await;
+    rig.until("qa-passed", 4).await;
+    let (_, head) = rig.pull();
+    let run = rig.model.add_check_run(
+        &head,
+        "build",
+        "completed",
+        Some("failure"),
+        "build failed",
+        "",
+    );
+    let mut log: String = (0..2000).map(|i| format!("step {i}: ok\n")).collect();
+    log.push_str("error[E0308]: mismatched types in src/widget.rs\n");
+    rig.model.set_job_log(run, &log);
+    let report = rig.tick().await;
+    assert!(report.contains("ci_failure round 1: reacted"), "{report}");
+    let prompt = rig.prompt("backend", 1);
+    assert!(
+        prompt.contains("error[E0308]: mismatched types in src/widget.rs"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("Log tail:"), "{prompt}");
+    assert!(!prompt.contains("step 0: ok"), "only the tail: {prompt}");
+    assert_eq!(
+        rig.model.log_downloads(),
+        (1, false),
+        "one download, no token"
+    );
+}
