@@ -612,6 +612,42 @@ pub async fn run_changes(worktree: &Worktree, timeout: Duration) -> Result<RunCh
     })
 }
 
+/// Files changed, lines added and lines removed from the commit the run started at to
+/// the worktree as it is now (committed or not; new files git does not track yet are
+/// not counted), as `git diff --shortstat` reports them.
+pub async fn diff_stat(
+    worktree: &Worktree,
+    timeout: Duration,
+) -> Result<(u64, u64, u64), GitError> {
+    let text = git(
+        &worktree.dir,
+        &["diff", "--shortstat", &worktree.start, "--"],
+        timeout,
+    )
+    .await?;
+    Ok(parse_shortstat(&text))
+}
+
+/// ` 3 files changed, 10 insertions(+), 2 deletions(-)` -> `(3, 10, 2)`.
+fn parse_shortstat(text: &str) -> (u64, u64, u64) {
+    let mut out = (0, 0, 0);
+    for part in text.split(',') {
+        let mut words = part.split_whitespace();
+        let (Some(n), Some(what)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let n = n.parse().unwrap_or(0);
+        if what.starts_with("file") {
+            out.0 = n;
+        } else if what.starts_with("insertion") {
+            out.1 = n;
+        } else if what.starts_with("deletion") {
+            out.2 = n;
+        }
+    }
+    out
+}
+
 /// Push the ticket's branch to the configured URL, never forced: a branch the remote
 /// already has at this commit is a no-op, one that moved elsewhere is
 /// [`GitError::PushRejected`]. The push runs from the transport repository (see the

@@ -15,6 +15,7 @@ mod process;
 mod program;
 mod progress;
 mod prompt;
+pub mod verify;
 mod workspace;
 
 use std::collections::BTreeMap;

@@ -42,6 +42,7 @@ pub(crate) fn parse_body(
             run_id: fields.optional_string("run_id")?,
             duration_seconds: fields.optional_number("duration_seconds")?,
             artifacts: fields.string_map("artifacts")?,
+            evidence: fields.evidence()?,
             extra: fields.extra()?,
         }),
         BlockKind::Failure => OutcomeBlock::Failure(FailureBlock {
@@ -190,6 +191,25 @@ impl Fields {
             map.insert(key, value);
         }
         Ok(map)
+    }
+
+    /// `evidence`: a mapping of `checks`, `change` and `work` (docs/evidence.md).
+    fn evidence(&mut self) -> Result<Option<super::Evidence>, BlockError> {
+        let Some(value) = self.optional("evidence") else {
+            return Ok(None);
+        };
+        if !value.is_mapping() {
+            return Err(self.error(
+                "evidence",
+                expected("a mapping of checks, change and work", &value),
+            ));
+        }
+        serde_yaml::from_value(value).map(Some).map_err(|e| {
+            self.error(
+                "evidence",
+                format!("is not readable as evidence (docs/evidence.md): {e}"),
+            )
+        })
     }
 
     /// Whatever the known fields left behind, minus the keys `sortie block parse` reserves.

@@ -41,6 +41,7 @@ fn write_fields<M: SerializeMap>(map: &mut M, block: &OutcomeBlock) -> Result<()
             map.serialize_entry("run_id", &b.run_id)?;
             map.serialize_entry("duration_seconds", &b.duration_seconds)?;
             map.serialize_entry("artifacts", &b.artifacts)?;
+            map.serialize_entry("evidence", &b.evidence)?;
         }
         OutcomeBlock::Failure(b) => {
             map.serialize_entry("role", &b.role)?;

@@ -8,6 +8,7 @@
 //!
 //! The format is specified in `docs/blocks.md`.
 
+mod evidence;
 mod fields;
 pub mod jira;
 mod json;
@@ -17,6 +18,7 @@ mod render;
 
 use sha2::{Digest, Sha256};
 
+pub use evidence::{ChangeEvidence, CheckEvidence, Evidence, TestCounts};
 pub use model::{
     BlockKind, Category, FailureBlock, NextAction, OutcomeBlock, ParsedBlock, SuccessBlock,
 };

@@ -18,6 +18,7 @@ pub(crate) const SUCCESS_FIELDS: &[&str] = &[
     "run_id",
     "duration_seconds",
     "artifacts",
+    "evidence",
 ];
 
 /// Field names of a `sortie:failure` block, in rendering order.
@@ -169,6 +170,8 @@ pub struct SuccessBlock {
     pub duration_seconds: Option<f64>,
     /// Named results: branch, pull request URL, ...
     pub artifacts: BTreeMap<String, String>,
+    /// What sortie itself observed of the run (its checks, the change), when anything.
+    pub evidence: Option<super::Evidence>,
     /// Fields this version does not know, kept and rendered back.
     pub extra: BTreeMap<String, serde_yaml::Value>,
 }

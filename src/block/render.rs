@@ -105,6 +105,11 @@ fn render_body(block: &OutcomeBlock, target: Target) -> String {
                 indent(&mut out, &entry(name, &text(value)));
             }
         }
+        if let Some(evidence) = b.evidence.as_ref().filter(|e| !e.is_empty()) {
+            if let Ok(value) = serde_yaml::to_value(evidence) {
+                out.push_str(&entry("evidence", &value));
+            }
+        }
     }
     for (key, value) in block.extra() {
         out.push_str(&entry(key, value));

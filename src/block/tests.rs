@@ -413,6 +413,7 @@ fn line_separators_survive_rendering() {
         run_id: None,
         duration_seconds: None,
         artifacts: BTreeMap::new(),
+        evidence: None,
         extra: BTreeMap::new(),
     };
     success

@@ -577,6 +577,21 @@ pub struct Stage {
     /// A successful run must leave a new commit or a change in the git worktree, or the
     /// ticket is held with `agent.no_changes`. Default false.
     pub expects_changes: bool,
+    /// `verify:`: commands sortie runs in the workspace after the agent reports
+    /// success, before handing the ticket on. Default none.
+    pub verify: Option<Verify>,
+}
+
+/// A stage's `verify:` (docs/evidence.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verify {
+    /// Each command's argv, run in order (no shell).
+    pub commands: Vec<Vec<String>>,
+    /// Each command's time limit (`timeout_seconds`). Default 900 s.
+    pub timeout: std::time::Duration,
+    /// A failing check is a transient failure whose output the next attempt's prompt
+    /// gets (`true`, the default), or a final failure (`false`).
+    pub retry_with_output: bool,
 }
 
 /// `rework: {max, then}`: how often a stage may send a ticket back to an earlier stage.

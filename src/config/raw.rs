@@ -291,10 +291,20 @@ pub(crate) struct RawStage {
     pub(crate) rework: Option<RawRework>,
     pub(crate) routes: Option<Vec<super::routes::RawRoute>>,
     pub(crate) expects_changes: Option<bool>,
+    pub(crate) verify: Option<RawVerify>,
     /// `entry: true`: people (not a stage) put tickets in this claim status.
     pub(crate) entry: Option<bool>,
     /// `exit: true`: tickets leave the pipeline for people at this success status.
     pub(crate) exit: Option<bool>,
+}
+
+/// `verify:` on a stage.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVerify {
+    pub(crate) commands: Vec<Vec<String>>,
+    pub(crate) timeout_seconds: Option<u64>,
+    pub(crate) retry_with_output: Option<bool>,
 }
 
 /// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.

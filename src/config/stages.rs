@@ -186,6 +186,9 @@ fn from_raw_stage(
             }),
             routes,
             expects_changes: raw.expects_changes.unwrap_or(false),
+            verify: raw
+                .verify
+                .and_then(|v| build_verify(v, &base.key("verify"), problems)),
         },
         role: base.key("role"),
         claim: base.key("claim_status"),
@@ -197,6 +200,47 @@ fn from_raw_stage(
         entry: raw.entry.unwrap_or(false),
         exit: raw.exit.unwrap_or(false),
     }
+}
+
+/// Default time limit of one `verify` command.
+pub const VERIFY_TIMEOUT_SECONDS: u64 = 900;
+
+/// A stage's `verify:`: at least one command, none empty, a time limit above zero.
+fn build_verify(
+    raw: super::raw::RawVerify,
+    path: &FieldPath,
+    problems: &mut Problems,
+) -> Option<super::model::Verify> {
+    let mut ok = true;
+    if raw.commands.is_empty() {
+        problems.at_value(
+            &path.key("commands"),
+            "lists no command; expected at least one argv list such as [\"cargo\", \"test\"]",
+        );
+        ok = false;
+    }
+    for (i, argv) in raw.commands.iter().enumerate() {
+        if argv.first().is_none_or(|p| p.trim().is_empty()) {
+            problems.at_value(
+                &path.key("commands").index(i),
+                "is empty; expected an argv list whose first word is the program",
+            );
+            ok = false;
+        }
+    }
+    let seconds = raw.timeout_seconds.unwrap_or(VERIFY_TIMEOUT_SECONDS);
+    if seconds == 0 {
+        problems.at_value(
+            &path.key("timeout_seconds"),
+            "is 0; expected a number of seconds above 0 (default 900)",
+        );
+        ok = false;
+    }
+    ok.then(|| super::model::Verify {
+        commands: raw.commands,
+        timeout: std::time::Duration::from_secs(seconds),
+        retry_with_output: raw.retry_with_output.unwrap_or(true),
+    })
 }
 
 /// The single-role form: `active_states` minus `in_progress_state` must leave exactly one
@@ -306,6 +350,7 @@ fn single_role(
             rework: None,
             routes: Vec::new(),
             expects_changes: false,
+            verify: None,
         },
         role: root.key("role"),
         claim: active_path.index(claim_index),

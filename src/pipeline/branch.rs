@@ -8,7 +8,7 @@ use std::path::Path;
 use super::context::Context;
 use crate::agent::git::{self, Worktree, NO_CHANGES};
 use crate::agent::{AgentOutcome, NO_CHANGE_NEEDED};
-use crate::block::{Category, NextAction};
+use crate::block::{Category, ChangeEvidence, NextAction};
 use crate::config::Stage;
 use crate::tracker::{PullRequestSpec, Ticket, TrackerError};
 
@@ -44,15 +44,16 @@ pub(super) async fn prepare(
 }
 
 /// After a finished run: a success gets the branch's artifacts (branch, base, head,
-/// commits, uncommitted changes), then the no-work rule, the push and the pull request
-/// apply; any of them may turn it into a failure. A failure is returned as it is (the
-/// worktree keeps whatever the agent left).
+/// commits, uncommitted changes) and `change` the run's change as evidence, then the
+/// no-work rule, the push and the pull request apply; any of them may turn it into a
+/// failure. A failure is returned as it is (the worktree keeps whatever the agent left).
 pub(super) async fn conclude(
     ctx: &Context,
     ticket: &Ticket,
     stage: &Stage,
     worktree: &Worktree,
     outcome: AgentOutcome,
+    change: &mut Option<ChangeEvidence>,
 ) -> AgentOutcome {
     let AgentOutcome::Success {
         summary,
@@ -69,6 +70,19 @@ pub(super) async fn conclude(
         Ok(changes) => changes,
         Err(err) => return err.outcome(),
     };
+    match git::diff_stat(worktree, timeout).await {
+        Ok((files_changed, insertions, deletions)) => {
+            *change = Some(ChangeEvidence {
+                base: worktree.start.clone(),
+                head: changes.head.clone(),
+                commits: changes.commit_count as u64,
+                files_changed,
+                insertions,
+                deletions,
+            });
+        }
+        Err(err) => tracing::warn!(%err, "could not read the run's diff figures"),
+    }
     artifacts.insert("branch".to_string(), worktree.branch.clone());
     artifacts.insert("base".to_string(), worktree.base.clone());
     artifacts.insert("head".to_string(), changes.head.clone());

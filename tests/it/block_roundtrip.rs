@@ -202,6 +202,7 @@ fn success() -> impl Strategy<Value = OutcomeBlock> {
                     run_id,
                     duration_seconds,
                     artifacts,
+                    evidence: None,
                     extra,
                 })
             },
@@ -314,6 +315,7 @@ fn summarised(summary: &str) -> OutcomeBlock {
         run_id: None,
         duration_seconds: None,
         artifacts: [("notes".to_string(), summary.to_string())].into(),
+        evidence: None,
         extra: Default::default(),
     })
 }

@@ -57,6 +57,7 @@ fn three_stage_fixture_loads_with_every_field() {
         rework: None,
         routes: Vec::new(),
         expects_changes: false,
+        verify: None,
     };
     let expected = Config {
         source: Some(path.clone()),
@@ -158,6 +159,7 @@ fn single_role_form_becomes_a_one_stage_pipeline() {
             rework: None,
             routes: Vec::new(),
             expects_changes: false,
+            verify: None,
         }]
     );
     assert_eq!(

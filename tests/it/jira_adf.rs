@@ -69,6 +69,7 @@ fn block() -> OutcomeBlock {
         run_id: None,
         duration_seconds: None,
         artifacts: Default::default(),
+        evidence: None,
         extra: Default::default(),
     })
 }

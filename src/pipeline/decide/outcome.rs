@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::agent::AgentOutcome;
 use crate::block::{
-    idempotency_key, Category, FailureBlock, NextAction, OutcomeBlock, SuccessBlock,
+    idempotency_key, Category, Evidence, FailureBlock, NextAction, OutcomeBlock, SuccessBlock,
 };
 use crate::config::{RetryConfig, Stage};
 use crate::ledger::FollowUp;
@@ -38,6 +38,9 @@ pub struct RunFacts<'a> {
     /// The `(reason_code, detail)` of each earlier failure with which this stage sent
     /// the ticket back for rework (from the ticket's blocks), oldest first.
     pub rework_rounds: Vec<(String, String)>,
+    /// What sortie itself observed of the run (its `verify` checks, the change): into
+    /// a success block's `evidence`.
+    pub evidence: Option<&'a Evidence>,
 }
 
 /// The reason code of the failure that ends a bounded rework loop.
@@ -119,6 +122,7 @@ fn decide_block(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcom
                     run_id: Some(facts.run_id.to_string()),
                     duration_seconds: facts.duration_seconds,
                     artifacts: artifacts.clone(),
+                    evidence: facts.evidence.filter(|e| !e.is_empty()).cloned(),
                     extra: BTreeMap::new(),
                 }),
                 follow_up,
@@ -321,6 +325,7 @@ mod tests {
             rework: None,
             routes: Vec::new(),
             expects_changes: false,
+            verify: None,
         }
     }
 
@@ -343,6 +348,7 @@ mod tests {
             route: None,
             failures_before,
             rework_rounds: Vec::new(),
+            evidence: None,
         }
     }
 

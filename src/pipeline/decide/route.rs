@@ -57,6 +57,7 @@ mod tests {
             filter: TicketFilter::default(),
             rework: None,
             expects_changes: false,
+            verify: None,
             routes: vec![
                 route(Some("hard"), &["hard"], &["easy"]),
                 route(None, &["hard"], &[]),

@@ -146,6 +146,7 @@ impl Written<'_> {
             run_id: None,
             duration_seconds: None,
             artifacts,
+            evidence: None,
             extra: Default::default(),
         };
         let record = self.record(

@@ -39,6 +39,7 @@ impl Finish<'_> {
     pub(super) async fn finish(
         &self,
         outcome: AgentOutcome,
+        evidence: Option<&crate::block::Evidence>,
         duration: Option<f64>,
         started_at: chrono::DateTime<chrono::Utc>,
         mut line: RunLine,
@@ -99,6 +100,7 @@ impl Finish<'_> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            evidence,
         };
         let decision = decide(&ctx.config.retry, &facts, &outcome);
         line.outcome = decision.block.kind().to_string();

@@ -4,6 +4,7 @@
 
 mod finish;
 mod prepare;
+mod verify;
 mod watch;
 
 use std::sync::{Arc, Mutex};
@@ -98,7 +99,9 @@ async fn run_stage(
     .await
     {
         Prepared::Ready(ready) => *ready,
-        Prepared::Failed(outcome) => return run.finish(outcome, None, run.begun_at, line).await,
+        Prepared::Failed(outcome) => {
+            return run.finish(outcome, None, None, run.begun_at, line).await
+        }
         Prepared::NotStarted(note) => {
             line.note = Some(note);
             release(&*ctx.ledger, &claim);
@@ -106,6 +109,7 @@ async fn run_stage(
         }
     };
     let vars = prepare::agent_vars(&ticket, &stage, &claim, &plan);
+    let verify_vars = stage.verify.as_ref().map(|_| vars.clone());
     let started_at = ctx.clock.now();
     let log_path = plan.run_dir.join("agent.log");
     record_run(
@@ -185,9 +189,23 @@ async fn run_stage(
         }
         RunEnd::Finished(mut report) => {
             line.log_path = Some(report.log_path.display().to_string());
+            let mut evidence = crate::block::Evidence::default();
+            if let (Some(verify), Some(vars)) = (&stage.verify, &verify_vars) {
+                let (outcome, checks) = verify::verify(verify, &plan, vars, report.outcome).await;
+                report.outcome = outcome;
+                evidence.checks = checks;
+                ctx.faults.hit("after_verify");
+            }
             if let Some(worktree) = &worktree {
-                report.outcome =
-                    super::branch::conclude(ctx, &ticket, &stage, worktree, report.outcome).await;
+                report.outcome = super::branch::conclude(
+                    ctx,
+                    &ticket,
+                    &stage,
+                    worktree,
+                    report.outcome,
+                    &mut evidence.change,
+                )
+                .await;
             }
             let reason_code = match &report.outcome {
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
@@ -200,6 +218,7 @@ async fn run_stage(
             ));
             run.finish(
                 report.outcome,
+                Some(&evidence),
                 Some(report.duration.as_secs_f64()),
                 started_at,
                 line,

@@ -249,6 +249,7 @@ pub async fn a_posted_block_comes_back_parsed_identically(f: &dyn Fixture) {
         run_id: Some("run-1".into()),
         duration_seconds: Some(12.5),
         artifacts: [("branch".to_string(), "feature/x".to_string())].into(),
+        evidence: None,
         extra: Default::default(),
     });
     let body = render_comment("Done; see below.", &block);

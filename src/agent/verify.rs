@@ -1,0 +1,431 @@
+//! A stage's `verify` commands (issue #33): run by sortie in the ticket's workspace
+//! after the agent reports success, one after the other, each as argv (no shell), with
+//! the agent's environment rules (its extra variables, its secrets removed), in a
+//! process group of its own that is killed at the time limit and once the command has
+//! ended (so a background child cannot hold its output open). Output is read as it
+//! comes and only its tail is kept, with terminal escapes removed, so a flood of
+//! output costs bounded memory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use tokio::io::AsyncReadExt;
+
+use crate::block::TestCounts;
+
+/// Bytes of each output stream kept (the tail).
+const KEEP_BYTES: usize = 256 * 1024;
+/// How long the output pipes may stay open once the command and its group are gone.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Where and how the checks run.
+#[derive(Debug, Clone, Copy)]
+pub struct VerifyEnv<'a> {
+    /// The ticket's workspace.
+    pub dir: &'a Path,
+    /// Variables set for the commands (the agent's `env` and the run's `SORTIE_*`).
+    pub env: &'a BTreeMap<String, String>,
+    /// Inherited variables removed (the secrets the agent does not get either).
+    pub env_remove: &'a [String],
+    /// Each command's time limit.
+    pub timeout: Duration,
+}
+
+/// How one command ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckRun {
+    /// The command as people read it.
+    pub command: String,
+    /// Its exit code; none when it could not start, was killed or died of a signal.
+    pub exit_code: Option<i32>,
+    /// Wall time.
+    pub duration: Duration,
+    /// Killed at the time limit.
+    pub timed_out: bool,
+    /// It could not be started: why.
+    pub spawn_error: Option<String>,
+    /// The tail of its output (stdout, then stderr), escapes removed.
+    pub output: String,
+    /// The test counts its output reported, when recognised.
+    pub tests: Option<TestCounts>,
+}
+
+impl CheckRun {
+    /// Exit code 0, in time.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// Run `commands` in order; stop at the first that does not pass. Every command run is
+/// in the answer, the failing one last.
+pub async fn run_checks(commands: &[Vec<String>], env: VerifyEnv<'_>) -> Vec<CheckRun> {
+    let mut out = Vec::new();
+    for argv in commands {
+        let run = run_one(argv, env).await;
+        let passed = run.passed();
+        out.push(run);
+        if !passed {
+            break;
+        }
+    }
+    out
+}
+
+async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
+    let command = display_command(argv);
+    let started = Instant::now();
+    let failed_to_start = |why: String| CheckRun {
+        command: command.clone(),
+        exit_code: None,
+        duration: started.elapsed(),
+        timed_out: false,
+        spawn_error: Some(why),
+        output: String::new(),
+        tests: None,
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return failed_to_start("the command is empty".to_string());
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(env.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    for name in env.env_remove {
+        if !env.env.contains_key(name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.envs(env.env);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return failed_to_start(format!("cannot start `{program}`: {e}")),
+    };
+    let group = child.id().and_then(|p| i32::try_from(p).ok());
+    let stdout = tokio::spawn(keep_tail(child.stdout.take()));
+    let stderr = tokio::spawn(keep_tail(child.stderr.take()));
+    let (exit_code, timed_out) = match tokio::time::timeout(env.timeout, child.wait()).await {
+        Ok(Ok(status)) => (status.code(), false),
+        Ok(Err(_)) => (None, false),
+        Err(_) => (None, true),
+    };
+    // The command is done (or out of time): whatever it left running goes with it.
+    if let Some(pid) = group {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.wait().await;
+    let duration = started.elapsed();
+    let read = |task: tokio::task::JoinHandle<Vec<u8>>| async move {
+        match tokio::time::timeout(DRAIN, task).await {
+            Ok(Ok(bytes)) => bytes,
+            _ => Vec::new(),
+        }
+    };
+    let (out, err) = (read(stdout).await, read(stderr).await);
+    let text = clean(&format!(
+        "{}{}",
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&err)
+    ));
+    CheckRun {
+        command,
+        exit_code,
+        duration,
+        timed_out,
+        spawn_error: None,
+        tests: test_counts(&text),
+        output: text,
+    }
+}
+
+/// Read `pipe` to its end, keeping the last [`KEEP_BYTES`].
+async fn keep_tail<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
+    let Some(mut pipe) = pipe else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > 2 * KEEP_BYTES {
+                    kept.drain(..kept.len() - KEEP_BYTES);
+                }
+            }
+        }
+    }
+    if kept.len() > KEEP_BYTES {
+        kept.drain(..kept.len() - KEEP_BYTES);
+    }
+    kept
+}
+
+/// The argv as one line: words joined by spaces, a word with a space or quote quoted.
+pub fn display_command(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if w.is_empty() || w.contains([' ', '\t', '"', '\'', '\n']) {
+                format!("{w:?}")
+            } else {
+                w.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Output as people read it: terminal escapes (colours, cursor moves, titles) removed,
+/// a line redrawn with `\r` kept as last drawn, other control characters dropped.
+pub fn clean(text: &str) -> String {
+    static ESCAPES: OnceLock<Regex> = OnceLock::new();
+    let escapes = ESCAPES.get_or_init(|| {
+        Regex::new(r"\x1b\[[0-9;?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+            .expect("a valid pattern")
+    });
+    let plain = escapes.replace_all(text, "");
+    let mut out = String::with_capacity(plain.len());
+    for line in plain.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(body) => (body.strip_suffix('\r').unwrap_or(body), "\n"),
+            None => (line, ""),
+        };
+        let last = body.rsplit('\r').next().unwrap_or(body);
+        out.extend(last.chars().filter(|c| !c.is_control() || *c == '\t'));
+        out.push_str(end);
+    }
+    out
+}
+
+/// The test counts a runner's summary reports: cargo test (`test result:` lines,
+/// summed), Jest (`Tests: ...`), Vitest (` Tests  1 failed | 3 passed (4)`), pytest
+/// (`=== 3 passed, 1 failed in 0.1s ===`), go test -v (`--- PASS:` lines), and any
+/// `N passed, N failed`.
+pub fn test_counts(text: &str) -> Option<TestCounts> {
+    static CARGO: OnceLock<Regex> = OnceLock::new();
+    static JEST: OnceLock<Regex> = OnceLock::new();
+    static VITEST: OnceLock<Regex> = OnceLock::new();
+    static PYTEST: OnceLock<Regex> = OnceLock::new();
+    static GO: OnceLock<Regex> = OnceLock::new();
+    static WORDS: OnceLock<Regex> = OnceLock::new();
+    let re = |cell: &'static OnceLock<Regex>, pattern: &str| -> &'static Regex {
+        cell.get_or_init(|| Regex::new(pattern).expect("a valid pattern"))
+    };
+    let num = |m: Option<regex::Match<'_>>| m.and_then(|m| m.as_str().parse::<u64>().ok());
+
+    let cargo = re(
+        &CARGO,
+        r"(?m)^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored",
+    );
+    let mut sum: Option<TestCounts> = None;
+    for c in cargo.captures_iter(text) {
+        let total = sum.get_or_insert_with(TestCounts::default);
+        total.passed += num(c.get(1)).unwrap_or(0);
+        total.failed += num(c.get(2)).unwrap_or(0);
+        total.skipped += num(c.get(3)).unwrap_or(0);
+    }
+    if sum.is_some() {
+        return sum;
+    }
+    let counted = |line: &str| {
+        let words = re(
+            &WORDS,
+            r"(\d+) (passed|failed|skipped|ignored|errors?|todo)",
+        );
+        let mut counts = TestCounts::default();
+        let mut any = false;
+        for c in words.captures_iter(line) {
+            let n = num(c.get(1)).unwrap_or(0);
+            any = true;
+            match &c[2] {
+                "passed" => counts.passed += n,
+                "failed" | "error" | "errors" => counts.failed += n,
+                _ => counts.skipped += n,
+            }
+        }
+        any.then_some(counts)
+    };
+    let summary_line = |pattern: &Regex| {
+        text.lines()
+            .rev()
+            .find(|l| pattern.is_match(l))
+            .and_then(&counted)
+    };
+    let jest = re(&JEST, r"^\s*Tests:\s+.*\d+ total");
+    let vitest = re(&VITEST, r"^\s*Tests\s+.*\(\d+\)\s*$");
+    let pytest = re(
+        &PYTEST,
+        r"^=+ .*\d+ (passed|failed|errors?).* in [\d.]+s.*=+$",
+    );
+    if let Some(counts) = summary_line(jest)
+        .or_else(|| summary_line(vitest))
+        .or_else(|| summary_line(pytest))
+    {
+        return Some(counts);
+    }
+    let go = re(&GO, r"(?m)^\s*--- (PASS|FAIL|SKIP):");
+    let mut go_counts = None;
+    for c in go.captures_iter(text) {
+        let total = go_counts.get_or_insert_with(TestCounts::default);
+        match &c[1] {
+            "PASS" => total.passed += 1,
+            "FAIL" => total.failed += 1,
+            _ => total.skipped += 1,
+        }
+    }
+    if go_counts.is_some() {
+        return go_counts;
+    }
+    text.lines()
+        .rev()
+        .find(|l| l.contains(" passed") && (l.contains(" failed") || l.contains(',')))
+        .and_then(counted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(passed: u64, failed: u64, skipped: u64) -> Option<TestCounts> {
+        Some(TestCounts {
+            passed,
+            failed,
+            skipped,
+        })
+    }
+
+    #[test]
+    fn test_summaries_of_the_common_runners_are_read() {
+        let cargo = "running 3 tests\ntest result: ok. 3 passed; 0 failed; 1 ignored; 0 measured\n\
+                     running 2 tests\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured\n";
+        assert_eq!(test_counts(cargo), counts(4, 1, 1));
+        let jest =
+            "PASS a.test.js\nTests:       1 failed, 2 skipped, 5 passed, 8 total\nTime: 1s\n";
+        assert_eq!(test_counts(jest), counts(5, 1, 2));
+        let vitest =
+            " Test Files  1 failed | 2 passed (3)\n      Tests  1 failed | 9 passed (10)\n";
+        assert_eq!(test_counts(vitest), counts(9, 1, 0));
+        let pytest = "collected 4 items\n\n===== 3 passed, 1 failed, 2 skipped in 0.12s =====\n";
+        assert_eq!(test_counts(pytest), counts(3, 1, 2));
+        let go = "=== RUN   TestA\n--- PASS: TestA (0.00s)\n--- FAIL: TestB (0.00s)\nFAIL\n";
+        assert_eq!(test_counts(go), counts(1, 1, 0));
+        assert_eq!(test_counts("12 passed, 0 failed\n"), counts(12, 0, 0));
+        assert_eq!(test_counts("compiling...\nall good\n"), None);
+    }
+
+    #[test]
+    fn terminal_escapes_and_redrawn_lines_are_removed() {
+        let text =
+            "\x1b[1;31merror\x1b[0m: boom\n\x1b]0;title\x07progress 10%\rprogress 100%\n\x07bell";
+        assert_eq!(clean(text), "error: boom\nprogress 100%\nbell");
+    }
+
+    #[test]
+    fn a_command_is_shown_with_its_odd_words_quoted() {
+        let argv = ["cargo", "test", "--", "a b"].map(String::from);
+        assert_eq!(display_command(&argv), "cargo test -- \"a b\"");
+    }
+
+    fn env<'a>(dir: &'a Path, vars: &'a BTreeMap<String, String>, secs: u64) -> VerifyEnv<'a> {
+        VerifyEnv {
+            dir,
+            env: vars,
+            env_remove: &[],
+            timeout: Duration::from_secs(secs),
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[tokio::test]
+    async fn checks_stop_at_the_first_that_fails_with_its_exit_code_and_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = BTreeMap::from([("GREETING".to_string(), "hi".to_string())]);
+        let runs = run_checks(
+            &[
+                sh("echo $GREETING; echo '1 passed, 0 failed'"),
+                sh("echo broken >&2; exit 3"),
+                sh("echo never"),
+            ],
+            env(dir.path(), &vars, 10),
+        )
+        .await;
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(runs[0].passed());
+        assert!(runs[0].output.starts_with("hi\n"), "{:?}", runs[0].output);
+        assert_eq!(runs[0].tests, counts(1, 0, 0));
+        assert_eq!(runs[1].exit_code, Some(3));
+        assert_eq!(runs[1].output, "broken\n");
+    }
+
+    #[tokio::test]
+    async fn a_hanging_check_is_killed_at_its_limit_with_its_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = BTreeMap::new();
+        let pid_file = dir.path().join("child.pid");
+        let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let runs = run_checks(&[sh(&script)], env(dir.path(), &vars, 1)).await;
+        assert!(runs[0].timed_out, "{runs:?}");
+        assert!(!runs[0].passed());
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed with the group: no such process (a zombie at most, until reaped by init).
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| !stat.contains(") Z "))
+            .unwrap_or(false);
+        assert!(!alive, "the child {pid} was killed with its group");
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_output_keeps_only_a_bounded_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = BTreeMap::new();
+        // About 10 MB, then the line that says what happened.
+        let script = "head -c 10000000 /dev/zero | tr '\\0' x; echo; echo 'the end'";
+        let runs = run_checks(&[sh(script)], env(dir.path(), &vars, 30)).await;
+        assert!(runs[0].passed(), "{:?}", runs[0].exit_code);
+        assert!(
+            runs[0].output.len() <= 2 * KEEP_BYTES,
+            "{}",
+            runs[0].output.len()
+        );
+        assert!(runs[0].output.ends_with("the end\n"));
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_start_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = BTreeMap::new();
+        let runs = run_checks(
+            &[vec!["/nonexistent/verify-tool".to_string()]],
+            env(dir.path(), &vars, 5),
+        )
+        .await;
+        assert!(!runs[0].passed());
+        assert!(
+            runs[0]
+                .spawn_error
+                .as_deref()
+                .unwrap_or("")
+                .contains("cannot start"),
+            "{runs:?}"
+        );
+    }
+}

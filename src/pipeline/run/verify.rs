@@ -1,0 +1,116 @@
+//! After the agent says success: the stage's `verify` commands decide whether it was
+//! (issue #33). All pass: the success stands, with each check in the block's
+//! `evidence`. One fails: a `verify.failed` failure (`verify.timeout` past its limit)
+//! naming the command, with the tail of its output in the detail, which the next
+//! attempt's prompt shows as its last failure.
+
+use std::collections::BTreeMap;
+
+use crate::agent::verify::{run_checks, CheckRun, VerifyEnv};
+use crate::agent::{AgentOutcome, RunPlan};
+use crate::block::{Category, CheckEvidence, NextAction};
+use crate::config::Verify;
+
+/// The reason code of a `verify` command that failed.
+pub const VERIFY_FAILED: &str = "verify.failed";
+/// The reason code of a `verify` command killed at its time limit.
+pub const VERIFY_TIMEOUT: &str = "verify.timeout";
+/// Characters of a failing command's output kept in the failure's detail (the tail).
+const DETAIL_OUTPUT_CHARS: usize = 3000;
+
+/// Run `verify` in the run's workspace with the agent's environment rules (`vars`:
+/// the run's `SORTIE_*` variables); `outcome` as it stands after them, and the checks
+/// as evidence. Only a success is verified.
+pub(super) async fn verify(
+    verify: &Verify,
+    plan: &RunPlan,
+    vars: &BTreeMap<String, String>,
+    outcome: AgentOutcome,
+) -> (AgentOutcome, Vec<CheckEvidence>) {
+    if !outcome.is_success() {
+        return (outcome, Vec::new());
+    }
+    let mut env = vars.clone();
+    env.extend(plan.env.clone());
+    let runs = run_checks(
+        &verify.commands,
+        VerifyEnv {
+            dir: &plan.workspace,
+            env: &env,
+            env_remove: &plan.env_remove,
+            timeout: verify.timeout,
+        },
+    )
+    .await;
+    let evidence = runs.iter().map(evidence).collect();
+    let Some(failed) = runs.iter().find(|r| !r.passed()) else {
+        tracing::info!(checks = runs.len(), "verify passed");
+        return (outcome, evidence);
+    };
+    tracing::info!(command = %failed.command, exit_code = ?failed.exit_code, timed_out = failed.timed_out, "verify failed");
+    let (category, next) = if verify.retry_with_output {
+        (Category::Transient, NextAction::Retry)
+    } else {
+        (Category::Permanent, NextAction::Manual)
+    };
+    let reason = if failed.timed_out {
+        VERIFY_TIMEOUT
+    } else {
+        VERIFY_FAILED
+    };
+    (
+        AgentOutcome::failure(reason, category, next, detail(failed, verify, runs.len())),
+        evidence,
+    )
+}
+
+/// What the failed check was, how it ended, and the tail of what it printed.
+fn detail(run: &CheckRun, verify: &Verify, position: usize) -> String {
+    let how = match (&run.spawn_error, run.timed_out, run.exit_code) {
+        (Some(why), _, _) => why.clone(),
+        (None, true, _) => format!(
+            "did not finish within {} s and was killed with its processes",
+            verify.timeout.as_secs()
+        ),
+        (None, false, Some(code)) => format!("exited with {code}"),
+        (None, false, None) => "was stopped by a signal".to_string(),
+    };
+    let mut text = format!(
+        "the agent reported success, but verify command {position} of {}, `{}`, {how} after {:.1} s",
+        verify.commands.len(),
+        run.command,
+        run.duration.as_secs_f64()
+    );
+    if let Some(tests) = run.tests {
+        text.push_str(&format!(
+            " ({} passed, {} failed)",
+            tests.passed, tests.failed
+        ));
+    }
+    let output = run.output.trim_end();
+    if !output.is_empty() {
+        text.push_str(".\nIts output ends with:\n\n");
+        text.push_str(&crate::tracker::pulls::tail_excerpt(
+            output,
+            DETAIL_OUTPUT_CHARS,
+        ));
+    }
+    text
+}
+
+fn evidence(run: &CheckRun) -> CheckEvidence {
+    let result = if run.timed_out {
+        "timed_out"
+    } else if run.passed() {
+        "passed"
+    } else {
+        "failed"
+    };
+    CheckEvidence {
+        command: run.command.clone(),
+        result: result.to_string(),
+        exit_code: run.exit_code,
+        duration_seconds: (run.duration.as_secs_f64() * 1000.0).round() / 1000.0,
+        tests: run.tests,
+    }
+}
