@@ -3,7 +3,8 @@
 //! hooks that let a person act right before sortie re-reads, and a log of every
 //! request, behind a local HTTP server (wiremock on 127.0.0.1). Each forge's wire
 //! dialect (paths, JSON, pagination headers, auth) lives in its own model module
-//! (`gitlab_model`, `gitea_model`) and answers from this state.
+//! (`gitlab_model`, `gitea_model`) and answers from this state; pull requests and
+//! what hangs off them are `pulls` (issue #32).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,6 +46,7 @@ type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
 
 mod pull_changes;
 pub mod pulls;
+mod remote;
 // The snapshot type `pull` returns, for tests that name it.
 #[allow(unused_imports)]
 pub use pull_changes::ModelPullState;

@@ -4,11 +4,9 @@
 //! checked against the vendors' descriptions (`spec`, with the loader in
 //! `schema`); the models backed by a bare git repository (`remote`).
 
-mod remote;
+pub mod remote;
 mod schema;
 mod spec;
-
-use std::path::{Path, PathBuf};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -96,119 +94,6 @@ impl Api {
     pub(super) async fn put(&self, path: &str, body: Value) -> Reply {
         self.send(reqwest::Method::PUT, path, Some(body)).await
     }
-}
-
-/// `git` in `dir` (any repository, bare or not), its trimmed output.
-pub(super) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Alice")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "Alice")
-        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
-        .output()
-        .expect("git is installed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// A bare repository with `main` (one commit: `README`) and a clone to push from.
-pub(super) struct Remote {
-    _dir: tempfile::TempDir,
-    pub bare: PathBuf,
-    pub work: PathBuf,
-}
-
-impl Remote {
-    pub(super) fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().to_path_buf();
-        git(
-            &root,
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch=main",
-                "remote.git",
-            ],
-        );
-        git(&root, &["clone", "--quiet", "remote.git", "work"]);
-        let (bare, work) = (root.join("remote.git"), root.join("work"));
-        std::fs::write(work.join("README"), "one\n").unwrap();
-        git(&work, &["add", "README"]);
-        git(&work, &["commit", "--quiet", "-m", "initial"]);
-        git(
-            &work,
-            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-        );
-        git(&work, &["fetch", "--quiet", "origin"]);
-        Remote {
-            _dir: dir,
-            bare,
-            work,
-        }
-    }
-
-    /// A new branch at `main`.
-    pub(super) fn branch(&self, name: &str) {
-        git(
-            &self.work,
-            &[
-                "push",
-                "--quiet",
-                "origin",
-                &format!("origin/main:refs/heads/{name}"),
-            ],
-        );
-        git(&self.work, &["fetch", "--quiet", "origin"]);
-    }
-
-    /// Commit `text` into `file` on `branch` and push it; the new commit.
-    pub(super) fn commit(&self, branch: &str, file: &str, text: &str) -> String {
-        commit_and_push(&self.work, branch, file, text)
-    }
-
-    /// Where `branch` points in the bare repository.
-    pub(super) fn head_of(&self, branch: &str) -> String {
-        git(&self.bare, &["rev-parse", &format!("refs/heads/{branch}")])
-    }
-}
-
-/// Commit `text` into `file` on `branch` of the clone `work` and push it.
-pub(super) fn commit_and_push(work: &Path, branch: &str, file: &str, text: &str) -> String {
-    git(
-        work,
-        &[
-            "checkout",
-            "--quiet",
-            "-B",
-            branch,
-            &format!("origin/{branch}"),
-        ],
-    );
-    std::fs::write(work.join(file), text).unwrap();
-    git(work, &["add", file]);
-    git(
-        work,
-        &["commit", "--quiet", "-m", &format!("{branch}: {file}")],
-    );
-    git(
-        work,
-        &[
-            "push",
-            "--quiet",
-            "origin",
-            &format!("HEAD:refs/heads/{branch}"),
-        ],
-    );
-    git(work, &["fetch", "--quiet", "origin"]);
-    git(work, &["rev-parse", "HEAD"])
 }
 
 #[tokio::test]
@@ -409,6 +294,18 @@ async fn merges_are_refused_while_draft_closed_or_unapproved_and_every_call_is_l
         .await;
     assert_eq!(refused.status, StatusCode::METHOD_NOT_ALLOWED);
     model.set_draft(n, false);
+    model.set_checking(n, true);
+    let mr = api.get(&format!("merge_requests/{n}")).await.json;
+    assert_eq!(mr["detailed_merge_status"], "checking");
+    let refused = api
+        .put(&format!("merge_requests/{n}/merge"), json!({"sha": sha}))
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "still checking"
+    );
+    model.set_checking(n, false);
     model.set_pull_labels(n, &["sortie:hold"]);
     model.require_approvals(0);
     let mr = api.get(&format!("merge_requests/{n}")).await.json;
@@ -441,6 +338,7 @@ async fn merges_are_refused_while_draft_closed_or_unapproved_and_every_call_is_l
     assert_eq!(
         model.merge_calls(),
         vec![
+            (n, json!({"sha": sha})),
             (n, json!({"sha": sha})),
             (n, json!({"sha": sha, "squash": true})),
             (n, json!({}))

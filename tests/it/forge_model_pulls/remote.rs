@@ -1,11 +1,127 @@
 //! The GitLab and Gitea models backed by a bare git repository: heads, conflicts and
 //! merges are git's, and the SHA guard of a merge holds against a push that races it.
+//! `Remote` is the bare repository with a clone to push from, for other tests too.
+
+use std::path::{Path, PathBuf};
 
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::{git, Api, Remote};
+use super::Api;
 use crate::{gitea_model, gitlab_model};
+
+/// `git` in `dir` (any repository, bare or not), its trimmed output.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Alice")
+        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+        .env("GIT_COMMITTER_NAME", "Alice")
+        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
+        .output()
+        .expect("git is installed");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A bare repository with `main` (one commit: `README`) and a clone to push from.
+pub struct Remote {
+    _dir: tempfile::TempDir,
+    pub bare: PathBuf,
+    pub work: PathBuf,
+}
+
+impl Remote {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        git(
+            &root,
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                "remote.git",
+            ],
+        );
+        git(&root, &["clone", "--quiet", "remote.git", "work"]);
+        let (bare, work) = (root.join("remote.git"), root.join("work"));
+        std::fs::write(work.join("README"), "one\n").unwrap();
+        git(&work, &["add", "README"]);
+        git(&work, &["commit", "--quiet", "-m", "initial"]);
+        git(
+            &work,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+        git(&work, &["fetch", "--quiet", "origin"]);
+        Remote {
+            _dir: dir,
+            bare,
+            work,
+        }
+    }
+
+    /// A new branch at `main`.
+    pub fn branch(&self, name: &str) {
+        git(
+            &self.work,
+            &[
+                "push",
+                "--quiet",
+                "origin",
+                &format!("origin/main:refs/heads/{name}"),
+            ],
+        );
+        git(&self.work, &["fetch", "--quiet", "origin"]);
+    }
+
+    /// Commit `text` into `file` on `branch` and push it; the new commit.
+    pub fn commit(&self, branch: &str, file: &str, text: &str) -> String {
+        commit_and_push(&self.work, branch, file, text)
+    }
+
+    /// Where `branch` points in the bare repository.
+    pub fn head_of(&self, branch: &str) -> String {
+        git(&self.bare, &["rev-parse", &format!("refs/heads/{branch}")])
+    }
+}
+
+/// Commit `text` into `file` on `branch` of the clone `work` and push it.
+pub fn commit_and_push(work: &Path, branch: &str, file: &str, text: &str) -> String {
+    git(
+        work,
+        &[
+            "checkout",
+            "--quiet",
+            "-B",
+            branch,
+            &format!("origin/{branch}"),
+        ],
+    );
+    std::fs::write(work.join(file), text).unwrap();
+    git(work, &["add", file]);
+    git(
+        work,
+        &["commit", "--quiet", "-m", &format!("{branch}: {file}")],
+    );
+    git(
+        work,
+        &[
+            "push",
+            "--quiet",
+            "origin",
+            &format!("HEAD:refs/heads/{branch}"),
+        ],
+    );
+    git(work, &["fetch", "--quiet", "origin"]);
+    git(work, &["rev-parse", "HEAD"])
+}
 
 /// Branches `sortie/1` (conflicts with main once main changes README) and
 /// `sortie/2` (a new file), and main moved under `sortie/1`.
@@ -85,7 +201,7 @@ async fn gitlab_with_a_repository_heads_conflicts_and_merges_are_git_s() {
     // A push that lands while the merge is on its way fails it too.
     let work = remote.work.clone();
     model.before_merge(move || {
-        super::commit_and_push(&work, "sortie/2", "NEW", "newest\n");
+        commit_and_push(&work, "sortie/2", "NEW", "newest\n");
     });
     let raced = api
         .put(&format!("merge_requests/{b}/merge"), json!({"sha": pushed}))
@@ -169,7 +285,7 @@ async fn gitea_with_a_repository_heads_conflicts_and_merges_are_git_s() {
     assert_eq!(remote.head_of("main"), main_before, "nothing merged");
     let work = remote.work.clone();
     model.before_merge(move || {
-        super::commit_and_push(&work, "sortie/2", "NEW", "newest\n");
+        commit_and_push(&work, "sortie/2", "NEW", "newest\n");
     });
     let raced = api
         .post(

@@ -6,8 +6,9 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use super::remote::{git, Remote};
 use super::schema::VendorSpec;
-use super::{Api, Remote};
+use super::Api;
 use crate::{gitea_model, gitlab_model};
 
 fn ok(result: Result<(), String>, value: &Value) {
@@ -110,10 +111,23 @@ async fn the_gitlab_model_answers_as_gitlab_s_description_says() {
     );
     model.add_check(&sha, "test", "success", "", "");
     model.add_check(&sha, "lint", "success", "", "");
+    let main_before = remote.head_of("main");
     let merged = api
-        .put(&format!("merge_requests/{n}/merge"), json!({"sha": sha}))
+        .put(
+            &format!("merge_requests/{n}/merge"),
+            json!({"sha": sha, "squash": true}),
+        )
         .await;
     assert_eq!(merged.status, StatusCode::OK, "{}", merged.text);
+    // GitLab's squash under its merge-commit method: a squashed commit on the old
+    // base, and a merge of it that main moves to.
+    let main = remote.head_of("main");
+    let squashed = merged.json["squash_commit_sha"].as_str().unwrap();
+    assert_eq!(merged.json["merge_commit_sha"], main.as_str());
+    let parents = git(&remote.bare, &["log", "-1", "--format=%P", &main]);
+    assert_eq!(parents, format!("{main_before} {squashed}"));
+    let parents = git(&remote.bare, &["log", "-1", "--format=%P", squashed]);
+    assert_eq!(parents, main_before, "one commit for the whole branch");
     ok(
         spec.check_answer("put", &format!("{ONE}/merge"), 200, &merged.json),
         &merged.json,

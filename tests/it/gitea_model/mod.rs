@@ -3,7 +3,8 @@
 //! not know are dropped (so a filter of only unknown names matches every issue, as on
 //! real Gitea), `page`/`limit` pagination with `X-Total-Count` and `Link`, labels added
 //! by id and deleted by id, a replace-all `PUT` (which the adapter must never use), and
-//! `PATCH` answering 201.
+//! `PATCH` answering 201. Pull requests, commit statuses, actions jobs and reviews
+//! are `pulls`.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};

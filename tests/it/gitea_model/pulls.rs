@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{labels_json, Gitea, LOGIN, REPO};
-use crate::forge_model::pulls::{text, Blocker, Check, Pull};
+use crate::forge_model::pulls::{text, user_id, without_nulls, Blocker, Check, Pull};
 use crate::forge_model::{answer, empty, message_body, time, Answer, Board, ForgeModel, Req};
 
 /// Start a Gitea model whose pull requests live in the bare repository `bare`.
@@ -21,28 +21,9 @@ pub async fn start_with_remote(bare: &Path) -> ForgeModel {
     model
 }
 
-/// A made-up but stable user id for `login`.
-fn user_id(login: &str) -> u64 {
-    10 + login.bytes().map(u64::from).sum::<u64>()
-}
-
 /// `User`.
 fn user(login: &str) -> Value {
     json!({"id": user_id(login), "login": login, "full_name": login, "login_name": ""})
-}
-
-/// Keys whose value is null left out, at every depth.
-fn drop_nulls(v: Value) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, drop_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(drop_nulls).collect()),
-        other => other,
-    }
 }
 
 fn web(path: &str) -> String {
@@ -53,7 +34,7 @@ fn web(path: &str) -> String {
 pub(super) fn pull_json(b: &Board, p: &Pull) -> Value {
     let branch =
         |name: &str, sha: &str| json!({"ref": name, "label": name, "sha": sha, "repo_id": 1});
-    drop_nulls(json!({
+    without_nulls(json!({
         "id": 7000 + p.number, "number": p.number, "title": p.title, "body": p.body,
         "state": if p.open { "open" } else { "closed" },
         "draft": p.draft, "is_locked": false,
@@ -90,7 +71,7 @@ fn status_json(c: &Check) -> Value {
 fn job_json(b: &Board, c: &Check) -> Value {
     let done = c.state != "pending";
     let branch = b.pulls.iter().find(|p| p.heads.contains(&c.sha));
-    drop_nulls(json!({
+    without_nulls(json!({
         "id": c.id, "run_id": c.pipeline, "name": c.name, "head_sha": c.sha,
         "head_branch": branch.map(|p| p.head.clone()),
         "status": if done { "completed" } else { "in_progress" },
@@ -308,7 +289,7 @@ fn pull(b: &mut Board, req: &Req, number: u64, tail: &[&str]) -> Answer {
                 .iter()
                 .filter(|c| c.review_id == review.id)
                 .map(|c| {
-                    drop_nulls(json!({
+                    without_nulls(json!({
                         "id": c.id, "body": c.body, "user": user(&c.author),
                         "resolver": c.resolved_by.as_deref().map(user),
                         "path": c.path,

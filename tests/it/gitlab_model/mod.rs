@@ -2,7 +2,8 @@
 //! bearer auth, projects by URL-encoded path, issues by `iid` with `labels=` ANDed,
 //! `x-next-page`/`Link` pagination, one `PUT` applying `add_labels`, `remove_labels`
 //! and `state_event` together (and writing system notes, as GitLab does), notes,
-//! issue links (403 on a tier without them), and `RateLimit-*` headers.
+//! issue links (403 on a tier without them), and `RateLimit-*` headers. Merge
+//! requests, pipelines and jobs are `pulls`; discussions and approvals `reviews`.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -13,6 +14,7 @@ use crate::forge_model::{
 };
 
 mod pulls;
+mod reviews;
 pub use pulls::start_with_remote;
 
 /// The token the model accepts.

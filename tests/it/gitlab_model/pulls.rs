@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{label_list, not_found, Gitlab, PROJECT, PROJECT_ID, USER};
-use crate::forge_model::pulls::{fake_sha, text, Blocker, Check, Pull};
+use crate::forge_model::pulls::{text, user_id, without_nulls, Blocker, Check, Pull};
 use crate::forge_model::{answer, message_body, time, Answer, Board, ForgeModel, Req};
 
 /// Start a GitLab model whose merge requests live in the bare repository `bare`.
@@ -21,31 +21,12 @@ pub async fn start_with_remote(bare: &Path) -> ForgeModel {
     model
 }
 
-/// A made-up but stable user id for `name`.
-fn user_id(name: &str) -> u64 {
-    10 + name.bytes().map(u64::from).sum::<u64>()
-}
-
 /// `APIEntitiesUserBasic`.
-fn user(name: &str) -> Value {
+pub(super) fn user(name: &str) -> Value {
     json!({
         "id": user_id(name), "username": name, "name": name, "state": "active",
         "web_url": format!("https://gitlab.example.com/{name}"),
     })
-}
-
-/// Keys whose value is null left out, at every depth.
-fn drop_nulls(v: Value) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, drop_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(drop_nulls).collect()),
-        other => other,
-    }
 }
 
 /// A pipeline's (or a check's) status as GitLab words it.
@@ -66,7 +47,7 @@ fn pipeline_json(b: &Board, id: u64) -> Value {
         .expect("pipeline");
     let branch = b.pulls.iter().find(|r| r.heads.contains(&p.sha));
     let status = b.combined_state(&p.sha).unwrap_or("pending");
-    drop_nulls(json!({
+    without_nulls(json!({
         "id": p.id, "iid": p.id - 1000, "project_id": PROJECT_ID, "sha": p.sha,
         "ref": branch.map(|r| r.head.clone()), "status": status_word(status),
         "source": "merge_request_event",
@@ -139,12 +120,12 @@ fn merge_request_json(b: &mut Board, number: u64, full: bool) -> Value {
         v["diff_refs"] =
             json!({"base_sha": p.base_sha, "head_sha": p.head_sha, "start_sha": p.base_sha});
     }
-    drop_nulls(v)
+    without_nulls(v)
 }
 
 fn job_json(b: &Board, c: &Check) -> Value {
     let pipeline = pipeline_json(b, c.pipeline);
-    drop_nulls(json!({
+    without_nulls(json!({
         "id": c.id, "status": status_word(&c.state), "stage": "test", "name": c.name,
         "ref": pipeline["ref"], "tag": false, "allow_failure": false,
         "created_at": time(c.created), "started_at": time(c.created),
@@ -270,22 +251,9 @@ fn merge_request(b: &mut Board, req: &Req, number: u64, tail: &[&str]) -> Answer
         }
         ("GET", ["discussions"]) => {
             b.sync_remote();
-            answer(200, discussions(b, number))
+            answer(200, super::reviews::discussions(b, number))
         }
-        ("GET", ["approvals"]) => {
-            let approvers = b.approvers(number);
-            let approved = approvers.len() >= b.book.approvals_required;
-            let by: Vec<Value> = approvers
-                .iter()
-                .map(|r| json!({"user": user(&r.author), "approved_at": time(r.submitted)}))
-                .collect();
-            answer(
-                200,
-                json!({"approved": approved, "approved_by": by,
-                       "user_has_approved": approvers.iter().any(|r| r.author == USER),
-                       "user_can_approve": false}),
-            )
-        }
+        ("GET", ["approvals"]) => answer(200, super::reviews::approvals(b, number)),
         _ => answer(405, message_body("405 Method Not Allowed")),
     }
 }
@@ -372,72 +340,4 @@ fn merge(b: &mut Board, req: &Req, number: u64) -> Answer {
     let title = format!("Merge branch '{}' into '{}'", p.head, p.base);
     b.merge_pull(number, USER, method, &title);
     answer(200, merge_request_json(b, number, true))
-}
-
-/// Reviews and review comments as GitLab's discussions, oldest first: an approval or
-/// a request for changes is a system note, a review body an individual note, a
-/// review comment a resolvable `DiffNote` thread whose position stays on its old
-/// commit once its line is gone.
-fn discussions(b: &Board, number: u64) -> Value {
-    let p = b.pulls.iter().find(|p| p.number == number).expect("pull");
-    let note = |id: u64, author: &str, body: &str, at: i64, system: bool| {
-        json!({
-            "id": id, "body": body, "author": user(author),
-            "created_at": time(at), "updated_at": time(at), "system": system,
-            "noteable_id": 7000 + number, "noteable_iid": number,
-            "noteable_type": "MergeRequest", "project_id": PROJECT_ID,
-            "resolvable": false,
-        })
-    };
-    let single = |id: u64, n: Value| json!({"id": format!("{:040x}", id), "individual_note": true, "resolvable": false, "notes": [n]});
-    let mut all: Vec<(u64, Value)> = Vec::new();
-    for r in b.book.reviews.iter().filter(|r| r.pull == number) {
-        let verdict = match r.verdict.as_str() {
-            "approved" => Some("approved this merge request"),
-            "changes_requested" => Some("requested changes"),
-            _ => None,
-        };
-        if let Some(words) = verdict {
-            all.push((
-                r.id,
-                single(r.id, note(r.id, &r.author, words, r.submitted, true)),
-            ));
-        }
-        if !r.body.is_empty() {
-            let id = r.id + 500_000;
-            all.push((
-                id,
-                single(id, note(id, &r.author, &r.body, r.submitted, false)),
-            ));
-        }
-    }
-    for c in b.book.comments.iter().filter(|c| c.pull == number) {
-        let head = match (c.outdated, c.commit_id == p.head_sha) {
-            (false, _) => p.head_sha.clone(),
-            (true, false) => c.commit_id.clone(),
-            (true, true) => fake_sha(&format!("before {}", c.id)),
-        };
-        let mut n = note(c.id, &c.author, &c.body, c.created, false);
-        n["type"] = json!("DiffNote");
-        n["updated_at"] = json!(time(c.updated));
-        n["commit_id"] = json!(c.commit_id);
-        n["resolvable"] = json!(true);
-        n["resolved"] = json!(c.resolved_by.is_some());
-        if let Some(who) = &c.resolved_by {
-            n["resolved_by"] = user(who);
-            n["resolved_at"] = json!(c.resolved_at.map(time));
-        }
-        n["position"] = json!({
-            "base_sha": p.base_sha, "start_sha": p.base_sha, "head_sha": head,
-            "position_type": "text", "old_path": c.path, "new_path": c.path,
-            "new_line": c.line,
-        });
-        all.push((
-            c.id,
-            json!({"id": format!("{:040x}", c.id), "individual_note": false,
-                   "resolvable": true, "resolved": c.resolved_by.is_some(), "notes": [n]}),
-        ));
-    }
-    all.sort_by_key(|(id, _)| *id);
-    Value::Array(all.into_iter().map(|(_, v)| v).collect())
 }
