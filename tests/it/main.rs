@@ -47,6 +47,7 @@ mod flow_github;
 mod flow_rework;
 mod flow_routes;
 mod forge_adapter;
+mod forge_model_pulls;
 mod forge_pipeline;
 mod forge_rules;
 mod git_forge;

@@ -3,7 +3,8 @@
 //! hooks that let a person act right before sortie re-reads, and a log of every
 //! request, behind a local HTTP server (wiremock on 127.0.0.1). Each forge's wire
 //! dialect (paths, JSON, pagination headers, auth) lives in its own model module
-//! (`gitlab_model`, `gitea_model`) and answers from this state.
+//! (`gitlab_model`, `gitea_model`) and answers from this state; pull requests and
+//! what hangs off them are `pulls` (issue #32).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -43,18 +44,15 @@ pub struct Note {
 
 type Hook = Box<dyn FnOnce(&mut Issue) + Send>;
 
-/// What the forge holds.
-/// A pull (merge) request opened through the API.
-#[derive(Debug, Clone)]
-pub struct Pull {
-    pub number: u64,
-    pub head: String,
-    pub base: String,
-    pub title: String,
-    pub body: String,
-    pub open: bool,
-}
+mod pull_changes;
+pub mod pulls;
+mod remote;
+// The snapshot type `pull` returns, for tests that name it.
+#[allow(unused_imports)]
+pub use pull_changes::ModelPullState;
+pub use pulls::Pull;
 
+/// What the forge holds.
 pub struct Board {
     /// `http://127.0.0.1:PORT`.
     pub origin: String,
@@ -74,6 +72,8 @@ pub struct Board {
     log: RequestLog<Logged>,
     faults: Faults,
     get_hooks: Hooks<u64, Hook>,
+    /// Checks, reviews, merges: what hangs off `pulls` (issue #32).
+    pub book: pulls::PullBook,
 }
 
 impl Board {
@@ -134,6 +134,8 @@ pub struct Answer {
     pub status: u16,
     pub body: Option<Value>,
     pub headers: Vec<(String, String)>,
+    /// A `text/plain` body instead of JSON.
+    pub text: Option<String>,
 }
 
 /// A JSON answer.
@@ -142,6 +144,7 @@ pub fn answer(status: u16, body: Value) -> Answer {
         status,
         body: Some(body),
         headers: Vec::new(),
+        text: None,
     }
 }
 
@@ -151,6 +154,7 @@ pub fn empty(status: u16) -> Answer {
         status,
         body: None,
         headers: Vec::new(),
+        text: None,
     }
 }
 
@@ -215,6 +219,10 @@ impl ForgeModel {
             log: RequestLog::default(),
             faults: Faults::default(),
             get_hooks: Hooks::default(),
+            book: pulls::PullBook {
+                approvals_required: 1,
+                ..Default::default()
+            },
         }));
         Mock::given(any())
             .respond_with(Responder {
@@ -411,6 +419,9 @@ impl Respond for Responder {
         }
         if let Some(body) = ans.body {
             t = t.set_body_raw(body.to_string().into_bytes(), "application/json");
+        }
+        if let Some(text) = ans.text {
+            t = t.set_body_raw(text.into_bytes(), "text/plain; charset=utf-8");
         }
         t
     }

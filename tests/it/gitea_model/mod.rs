@@ -3,7 +3,8 @@
 //! not know are dropped (so a filter of only unknown names matches every issue, as on
 //! real Gitea), `page`/`limit` pagination with `X-Total-Count` and `Link`, labels added
 //! by id and deleted by id, a replace-all `PUT` (which the adapter must never use), and
-//! `PATCH` answering 201.
+//! `PATCH` answering 201. Pull requests, commit statuses, actions jobs and reviews
+//! are `pulls`.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -12,6 +13,9 @@ use crate::forge_model::{
     answer, empty, message_body, page_of, time, Answer, Board, Dialect, ForgeModel, Issue, Note,
     Req,
 };
+
+mod pulls;
+pub use pulls::start_with_remote;
 
 /// The token the model accepts.
 pub const TOKEN: &str = "gitea-test-token";
@@ -119,56 +123,11 @@ impl Dialect for Gitea {
     }
 }
 
-fn pull_json(p: &crate::forge_model::Pull) -> Value {
-    json!({
-        "id": 7000 + p.number, "number": p.number,
-        "title": p.title, "body": p.body,
-        "state": if p.open { "open" } else { "closed" },
-        "head": {"ref": p.head, "label": p.head},
-        "base": {"ref": p.base, "label": p.base},
-        "html_url": format!("https://gitea.example.com/{REPO}/pulls/{}", p.number),
-    })
-}
-
 fn repo(b: &mut Board, req: &Req, rest: &[&str]) -> Answer {
+    if let Some(ans) = pulls::route(b, req, rest) {
+        return ans;
+    }
     match (req.method.as_str(), rest) {
-        // Gitea 1.21+: the open pull request from `head` into `base`, or 404.
-        ("GET", ["pulls", base, head]) => match b
-            .pulls
-            .iter()
-            .find(|p| p.open && p.base == *base && p.head == *head)
-        {
-            Some(p) => answer(200, pull_json(p)),
-            None => answer(404, message_body("pull request does not exist")),
-        },
-        ("POST", ["pulls"]) => {
-            let field = |n: &str| req.body.get(n).and_then(Value::as_str).map(str::to_string);
-            let (Some(head), Some(base), Some(title)) =
-                (field("head"), field("base"), field("title"))
-            else {
-                return answer(422, message_body("head, base and title are required"));
-            };
-            if b.pulls
-                .iter()
-                .any(|p| p.open && p.head == head && p.base == base)
-            {
-                return answer(
-                    409,
-                    message_body("pull request already exists for these targets"),
-                );
-            }
-            let pull = crate::forge_model::Pull {
-                number: b.pulls.len() as u64 + 1,
-                head,
-                base,
-                title,
-                body: field("body").unwrap_or_default(),
-                open: true,
-            };
-            let json = pull_json(&pull);
-            b.pulls.push(pull);
-            answer(201, json)
-        }
         ("GET", ["issues"]) => {
             // Gitea looks each name up and silently drops those it does not know.
             let wanted: Vec<String> = req

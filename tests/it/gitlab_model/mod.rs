@@ -2,7 +2,8 @@
 //! bearer auth, projects by URL-encoded path, issues by `iid` with `labels=` ANDed,
 //! `x-next-page`/`Link` pagination, one `PUT` applying `add_labels`, `remove_labels`
 //! and `state_event` together (and writing system notes, as GitLab does), notes,
-//! issue links (403 on a tier without them), and `RateLimit-*` headers.
+//! issue links (403 on a tier without them), and `RateLimit-*` headers. Merge
+//! requests, pipelines and jobs are `pulls`; discussions and approvals `reviews`.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -11,6 +12,10 @@ use crate::forge_model::{
     answer, empty, message_body, page_of, time, Answer, Board, Dialect, ForgeModel, Issue, Note,
     Req,
 };
+
+mod pulls;
+mod reviews;
+pub use pulls::start_with_remote;
 
 /// The token the model accepts.
 pub const TOKEN: &str = "glpat-test-token";
@@ -129,58 +134,11 @@ fn not_found(what: &str) -> Answer {
     answer(404, message_body(&format!("404 {what} Not Found")))
 }
 
-fn merge_request_json(p: &crate::forge_model::Pull) -> Value {
-    json!({
-        "id": 7000 + p.number, "iid": p.number, "project_id": PROJECT_ID,
-        "title": p.title, "description": p.body,
-        "state": if p.open { "opened" } else { "closed" },
-        "source_branch": p.head, "target_branch": p.base,
-        "draft": p.title.starts_with("Draft:"),
-        "web_url": format!("https://gitlab.example.com/{PROJECT}/-/merge_requests/{}", p.number),
-    })
-}
-
 fn project(b: &mut Board, req: &Req, rest: &[&str]) -> Answer {
+    if let Some(ans) = pulls::route(b, req, rest) {
+        return ans;
+    }
     match (req.method.as_str(), rest) {
-        ("GET", ["merge_requests"]) => {
-            let source = req.query.get("source_branch").cloned();
-            let state = req.query.get("state").map(String::as_str).unwrap_or("all");
-            let items: Vec<Value> = b
-                .pulls
-                .iter()
-                .filter(|p| source.as_ref().is_none_or(|s| *s == p.head))
-                .filter(|p| state == "all" || (state == "opened") == p.open)
-                .map(merge_request_json)
-                .collect();
-            answer(200, Value::Array(items))
-        }
-        ("POST", ["merge_requests"]) => {
-            let field = |n: &str| req.body.get(n).and_then(Value::as_str).map(str::to_string);
-            let (Some(head), Some(base), Some(title)) = (
-                field("source_branch"),
-                field("target_branch"),
-                field("title"),
-            ) else {
-                return answer(400, message_body("400 Bad request"));
-            };
-            if b.pulls.iter().any(|p| p.open && p.head == head) {
-                return answer(
-                    409,
-                    json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}),
-                );
-            }
-            let pull = crate::forge_model::Pull {
-                number: b.pulls.len() as u64 + 1,
-                head,
-                base,
-                title,
-                body: field("description").unwrap_or_default(),
-                open: true,
-            };
-            let json = merge_request_json(&pull);
-            b.pulls.push(pull);
-            answer(201, json)
-        }
         ("GET", ["issues"]) => {
             let wanted: Vec<String> = req
                 .query
