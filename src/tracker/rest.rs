@@ -208,7 +208,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The `message` (GitLab also says `error`) of an error body, or the body itself.
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let text = parsed.as_ref().and_then(|v| {
         let m = v.get("message").or_else(|| v.get("error"))?;
