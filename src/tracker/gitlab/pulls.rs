@@ -94,7 +94,7 @@ impl GitlabTracker {
             return Ok(tail_excerpt(&check.summary, max_chars));
         };
         let path = format!("{}/jobs/{job}/trace", self.core.project);
-        let reply = self.core.client.send(Method::GET, &path, None).await?;
+        let reply = self.core.client.get_text(&path).await?;
         let log = clean_trace(&reply.body);
         let log = log.trim();
         if log.is_empty() {
@@ -348,16 +348,14 @@ fn strip_ansi(text: &str) -> String {
             out.push(c);
             continue;
         }
-        match chars.next() {
-            Some('[') => {
-                // Parameters and intermediates, then one final byte in `@`..=`~`.
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
+        // `ESC [` starts a CSI: parameters and intermediates, then one final byte in
+        // `@`..=`~`; any other escape is two characters.
+        if let Some('[') = chars.next() {
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
                 }
             }
-            Some(_) | None => {}
         }
     }
     out
