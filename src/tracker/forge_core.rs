@@ -384,6 +384,23 @@ pub(crate) fn open_adapter<S, T>(
     Some(read_token(token_env, vendor, doc).and_then(|token| new(settings, token)))
 }
 
+/// The text at `pointer` in `value`, when it is a string.
+pub(crate) fn json_text(value: &Value, pointer: &str) -> Option<String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The array under `key` of `value`, empty when it is absent or not an array.
+pub(crate) fn json_array<'a>(value: &'a Value, key: &str) -> &'a [Value] {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
 /// An adapter's `Debug`: its type and board name, never its token or caches.
 pub(crate) fn fmt_adapter(
     f: &mut std::fmt::Formatter<'_>,

@@ -122,6 +122,25 @@ impl ForgeClient {
         body: Option<&serde_json::Value>,
         accept: &[u16],
     ) -> Result<Reply, TrackerError> {
+        self.exchange(method, path_or_url, body, accept, None).await
+    }
+
+    /// `GET` a path that answers plain text (a GitLab job trace), asking for
+    /// `text/plain` rather than JSON.
+    pub async fn get_text(&self, path: &str) -> Result<Reply, TrackerError> {
+        self.exchange(Method::GET, path, None, &[], Some("text/plain"))
+            .await
+    }
+
+    /// One request; `media`, when given, replaces the JSON `Accept` header.
+    async fn exchange(
+        &self,
+        method: Method,
+        path_or_url: &str,
+        body: Option<&serde_json::Value>,
+        accept: &[u16],
+        media: Option<&'static str>,
+    ) -> Result<Reply, TrackerError> {
         let url = if path_or_url.starts_with("http://") || path_or_url.starts_with("https://") {
             path_or_url.to_string()
         } else {
@@ -131,7 +150,10 @@ impl ForgeClient {
         self.gate.check()?;
         let answer = self
             .http
-            .send(&method, &url, body, |request| request)
+            .send(&method, &url, body, |request| match media {
+                Some(media) => request.header(reqwest::header::ACCEPT, media),
+                None => request,
+            })
             .await
             .map_err(|e| no_answer(&what, &e))?;
         let (status, headers) = (answer.status, answer.headers.clone());
@@ -208,7 +230,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The `message` (GitLab also says `error`) of an error body, or the body itself.
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let text = parsed.as_ref().and_then(|v| {
         let m = v.get("message").or_else(|| v.get("error"))?;

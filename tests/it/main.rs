@@ -49,6 +49,7 @@ mod flow_routes;
 mod forge_adapter;
 mod forge_model_pulls;
 mod forge_pipeline;
+mod forge_pulls_adapter;
 mod forge_rules;
 mod git_forge;
 mod git_workspaces;

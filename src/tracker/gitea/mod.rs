@@ -3,6 +3,7 @@
 //! old one by id (never replacing the whole label set). Label ids are read once
 //! per listing. See `docs/trackers/gitea.md`.
 
+mod pulls;
 pub mod webhook;
 mod wire;
 
@@ -429,5 +430,24 @@ impl super::Forge for GiteaTracker {
         let body =
             json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
         self.core.find_or_open(lookup, &body).await
+    }
+
+    /// The pull request, the head's combined status, reviews and their comments
+    /// (`pulls.rs`). A failed status's details are its description (the default).
+    async fn pull_request_state(
+        &self,
+        number: u64,
+    ) -> Result<super::pulls::PullState, TrackerError> {
+        self.pull_state(number).await
+    }
+
+    /// `POST .../merge` with `do` and the expected `head_commit_id`.
+    async fn merge_pull_request(
+        &self,
+        number: u64,
+        expected_head: &str,
+        method: crate::config::MergeMethod,
+    ) -> Result<super::pulls::MergeResult, TrackerError> {
+        self.merge(number, expected_head, method).await
     }
 }

@@ -3,6 +3,7 @@
 //! terminal, comments are notes, and a transition is one atomic `PUT` with
 //! `add_labels` and `remove_labels`. See `docs/trackers/gitlab.md`.
 
+mod pulls;
 pub mod webhook;
 mod wire;
 
@@ -443,5 +444,33 @@ impl super::Forge for GitlabTracker {
             "description": spec.body,
         });
         self.core.find_or_open(find, &body).await
+    }
+
+    /// The merge request, its head pipeline's jobs, discussions and approvals
+    /// (`pulls.rs`).
+    async fn pull_request_state(
+        &self,
+        number: u64,
+    ) -> Result<super::pulls::PullState, TrackerError> {
+        self.pull_state(number).await
+    }
+
+    /// A failed job's trace, its tail kept.
+    async fn check_details(
+        &self,
+        check: &super::pulls::Check,
+        max_chars: usize,
+    ) -> Result<String, TrackerError> {
+        self.job_details(check, max_chars).await
+    }
+
+    /// `PUT .../merge` with the expected head `sha`; `rebase` is refused as unsupported.
+    async fn merge_pull_request(
+        &self,
+        number: u64,
+        expected_head: &str,
+        method: crate::config::MergeMethod,
+    ) -> Result<super::pulls::MergeResult, TrackerError> {
+        self.merge(number, expected_head, method).await
     }
 }
