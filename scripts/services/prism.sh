@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stoplight Prism serving the trackers' published API descriptions (trimmed to the issue
 # and pull-request endpoints), for the adapters' contract tests (tests/services/github_contract.rs,
-# tests/services/forge_contract.rs): one `prism mock` per description.
+# tests/services/forge_contract.rs, tests/services/pulls_contract.rs): one `prism mock` per description.
 #
 # Installs the pinned prism-cli (scripts/services/prism/package-lock.json) once, starts
 # one `prism mock` per spec below on a free 127.0.0.1 port, waits until each answers,
@@ -19,7 +19,9 @@ prefix=scripts/services/prism
 specs="GITHUB tests/fixtures/github/github-issues.openapi.json
 GITHUB_PULLS tests/fixtures/github/github-pulls.openapi.json
 GITEA tests/fixtures/gitea/gitea-issues.swagger.json
-GITLAB tests/fixtures/gitlab/gitlab-issues.openapi.json"
+GITEA_PULLS tests/fixtures/gitea/gitea-pulls.swagger.json
+GITLAB tests/fixtures/gitlab/gitlab-issues.openapi.json
+GITLAB_MRS tests/fixtures/gitlab/gitlab-mergerequests.openapi.json"
 
 if ! command -v npm >/dev/null; then
   echo "prism.sh: installing nodejs and npm" >&2

@@ -7,7 +7,8 @@
 //! Prism keeps no state: this checks the shape of the requests; the forge models and
 //! `tests/it/reactions/` check behaviour.
 //!
-//! Needs `SORTIE_TEST_PRISM_GITHUB_PULLS` (set by `./scripts/test` through
+//! Needs `SORTIE_TEST_PRISM_GITHUB_PULLS`, `SORTIE_TEST_PRISM_GITLAB_MRS` and
+//! `SORTIE_TEST_PRISM_GITEA_PULLS` (set by `./scripts/test` through
 //! `scripts/services/prism.sh`).
 
 use std::collections::BTreeSet;
@@ -15,9 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sortie::config::MergeMethod;
-use sortie::tracker::github::{
-    Exchange, GithubOptions, GithubSettings, GithubTracker, LabelScheme,
-};
+use sortie::tracker::github::{Exchange, GithubOptions, GithubSettings, GithubTracker};
+use sortie::tracker::labels::LabelScheme;
 use sortie::tracker::{Forge, MergeResult, PullRequestSpec};
 
 fn prism_url(var: &str) -> String {
@@ -71,32 +71,26 @@ fn outside(exchanges: &[(String, String, u16, Option<String>)]) -> Vec<String> {
 }
 
 /// A loopback server forwarding every request to Prism at `upstream`, with `edit`
-/// applied to the JSON answers of `GET`s whose path ends with `path_suffix`. Prism
+/// `edits` applied to the JSON answers of some `GET`s. Prism
 /// answers with the description's examples, and some say what sortie cannot go on
 /// from (the example pull request is merged, so nothing of its head would be read):
 /// the edit makes it one sortie reads through, and every request still goes to
 /// Prism and is checked there.
-async fn edited(
-    upstream: String,
-    path_suffix: &'static str,
-    edit: fn(&mut serde_json::Value),
-) -> wiremock::MockServer {
+async fn edited(upstream: String, edits: &'static [Edit]) -> wiremock::MockServer {
     let server = wiremock::MockServer::start().await;
     wiremock::Mock::given(wiremock::matchers::any())
-        .respond_with(Forward {
-            upstream,
-            path_suffix,
-            edit,
-        })
+        .respond_with(Forward { upstream, edits })
         .mount(&server)
         .await;
     server
 }
 
+/// The JSON answer of a `GET` whose path ends with the text is changed by the function.
+type Edit = (&'static str, fn(&mut serde_json::Value));
+
 struct Forward {
     upstream: String,
-    path_suffix: &'static str,
-    edit: fn(&mut serde_json::Value),
+    edits: &'static [Edit],
 }
 
 impl wiremock::Respond for Forward {
@@ -141,12 +135,17 @@ impl wiremock::Respond for Forward {
         if let Some(violations) = violations {
             template = template.insert_header("sl-violations", violations.as_str());
         }
-        let edit_this =
-            request.method.as_str() == "GET" && request.url.path().ends_with(self.path_suffix);
+        let edit = self
+            .edits
+            .iter()
+            .find(|(suffix, _)| {
+                request.method.as_str() == "GET" && request.url.path().ends_with(suffix)
+            })
+            .map(|(_, edit)| edit);
         match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(mut json) => {
-                if edit_this {
-                    (self.edit)(&mut json);
+                if let Some(edit) = edit {
+                    edit(&mut json);
                 }
                 template.set_body_json(json)
             }
@@ -182,12 +181,11 @@ async fn every_pull_request_request_the_github_adapter_makes_fits_githubs_descri
     // GitHub's example pull request is merged: made open, so its head is read too.
     let proxy = edited(
         prism_url("SORTIE_TEST_PRISM_GITHUB_PULLS"),
-        "/pulls/1347",
-        |pull| {
+        &[("/pulls/1347", |pull| {
             pull["merged"] = false.into();
             pull["merged_at"] = serde_json::Value::Null;
             pull["state"] = "open".into();
-        },
+        })],
     )
     .await;
     let (t, seen) = github(proxy.uri());
@@ -274,4 +272,210 @@ async fn every_pull_request_request_the_github_adapter_makes_fits_githubs_descri
         "the merge names the pull request: {}",
         put.url
     );
+}
+
+/// Every exchange seen by an adapter's observer, flattened for [`outside`].
+fn flatten(exchanges: &[Exchange]) -> Vec<(String, String, u16, Option<String>)> {
+    exchanges
+        .iter()
+        .map(|e| {
+            (
+                e.method.clone(),
+                e.url.clone(),
+                e.status,
+                e.header("sl-violations").map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+fn observer() -> (
+    sortie::tracker::github::ExchangeObserver,
+    Arc<Mutex<Vec<Exchange>>>,
+) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let observer: sortie::tracker::github::ExchangeObserver =
+        Arc::new(move |e: &Exchange| sink.lock().unwrap().push(e.clone()));
+    (observer, seen)
+}
+
+/// Every operation of `required` was made, and every request fits the description.
+fn assert_covered(exchanges: &[Exchange], params: &[(&str, usize)], required: &[&str]) {
+    let problems = outside(&flatten(exchanges));
+    assert!(
+        problems.is_empty(),
+        "requests outside the description:\n{}",
+        problems.join("\n")
+    );
+    let covered: BTreeSet<String> = exchanges
+        .iter()
+        .map(|e| operation(&e.method, &e.url, params))
+        .collect();
+    let missing: Vec<&&str> = required
+        .iter()
+        .filter(|op| !covered.contains(**op))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not made: {missing:?}; made: {covered:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_merge_request_request_the_gitlab_adapter_makes_fits_gitlabs_description() {
+    use sortie::tracker::gitlab::{GitlabOptions, GitlabSettings, GitlabTracker};
+    // GitLab's example merge request is closed and merged: made open, so its head
+    // pipeline, discussions and approvals are read too.
+    let proxy = edited(
+        prism_url("SORTIE_TEST_PRISM_GITLAB_MRS"),
+        &[("/merge_requests/14", |mr| {
+            mr["state"] = "opened".into();
+            mr["merged_at"] = serde_json::Value::Null;
+            mr["merged_by"] = serde_json::Value::Null;
+            mr["merge_user"] = serde_json::Value::Null;
+            mr["closed_at"] = serde_json::Value::Null;
+            mr["closed_by"] = serde_json::Value::Null;
+            mr["head_pipeline"]["sha"] = mr["sha"].clone();
+            mr["head_pipeline"]["status"] = "failed".into();
+        })],
+    )
+    .await;
+    let (observer, seen) = observer();
+    let settings = GitlabSettings {
+        url: proxy.uri(),
+        project: "acme/tools/widgets".into(),
+        bearer: false,
+        labels: LabelScheme {
+            status_prefix: "status::".into(),
+            priority_prefix: "priority::".into(),
+        },
+        close_on: vec!["done".into()],
+    };
+    let options = GitlabOptions {
+        observer: Some(observer),
+        ..GitlabOptions::default()
+    };
+    let t = GitlabTracker::new(settings, "glpat-contract".into(), options).unwrap();
+    let state = t.pull_request_state(14).await.expect("merge request state");
+    assert_eq!(state.head_sha, "1234abcd", "{state:?}");
+    let job = state
+        .checks
+        .first()
+        .unwrap_or_else(|| panic!("the example pipeline's jobs are read: {state:?}"))
+        .clone();
+    t.check_details(&job, 2000).await.expect("job trace");
+    let merged = t
+        .merge_pull_request(14, &state.head_sha, MergeMethod::Squash)
+        .await
+        .expect("merge");
+    assert!(matches!(merged, MergeResult::Merged { .. }), "{merged:?}");
+
+    let exchanges = seen.lock().unwrap().clone();
+    let params = [
+        ("projects", 1),
+        ("merge_requests", 1),
+        ("pipelines", 1),
+        ("jobs", 1),
+    ];
+    assert_covered(
+        &exchanges,
+        &params,
+        &[
+            "GET /api/v4/projects/{projects}/merge_requests/{merge_requests}",
+            "GET /api/v4/projects/{projects}/pipelines/{pipelines}/jobs",
+            "GET /api/v4/projects/{projects}/merge_requests/{merge_requests}/discussions",
+            "GET /api/v4/projects/{projects}/merge_requests/{merge_requests}/approvals",
+            "GET /api/v4/projects/{projects}/jobs/{jobs}/trace",
+            "PUT /api/v4/projects/{projects}/merge_requests/{merge_requests}/merge",
+        ],
+    );
+    let put = exchanges.iter().find(|e| e.method == "PUT").unwrap();
+    assert!(put.url.ends_with("/merge_requests/14/merge"), "{}", put.url);
+}
+
+#[tokio::test]
+async fn every_pull_request_request_the_gitea_adapter_makes_fits_giteas_description() {
+    use sortie::tracker::gitea::{GiteaOptions, GiteaSettings, GiteaTracker};
+    // Gitea's example pull request is merged, and its review has a negative comment
+    // count: made open with a reviewed comment, so every read is made.
+    let proxy = edited(
+        prism_url("SORTIE_TEST_PRISM_GITEA_PULLS"),
+        &[
+            ("/pulls/1", |pull| {
+                pull["merged"] = false.into();
+                pull["merged_at"] = serde_json::Value::Null;
+                pull["state"] = "open".into();
+                pull["number"] = 1.into();
+                pull["head"]["sha"] = "0123abcd".into();
+            }),
+            ("/pulls/1/reviews", |reviews| {
+                if let Some(list) = reviews.as_array_mut() {
+                    for review in list {
+                        review["comments_count"] = 1.into();
+                        review["id"] = 3.into();
+                    }
+                }
+            }),
+        ],
+    )
+    .await;
+    let (observer, seen) = observer();
+    let settings = GiteaSettings {
+        url: proxy.uri(),
+        repo: "acme/widgets".into(),
+        labels: LabelScheme {
+            status_prefix: "status/".into(),
+            priority_prefix: "priority/".into(),
+        },
+        close_on: vec!["done".into()],
+    };
+    // Prism serves the description without its `/api/v1` base path.
+    let options = GiteaOptions {
+        observer: Some(observer),
+        api_path: String::new(),
+        ..GiteaOptions::default()
+    };
+    let t = GiteaTracker::new(settings, "gitea-contract".into(), options).unwrap();
+    let state = t.pull_request_state(1).await.expect("pull state");
+    assert_eq!(state.head_sha, "0123abcd", "{state:?}");
+    for check in &state.checks {
+        t.check_details(check, 2000).await.expect("check details");
+    }
+    let merged = t
+        .merge_pull_request(1, &state.head_sha, MergeMethod::Squash)
+        .await
+        .expect("merge");
+    assert!(matches!(merged, MergeResult::Merged { .. }), "{merged:?}");
+
+    let exchanges = seen.lock().unwrap().clone();
+    let params = [
+        ("repos", 1),
+        ("repos", 2),
+        ("pulls", 1),
+        ("commits", 1),
+        ("reviews", 1),
+    ];
+    let covered: Vec<String> = exchanges
+        .iter()
+        .map(|e| operation(&e.method, &e.url, &params).replace("{repos}/{repos}", "{o}/{r}"))
+        .collect();
+    let problems = outside(&flatten(&exchanges));
+    assert!(
+        problems.is_empty(),
+        "requests outside the description:\n{}",
+        problems.join("\n")
+    );
+    for op in [
+        "GET /repos/{o}/{r}/pulls/{pulls}",
+        "GET /repos/{o}/{r}/commits/{commits}/status",
+        "GET /repos/{o}/{r}/pulls/{pulls}/reviews",
+        "GET /repos/{o}/{r}/pulls/{pulls}/reviews/{reviews}/comments",
+        "POST /repos/{o}/{r}/pulls/{pulls}/merge",
+    ] {
+        assert!(
+            covered.iter().any(|c| c == op),
+            "{op} not made: {covered:?}"
+        );
+    }
 }

@@ -3,12 +3,11 @@
 
 use std::path::Path;
 
-use super::{suite, PullForge, PullView, Rig, WATCH_CI};
+use super::{PullForge, PullView, Rig, WATCH_CI};
 use crate::github_model::{GithubModel, LOGIN, TOKEN};
 
 impl PullForge for GithubModel {
     const SELF_LOGIN: &'static str = LOGIN;
-    const NAMES_CONFLICT_PATHS: bool = false;
     // User, pull, check runs, status, reviews, comments.
     const IDLE_REQUESTS: usize = 6;
 
@@ -120,7 +119,7 @@ impl PullForge for GithubModel {
     }
 }
 
-suite!(GithubModel);
+crate::reactions::suite!(GithubModel);
 
 /// A failed GitHub Actions job: the tail of its log (where it failed) reaches the
 /// fixing stage's prompt, and the log's download, on another host than the API's,
