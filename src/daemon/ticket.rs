@@ -245,3 +245,39 @@ async fn filtered_out(
         reason: crate::pipeline::eligibility::SkipReason::Filtered { detail },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::pull_snapshot::PullSnapshot;
+    use crate::tracker::pulls::ReviewComment;
+
+    fn comment(n: u32) -> ReviewComment {
+        ReviewComment {
+            id: n.to_string(),
+            author: "ana".into(),
+            bot: false,
+            path: Some("src/lib.rs".into()),
+            line: Some(n.into()),
+            body: format!("comment {n}"),
+            url: None,
+            resolved: false,
+            outdated: false,
+            updated_at: Some(format!("2026-12-01T10:{n:02}:00Z")),
+        }
+    }
+
+    #[test]
+    fn the_view_lists_the_newest_review_comments_and_counts_the_rest() {
+        let mut pull = PullState::open(7, "https://github.com/a/b/pull/7", "abc");
+        pull.comments = (0..25).map(comment).collect();
+        let view = PullRequestView::of(PullSnapshot {
+            read_at: Utc::now(),
+            pull,
+        });
+        assert_eq!(view.pull.comments.len(), MAX_REVIEW_COMMENTS);
+        assert_eq!(view.comments_not_shown, 5);
+        assert_eq!(view.pull.comments[0].id, "24", "newest first");
+        assert_eq!(view.pull.comments[MAX_REVIEW_COMMENTS - 1].id, "5");
+    }
+}
