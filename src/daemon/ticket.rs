@@ -1,5 +1,6 @@
 //! One ticket as `/api/v1/tickets/{id}` and `/tickets/{id}` show it: a dry-run tick
-//! filtered to it, its ledger rows, its outcome blocks and its runs.
+//! filtered to it, its ledger rows, its outcome blocks and its runs, its pull request as
+//! this host last read it and the reactions to it.
 
 use axum::http::StatusCode;
 use chrono::Utc;
@@ -7,7 +8,11 @@ use serde::Serialize;
 
 use super::api_error::ApiError;
 use super::Shared;
-use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
+use crate::ledger::{Hold, ReactionRecord, RetryEntry, RunRecord, Scope};
+use crate::tracker::PullState;
+
+/// Review comments a ticket's view lists at most, the newest first.
+pub(super) const MAX_REVIEW_COMMENTS: usize = 20;
 
 /// One outcome block on a ticket, with the comment that carries it.
 #[derive(Serialize)]
@@ -31,6 +36,80 @@ pub(super) struct TicketView {
     pub(super) blocks: Vec<BlockView>,
     /// Its runs, newest first (at most 50).
     pub(super) runs: Vec<RunRecord>,
+    /// Its pull request as this host's react step last read it; `null` when it never did.
+    pub(super) pull_request: Option<PullRequestView>,
+    /// The reactions to its pull request, newest first.
+    pub(super) reactions: Vec<ReactionView>,
+}
+
+/// A pull request as this host last read it (`state_root/pulls/`).
+#[derive(Serialize)]
+pub(super) struct PullRequestView {
+    /// When it was read.
+    pub(super) read_at: chrono::DateTime<Utc>,
+    /// What the forge answered, the review comments cut to the newest
+    /// [`MAX_REVIEW_COMMENTS`].
+    #[serde(flatten)]
+    pub(super) pull: PullState,
+    /// Review comments read but not listed.
+    pub(super) comments_not_shown: usize,
+}
+
+impl PullRequestView {
+    fn of(snapshot: crate::pipeline::pull_snapshot::PullSnapshot) -> Self {
+        let mut pull = snapshot.pull;
+        // RFC 3339 times in UTC compare as text; a comment without a time goes last.
+        pull.comments
+            .sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        let comments_not_shown = pull.comments.len().saturating_sub(MAX_REVIEW_COMMENTS);
+        pull.comments.truncate(MAX_REVIEW_COMMENTS);
+        PullRequestView {
+            read_at: snapshot.read_at,
+            pull,
+            comments_not_shown,
+        }
+    }
+}
+
+/// One reaction to the ticket's pull request, from the ledger.
+#[derive(Serialize)]
+pub(super) struct ReactionView {
+    /// `ci_failure`, `review_comments`, `bot_review`, `merge_conflict`, `exhausted`,
+    /// `merged` or `closed_unmerged`.
+    pub(super) kind: String,
+    /// Its round of the kind (0 for kinds without rounds).
+    pub(super) round: u32,
+    /// The kind's `max_rounds` in the config now, when it has rounds.
+    pub(super) max_rounds: Option<u32>,
+    /// The role whose stage the ticket was sent to.
+    pub(super) to_role: Option<String>,
+    pub(super) pull_request: u64,
+    pub(super) head_sha: String,
+    /// Review comments (and reviews) handed to the fixing stage.
+    pub(super) comments_handed: usize,
+    pub(super) decided_at: chrono::DateTime<Utc>,
+}
+
+impl ReactionView {
+    fn of(record: ReactionRecord, config: &crate::config::Config) -> Self {
+        let max_rounds = config.reactions.as_ref().and_then(|r| {
+            crate::config::ReactionKind::ALL
+                .into_iter()
+                .find(|k| k.as_str() == record.kind)
+                .and_then(|k| r.rule(k))
+                .map(|rule| rule.max_rounds)
+        });
+        ReactionView {
+            kind: record.kind,
+            round: record.round,
+            max_rounds,
+            to_role: record.to_role,
+            pull_request: record.pull_request,
+            head_sha: record.head_sha,
+            comments_handed: record.handed.len(),
+            decided_at: record.decided_at,
+        }
+    }
 }
 
 /// What `/api/v1/tickets/{id}` and `/tickets/{id}` show.
@@ -106,7 +185,19 @@ pub(super) async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView,
     if would_run.is_empty() && skipped.is_empty() {
         skipped.extend(filtered_out(pipeline.config(), &**tracker, &ticket).await);
     }
+    let pull_request =
+        crate::pipeline::pull_snapshot::read(&pipeline.config().state_root, &name, id)
+            .map(PullRequestView::of);
+    let mut reactions: Vec<ReactionView> = ledger
+        .reactions(&name, Some(id))
+        .map_err(ledger_error)?
+        .into_iter()
+        .map(|r| ReactionView::of(r, pipeline.config()))
+        .collect();
+    reactions.sort_by(|a, b| b.decided_at.cmp(&a.decided_at).then(b.round.cmp(&a.round)));
     Ok(TicketView {
+        pull_request,
+        reactions,
         would_run,
         skipped,
         claims: ledger
@@ -153,4 +244,40 @@ async fn filtered_out(
         status: ticket.status.clone(),
         reason: crate::pipeline::eligibility::SkipReason::Filtered { detail },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::pull_snapshot::PullSnapshot;
+    use crate::tracker::pulls::ReviewComment;
+
+    fn comment(n: u32) -> ReviewComment {
+        ReviewComment {
+            id: n.to_string(),
+            author: "ana".into(),
+            bot: false,
+            path: Some("src/lib.rs".into()),
+            line: Some(n.into()),
+            body: format!("comment {n}"),
+            url: None,
+            resolved: false,
+            outdated: false,
+            updated_at: Some(format!("2026-12-01T10:{n:02}:00Z")),
+        }
+    }
+
+    #[test]
+    fn the_view_lists_the_newest_review_comments_and_counts_the_rest() {
+        let mut pull = PullState::open(7, "https://github.com/a/b/pull/7", "abc");
+        pull.comments = (0..25).map(comment).collect();
+        let view = PullRequestView::of(PullSnapshot {
+            read_at: Utc::now(),
+            pull,
+        });
+        assert_eq!(view.pull.comments.len(), MAX_REVIEW_COMMENTS);
+        assert_eq!(view.comments_not_shown, 5);
+        assert_eq!(view.pull.comments[0].id, "24", "newest first");
+        assert_eq!(view.pull.comments[MAX_REVIEW_COMMENTS - 1].id, "5");
+    }
 }

@@ -1,11 +1,11 @@
 //! The ticket's page (`GET /tickets/{id}`): its view ([`super::ticket::TicketView`])
-//! made readable, per stage, claim, block and run.
+//! made readable, per stage, claim, block and run, and its pull request and reactions.
 
 use serde::Serialize;
 
 use super::board::{self, human_duration};
 use super::pages::When;
-use super::ticket::{BlockView, TicketView};
+use super::ticket::{BlockView, PullRequestView, ReactionView, TicketView};
 use super::Shared;
 use crate::tracker::same_name;
 
@@ -47,6 +47,67 @@ struct RunRow {
     log_url: Option<String>,
 }
 
+/// Characters of a check's summary the page shows (its first line).
+const CHECK_SUMMARY_CHARS: usize = 200;
+
+/// The ticket's pull request as this host last read it, readable.
+#[derive(Serialize)]
+struct PullRow {
+    number: u64,
+    url: Option<String>,
+    head: String,
+    head_branch: String,
+    base_branch: String,
+    draft: bool,
+    lifecycle: String,
+    mergeability: String,
+    labels: Vec<String>,
+    checks: Vec<CheckRow>,
+    reviews: Vec<ReviewRow>,
+    comments: Vec<CommentRow>,
+    comments_not_shown: usize,
+    read: When,
+}
+
+/// One check of the head, as last read.
+#[derive(Serialize)]
+struct CheckRow {
+    state: &'static str,
+    name: String,
+    summary: String,
+    url: Option<String>,
+}
+
+/// One review, as last read.
+#[derive(Serialize)]
+struct ReviewRow {
+    author: String,
+    verdict: &'static str,
+    url: Option<String>,
+}
+
+/// One review comment, as last read.
+#[derive(Serialize)]
+struct CommentRow {
+    author: String,
+    place: String,
+    resolved: bool,
+    outdated: bool,
+    url: Option<String>,
+}
+
+/// One reaction, readable.
+#[derive(Serialize)]
+struct ReactionRow {
+    kind: String,
+    round: String,
+    to_role: Option<String>,
+    pull_request: u64,
+    head: String,
+    handed: usize,
+    decided: When,
+}
+
 /// Everything `GET /tickets/{id}` shows.
 #[derive(Serialize)]
 pub(super) struct TicketPage {
@@ -62,6 +123,8 @@ pub(super) struct TicketPage {
     holds: Vec<(String, String, String, When)>,
     blocks: Vec<BlockRow>,
     runs: Vec<RunRow>,
+    pull_request: Option<PullRow>,
+    reactions: Vec<ReactionRow>,
 }
 
 /// The reason code of `role`'s newest failure block on the ticket.
@@ -251,5 +314,129 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
             .collect(),
         blocks,
         runs,
+        pull_request: view.pull_request.as_ref().map(|p| pull_row(p, now)),
+        reactions: view
+            .reactions
+            .iter()
+            .map(|r| reaction_row(r, now))
+            .collect(),
+    }
+}
+
+/// A commit's first 7 hex digits, as people quote them.
+fn short_sha(sha: &str) -> String {
+    sha.chars().take(7).collect()
+}
+
+fn pull_row(view: &PullRequestView, now: chrono::DateTime<chrono::Utc>) -> PullRow {
+    use crate::tracker::pulls::{CheckState, Mergeability, PullLifecycle, ReviewVerdict};
+    let p = &view.pull;
+    let lifecycle = match &p.lifecycle {
+        PullLifecycle::Open if p.draft => "open, draft".to_string(),
+        PullLifecycle::Open => "open".to_string(),
+        PullLifecycle::Merged {
+            merge_commit,
+            merged_by,
+        } => {
+            let mut text = "merged".to_string();
+            if let Some(by) = merged_by {
+                text.push_str(&format!(" by {by}"));
+            }
+            if let Some(sha) = merge_commit {
+                text.push_str(&format!(" as {}", short_sha(sha)));
+            }
+            text
+        }
+        PullLifecycle::Closed => "closed unmerged".to_string(),
+    };
+    let mergeability = match p.mergeability {
+        Mergeability::Clean => "mergeable",
+        Mergeability::Blocked => "blocked (a required review or check, or behind its base)",
+        Mergeability::Conflict => "conflicts with its base",
+        Mergeability::Unknown => "not computed by the forge yet",
+    };
+    let checks = p
+        .checks
+        .iter()
+        .map(|c| CheckRow {
+            state: match c.state {
+                CheckState::Pending => "pending",
+                CheckState::Success => "success",
+                CheckState::Failure => "failure",
+                CheckState::Neutral => "neutral",
+            },
+            name: c.name.clone(),
+            summary: c
+                .summary
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(CHECK_SUMMARY_CHARS)
+                .collect(),
+            url: board::web_link(c.url.as_deref()),
+        })
+        .collect();
+    let reviews = p
+        .reviews
+        .iter()
+        .map(|r| ReviewRow {
+            author: r.author.clone(),
+            verdict: match r.verdict {
+                ReviewVerdict::Approved => "approved",
+                ReviewVerdict::ChangesRequested => "changes requested",
+                ReviewVerdict::Commented => "commented",
+                ReviewVerdict::Other => "dismissed or pending",
+            },
+            url: board::web_link(r.url.as_deref()),
+        })
+        .collect();
+    let comments = p
+        .comments
+        .iter()
+        .map(|c| CommentRow {
+            author: c.author.clone(),
+            place: match (&c.path, c.line) {
+                (Some(path), Some(line)) => format!("{path}:{line}"),
+                (Some(path), None) => path.clone(),
+                (None, _) => String::new(),
+            },
+            resolved: c.resolved,
+            outdated: c.outdated,
+            url: board::web_link(c.url.as_deref()),
+        })
+        .collect();
+    PullRow {
+        number: p.number,
+        url: board::web_link(Some(&p.url)),
+        head: short_sha(&p.head_sha),
+        head_branch: p.head_branch.clone(),
+        base_branch: p.base_branch.clone(),
+        draft: p.draft,
+        lifecycle,
+        mergeability: mergeability.to_string(),
+        labels: p.labels.clone(),
+        checks,
+        reviews,
+        comments,
+        comments_not_shown: view.comments_not_shown,
+        read: When::of(view.read_at, now),
+    }
+}
+
+fn reaction_row(r: &ReactionView, now: chrono::DateTime<chrono::Utc>) -> ReactionRow {
+    let round = match (r.round, r.max_rounds) {
+        (0, _) => String::new(),
+        (n, Some(max)) => format!("round {n} of {max}"),
+        (n, None) => format!("round {n}"),
+    };
+    ReactionRow {
+        kind: r.kind.clone(),
+        round,
+        to_role: r.to_role.clone(),
+        pull_request: r.pull_request,
+        head: short_sha(&r.head_sha),
+        handed: r.comments_handed,
+        decided: When::of(r.decided_at, now),
     }
 }

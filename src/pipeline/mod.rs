@@ -45,6 +45,7 @@ pub use context::{Clock, SystemClock};
 pub use decide::eligibility;
 pub use faults::Faults;
 pub use prune::{PruneLine, MAX_READS_PER_SWEEP};
+pub(crate) use react::snapshot as pull_snapshot;
 pub use run::CANCEL_POLL;
 pub use supervisor::LiveRun;
 

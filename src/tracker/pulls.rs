@@ -2,10 +2,10 @@
 //! checks, reviews and review comments, merged or closed. The same shape on every
 //! forge, so the pipeline's reactions decide on it without knowing the vendor.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Whether the pull request is open, merged or closed unmerged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum PullLifecycle {
     /// Open.
@@ -22,7 +22,7 @@ pub enum PullLifecycle {
 }
 
 /// Whether the head merges cleanly into the base, as the forge computed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mergeability {
     /// Mergeable, and the branch protection is satisfied (reviews, checks).
@@ -37,7 +37,7 @@ pub enum Mergeability {
 }
 
 /// How a check (a check run, a commit status, a pipeline job) ended, or that it has not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckState {
     /// Queued or running.
@@ -51,7 +51,7 @@ pub enum CheckState {
 }
 
 /// One check of the head commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Check {
     /// The forge's id (check run id, status id, job id), as text.
     pub id: String,
@@ -67,7 +67,7 @@ pub struct Check {
 }
 
 /// A review's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewVerdict {
     /// Approved.
@@ -81,7 +81,7 @@ pub enum ReviewVerdict {
 }
 
 /// One submitted review.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Review {
     /// The forge's id, as text.
     pub id: String,
@@ -100,7 +100,7 @@ pub struct Review {
 }
 
 /// One review comment (on a line of the diff, or a discussion note).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReviewComment {
     /// The forge's id, as text.
     pub id: String,
@@ -125,7 +125,7 @@ pub struct ReviewComment {
 }
 
 /// A pull request as the forge reports it now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PullState {
     /// The forge's number.
     pub number: u64,

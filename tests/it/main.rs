@@ -40,6 +40,7 @@ mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
 mod dashboard_pages;
+mod dashboard_reactions;
 mod first_hour;
 mod flow_blockers;
 mod flow_filters;

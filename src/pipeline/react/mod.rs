@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+pub(crate) mod snapshot;
 mod write;
 
 use write::Written;
@@ -191,7 +192,16 @@ async fn react_to(
     let id = w.ticket.id.as_str();
     let number = Some(w.number);
     let pull = match forge.pull_request_state(w.number).await {
-        Ok(pull) => pull,
+        Ok(pull) => {
+            snapshot::record(
+                &ctx.config.state_root,
+                ctx.tracker_name(),
+                id,
+                &pull,
+                ctx.clock.now(),
+            );
+            pull
+        }
         Err(err) => {
             return Ok(error(id, number, format!("cannot read it: {err}")));
         }
