@@ -580,6 +580,33 @@ pub struct Stage {
     /// `verify:`: commands sortie runs in the workspace after the agent reports
     /// success, before handing the ticket on. Default none.
     pub verify: Option<Verify>,
+    /// `evidence:`: whether an observed absence of work withholds the handoff.
+    /// Default `observed`.
+    pub evidence: EvidencePolicy,
+    /// `review:`: the stage reviews earlier stages' work. Default none.
+    pub review: Option<Review>,
+}
+
+/// A stage's `evidence:` policy (docs/evidence.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidencePolicy {
+    /// An observed absence of work withholds the handoff; not determinable proceeds.
+    #[default]
+    Observed,
+    /// Absence and not determinable both withhold it.
+    Strict,
+    /// No check.
+    Off,
+}
+
+/// A stage's `review:` (docs/evidence.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Review {
+    /// Never resume an agent session: every run starts fresh.
+    pub fresh_session: bool,
+    /// The role whose resolved model this stage's must differ from.
+    pub different_model_from: Option<String>,
 }
 
 /// A stage's `verify:` (docs/evidence.md).

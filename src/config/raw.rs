@@ -292,6 +292,8 @@ pub(crate) struct RawStage {
     pub(crate) routes: Option<Vec<super::routes::RawRoute>>,
     pub(crate) expects_changes: Option<bool>,
     pub(crate) verify: Option<RawVerify>,
+    pub(crate) evidence: Option<super::model::EvidencePolicy>,
+    pub(crate) review: Option<RawReview>,
     /// `entry: true`: people (not a stage) put tickets in this claim status.
     pub(crate) entry: Option<bool>,
     /// `exit: true`: tickets leave the pipeline for people at this success status.
@@ -305,6 +307,14 @@ pub(crate) struct RawVerify {
     pub(crate) commands: Vec<Vec<String>>,
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) retry_with_output: Option<bool>,
+}
+
+/// `review:` on a stage.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReview {
+    pub(crate) fresh_session: Option<bool>,
+    pub(crate) different_model_from: Option<String>,
 }
 
 /// `rework:` on a stage whose `failure_status` sends work back to an earlier stage.

@@ -189,6 +189,11 @@ fn from_raw_stage(
             verify: raw
                 .verify
                 .and_then(|v| build_verify(v, &base.key("verify"), problems)),
+            evidence: raw.evidence.unwrap_or_default(),
+            review: raw.review.map(|r| super::model::Review {
+                fresh_session: r.fresh_session.unwrap_or(false),
+                different_model_from: r.different_model_from,
+            }),
         },
         role: base.key("role"),
         claim: base.key("claim_status"),
@@ -351,6 +356,8 @@ fn single_role(
             routes: Vec::new(),
             expects_changes: false,
             verify: None,
+            evidence: Default::default(),
+            review: None,
         },
         role: root.key("role"),
         claim: active_path.index(claim_index),

@@ -58,6 +58,8 @@ fn three_stage_fixture_loads_with_every_field() {
         routes: Vec::new(),
         expects_changes: false,
         verify: None,
+        evidence: Default::default(),
+        review: None,
     };
     let expected = Config {
         source: Some(path.clone()),
@@ -160,6 +162,8 @@ fn single_role_form_becomes_a_one_stage_pipeline() {
             routes: Vec::new(),
             expects_changes: false,
             verify: None,
+            evidence: Default::default(),
+            review: None,
         }]
     );
     assert_eq!(

@@ -326,6 +326,8 @@ mod tests {
             routes: Vec::new(),
             expects_changes: false,
             verify: None,
+            evidence: Default::default(),
+            review: None,
         }
     }
 

@@ -58,6 +58,8 @@ mod tests {
             rework: None,
             expects_changes: false,
             verify: None,
+            evidence: Default::default(),
+            review: None,
             routes: vec![
                 route(Some("hard"), &["hard"], &["easy"]),
                 route(None, &["hard"], &[]),
