@@ -106,6 +106,7 @@ fn success_json() -> String {
     "artifacts": {{
       "branch": "design/42"
     }},
+    "evidence": null,
     "reviewer": "ana"
   }}"#
     )
