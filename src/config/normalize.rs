@@ -248,6 +248,10 @@ pub(crate) fn normalize(
             stages: &stages,
             terminal_states: &terminal_states,
             opens_pull_requests: pull_request.is_some(),
+            forge_is_gitlab: matches!(
+                forge.as_ref().or(tracker.as_ref()),
+                Some(TrackerConfig::Gitlab { .. })
+            ),
         },
         problems,
     );

@@ -162,6 +162,8 @@ pub(crate) struct ReactionContext<'a> {
     pub(crate) terminal_states: &'a [String],
     /// Some pull request opens (`pull_request:` is configured).
     pub(crate) opens_pull_requests: bool,
+    /// The pull requests open on GitLab (`forge:`, or the tracker when there is none).
+    pub(crate) forge_is_gitlab: bool,
 }
 
 /// `reactions:` checked: every stage and status it names, every bound.
@@ -263,10 +265,19 @@ pub(crate) fn normalize_reactions(
             "expected a label name, found an empty string",
         );
     }
+    let auto_merge = raw.auto_merge.map(|a| a.method.unwrap_or_default());
+    if cx.forge_is_gitlab && auto_merge == Some(MergeMethod::Rebase) {
+        problems.at_value(
+            &path.key("auto_merge").key("method"),
+            "GitLab merges with the project's own merge method and cannot be asked to \
+             rebase: expected `merge` or `squash` (set the project to fast-forward merges \
+             for a linear history)",
+        );
+    }
     Some(ReactionsConfig {
         watch,
         rules,
-        auto_merge: raw.auto_merge.map(|a| a.method.unwrap_or_default()),
+        auto_merge,
         merged_to,
         closed_unmerged_to,
         escalate_to,

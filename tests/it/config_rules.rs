@@ -427,3 +427,35 @@ fn display_prints_one_file_line_col_line_per_problem() {
         "{text}"
     );
 }
+
+/// `reactions:` (issue #32): every stage and status it names is checked, with file,
+/// line and field, like every other reference; and GitLab cannot be asked to rebase.
+#[test]
+fn reactions_name_real_stages_and_unwatched_statuses() {
+    assert_problems(
+        "reactions-refs.yaml",
+        &[
+            (12, 11, "reactions.watch[0]", "is where stage `qa` works"),
+            (13, 20, "reactions.ci_failure.to", "`frontend` is no stage's role"),
+            (
+                14,
+                46,
+                "reactions.review_comments.max_rounds",
+                "expected at least 1",
+            ),
+            (
+                15,
+                33,
+                "reactions.merge_conflict.quiet_seconds",
+                "belongs to `review_comments` only",
+            ),
+            (16, 16, "reactions.escalate_to", "is watched"),
+            (
+                17,
+                24,
+                "reactions.auto_merge.method",
+                "GitLab merges with the project's own merge method",
+            ),
+        ],
+    );
+}
