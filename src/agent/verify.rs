@@ -33,6 +33,9 @@ pub struct VerifyEnv<'a> {
     pub env_remove: &'a [String],
     /// Each command's time limit.
     pub timeout: Duration,
+    /// Fired when the run is stopped from outside (the ticket left the stage, the lease
+    /// was lost, a shutdown): the running command's group is killed, none after it runs.
+    pub cancel: Option<&'a tokio_util::sync::CancellationToken>,
 }
 
 /// How one command ended.
@@ -46,6 +49,8 @@ pub struct CheckRun {
     pub duration: Duration,
     /// Killed at the time limit.
     pub timed_out: bool,
+    /// Killed because the run was stopped from outside.
+    pub cancelled: bool,
     /// It could not be started: why.
     pub spawn_error: Option<String>,
     /// The tail of its output (stdout, then stderr), escapes removed.
@@ -57,7 +62,7 @@ pub struct CheckRun {
 impl CheckRun {
     /// Exit code 0, in time.
     pub fn passed(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
     }
 }
 
@@ -84,6 +89,7 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
         exit_code: None,
         duration: started.elapsed(),
         timed_out: false,
+        cancelled: false,
         spawn_error: Some(why),
         output: String::new(),
         tests: None,
@@ -112,10 +118,15 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
     let group = child.id().and_then(|p| i32::try_from(p).ok());
     let stdout = tokio::spawn(keep_tail(child.stdout.take()));
     let stderr = tokio::spawn(keep_tail(child.stderr.take()));
-    let (exit_code, timed_out) = match tokio::time::timeout(env.timeout, child.wait()).await {
-        Ok(Ok(status)) => (status.code(), false),
-        Ok(Err(_)) => (None, false),
-        Err(_) => (None, true),
+    let never = tokio_util::sync::CancellationToken::new();
+    let cancel = env.cancel.unwrap_or(&never);
+    let (exit_code, timed_out, cancelled) = tokio::select! {
+        waited = tokio::time::timeout(env.timeout, child.wait()) => match waited {
+            Ok(Ok(status)) => (status.code(), false, false),
+            Ok(Err(_)) => (None, false, false),
+            Err(_) => (None, true, false),
+        },
+        _ = cancel.cancelled() => (None, false, true),
     };
     // The command is done (or out of time): whatever it left running goes with it.
     if let Some(pid) = group {
@@ -143,6 +154,7 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
         exit_code,
         duration,
         timed_out,
+        cancelled,
         spawn_error: None,
         tests: test_counts(&text),
         output: text,
@@ -344,6 +356,7 @@ mod tests {
             env: vars,
             env_remove: &[],
             timeout: Duration::from_secs(secs),
+            cancel: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Fault points for the crash-anywhere suite: `SORTIE_FAULT=<point>` kills the
 //! process with SIGKILL when execution reaches that point.
 //!
-//! Points: `after_claim`, `after_in_progress`, `mid_agent`, `after_push`,
+//! Points: `after_claim`, `after_in_progress`, `mid_agent`, `after_verify` (a stage with `verify`), `after_push`,
 //! `after_pull_request` (git workspaces), `after_outbox`, `after_comment`,
 //! `after_transition`, `before_release`; reactions: `after_reaction_decided`, `after_reaction`
 //! (stored with its outbox entry), then the write-back's `after_comment`, `after_transition`. `SORTIE_FAULT` may list

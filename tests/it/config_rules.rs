@@ -436,7 +436,12 @@ fn reactions_name_real_stages_and_unwatched_statuses() {
         "reactions-refs.yaml",
         &[
             (12, 11, "reactions.watch[0]", "is where stage `qa` works"),
-            (13, 20, "reactions.ci_failure.to", "`frontend` is no stage's role"),
+            (
+                13,
+                20,
+                "reactions.ci_failure.to",
+                "`frontend` is no stage's role",
+            ),
             (
                 14,
                 46,

@@ -90,7 +90,7 @@ async fn run_stage(
 
     let Ready {
         moved_to,
-        worktree,
+        mut worktree,
         hook_env,
         plan,
     } = match prepare::prepare(
@@ -144,13 +144,90 @@ async fn run_stage(
     let (key, claimer) = (claim.key.clone(), claim.claimer_id.clone());
     let faults = ctx.faults.clone();
     ctx.events.notify(Event::run_started(&run_ref(&claim)));
-    let end = run_agent(AgentSpec { plan: &plan, vars }, cancel, move |pid| {
-        if let Err(err) = ledger.set_agent_pid(&key, &claimer, Some(pid)) {
-            tracing::warn!(%err, "could not record agent pid");
+    // An earlier run of this attempt whose agent succeeded but whose outcome was never
+    // stored (a crash while verifying): its success is verified again, the agent is
+    // not run again.
+    let replay = stage
+        .verify
+        .as_ref()
+        .and_then(|_| verify::replayable(&*ctx.ledger, &ctx.config.state_root, &claim));
+    let mut end = match &replay {
+        Some(done) => {
+            tracing::info!(earlier_run = %done.run_id, "the agent of an earlier run succeeded before a crash; verifying its work again instead of running it");
+            if let (Some(worktree), Some((start, changes))) = (&mut worktree, &done.start) {
+                worktree.start = start.clone();
+                worktree.start_changes = changes.clone();
+            }
+            RunEnd::Finished(crate::agent::RunReport {
+                outcome: done.outcome(),
+                log_path: done.log_path.clone(),
+                exit_code: Some(0),
+                duration: std::time::Duration::from_secs_f64(done.duration_seconds.max(0.0)),
+                usage: None,
+                session_id: None,
+                notes: vec![format!(
+                    "the agent ran in run {}, which ended before its outcome was stored",
+                    done.run_id
+                )],
+            })
         }
-        faults.hit("mid_agent");
-    })
-    .await;
+        None => {
+            run_agent(
+                AgentSpec { plan: &plan, vars },
+                cancel.clone(),
+                move |pid| {
+                    if let Err(err) = ledger.set_agent_pid(&key, &claimer, Some(pid)) {
+                        tracing::warn!(%err, "could not record agent pid");
+                    }
+                    faults.hit("mid_agent");
+                },
+            )
+            .await
+        }
+    };
+    // The checks run while the claim is still watched (its lease renewed, a person's
+    // move or a shutdown stopping them).
+    let mut checks = Vec::new();
+    if let (RunEnd::Finished(report), Some(verify), Some(vars)) =
+        (&mut end, &stage.verify, &verify_vars)
+    {
+        if let AgentOutcome::Success { summary, artifacts } = &report.outcome {
+            verify::save_agent_done(
+                &plan.run_dir,
+                &verify::AgentDone {
+                    run_id: replay
+                        .as_ref()
+                        .map_or(claim.run_id.clone(), |d| d.run_id.clone()),
+                    stage_attempt: claim.stage_attempt,
+                    summary: summary.clone(),
+                    artifacts: artifacts.clone(),
+                    start: worktree
+                        .as_ref()
+                        .map(|w| (w.start.clone(), w.start_changes.clone())),
+                    log_path: report.log_path.clone(),
+                    duration_seconds: report.duration.as_secs_f64(),
+                },
+            );
+            let outcome = std::mem::replace(
+                &mut report.outcome,
+                AgentOutcome::Success {
+                    summary: String::new(),
+                    artifacts: Default::default(),
+                },
+            );
+            let (outcome, ran) = verify::verify(verify, &plan, vars, &cancel, outcome).await;
+            report.outcome = outcome;
+            checks = ran;
+            ctx.faults.hit("after_verify");
+            if cancel.is_cancelled() {
+                end = RunEnd::Cancelled {
+                    log_path: report.log_path.clone(),
+                    usage: report.usage,
+                    session_id: report.session_id.clone(),
+                };
+            }
+        }
+    }
     watch.abort();
     let _ = ctx
         .ledger
@@ -189,13 +266,10 @@ async fn run_stage(
         }
         RunEnd::Finished(mut report) => {
             line.log_path = Some(report.log_path.display().to_string());
-            let mut evidence = crate::block::Evidence::default();
-            if let (Some(verify), Some(vars)) = (&stage.verify, &verify_vars) {
-                let (outcome, checks) = verify::verify(verify, &plan, vars, report.outcome).await;
-                report.outcome = outcome;
-                evidence.checks = checks;
-                ctx.faults.hit("after_verify");
-            }
+            let mut evidence = crate::block::Evidence {
+                checks,
+                ..Default::default()
+            };
             if let Some(worktree) = &worktree {
                 report.outcome = super::branch::conclude(
                     ctx,

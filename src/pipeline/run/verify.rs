@@ -5,11 +5,15 @@
 //! attempt's prompt shows as its last failure.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::agent::verify::{run_checks, CheckRun, VerifyEnv};
 use crate::agent::{AgentOutcome, RunPlan};
 use crate::block::{Category, CheckEvidence, NextAction};
 use crate::config::Verify;
+use crate::ledger::{Claim, Ledger, RunPhase};
 
 /// The reason code of a `verify` command that failed.
 pub const VERIFY_FAILED: &str = "verify.failed";
@@ -25,6 +29,7 @@ pub(super) async fn verify(
     verify: &Verify,
     plan: &RunPlan,
     vars: &BTreeMap<String, String>,
+    cancel: &tokio_util::sync::CancellationToken,
     outcome: AgentOutcome,
 ) -> (AgentOutcome, Vec<CheckEvidence>) {
     if !outcome.is_success() {
@@ -39,6 +44,7 @@ pub(super) async fn verify(
             env: &env,
             env_remove: &plan.env_remove,
             timeout: verify.timeout,
+            cancel: Some(cancel),
         },
     )
     .await;
@@ -99,7 +105,9 @@ fn detail(run: &CheckRun, verify: &Verify, position: usize) -> String {
 }
 
 fn evidence(run: &CheckRun) -> CheckEvidence {
-    let result = if run.timed_out {
+    let result = if run.cancelled {
+        "cancelled"
+    } else if run.timed_out {
         "timed_out"
     } else if run.passed() {
         "passed"
@@ -113,4 +121,77 @@ fn evidence(run: &CheckRun) -> CheckEvidence {
         duration_seconds: (run.duration.as_secs_f64() * 1000.0).round() / 1000.0,
         tests: run.tests,
     }
+}
+
+/// The file in a run's directory saying its agent finished with a success, written
+/// before the checks run: a crash during them (or before the outcome is stored) is
+/// recovered by the next claim re-running the checks, never the agent.
+const AGENT_DONE: &str = "agent-done.json";
+
+/// What an agent's success was, kept while it is verified.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct AgentDone {
+    /// The run whose agent it was.
+    pub run_id: String,
+    /// Its stage attempt.
+    pub stage_attempt: u32,
+    /// The agent's summary.
+    pub summary: String,
+    /// The agent's artifacts.
+    pub artifacts: BTreeMap<String, String>,
+    /// The worktree's commit and uncommitted digest before the agent ran (its no-work
+    /// and change baseline), with `workspace.git`.
+    pub start: Option<(String, String)>,
+    /// The agent's log.
+    pub log_path: PathBuf,
+    /// The agent's wall time, seconds.
+    pub duration_seconds: f64,
+}
+
+impl AgentDone {
+    /// The success it was.
+    pub fn outcome(&self) -> AgentOutcome {
+        AgentOutcome::Success {
+            summary: self.summary.clone(),
+            artifacts: self.artifacts.clone(),
+        }
+    }
+}
+
+/// Keep `done` in `run_dir` (tmp file and rename); a failure only costs the agent
+/// being run again after a crash.
+pub(super) fn save_agent_done(run_dir: &Path, done: &AgentDone) {
+    let path = run_dir.join(AGENT_DONE);
+    let tmp = run_dir.join(format!("{AGENT_DONE}.tmp"));
+    let written = serde_json::to_vec(done)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&tmp, bytes))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(err) = written {
+        tracing::warn!(%err, path = %path.display(), "could not keep the agent's outcome while verifying");
+    }
+}
+
+/// The success of the previous run of the same claim key whose agent finished but
+/// whose outcome was never stored (the process died while verifying or before the
+/// outbox): the latest run of the key, still `running` in the history (a stored
+/// outcome records it finished), whose directory holds [`AGENT_DONE`]. The attempt
+/// that takes it over is a new one (a claim after a crash counts one more).
+pub(super) fn replayable(
+    ledger: &dyn Ledger,
+    state_root: &Path,
+    claim: &Claim,
+) -> Option<AgentDone> {
+    let runs = ledger
+        .ticket_runs(&claim.key.tracker, &claim.key.ticket_id, 20)
+        .ok()?;
+    let previous = runs
+        .iter()
+        .find(|r| r.key == claim.key && r.run_id != claim.run_id)?;
+    if previous.phase != RunPhase::Running {
+        return None;
+    }
+    let dir = crate::agent::run_dir(state_root, &previous.run_id);
+    let bytes = std::fs::read(dir.join(AGENT_DONE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
