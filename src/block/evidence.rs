@@ -27,7 +27,10 @@ pub struct Evidence {
 impl Evidence {
     /// Nothing observed.
     pub fn is_empty(&self) -> bool {
-        self.checks.is_empty() && self.change.is_none() && self.work.is_none() && self.model.is_none()
+        self.checks.is_empty()
+            && self.change.is_none()
+            && self.work.is_none()
+            && self.model.is_none()
     }
 }
 

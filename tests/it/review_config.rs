@@ -144,7 +144,8 @@ fn a_route_that_brings_back_the_reviewed_model_is_refused() {
         "",
         "",
     );
-    f.load().unwrap_or_else(|e| panic!("different models load: {e}"));
+    f.load()
+        .unwrap_or_else(|e| panic!("different models load: {e}"));
 }
 
 #[test]
@@ -167,11 +168,7 @@ fn an_unknown_model_is_refused() {
     );
     // A plain command: sortie does not know what it runs.
     let f = Fixture::write("  command: [my-agent, --model, x]\n", "", "", "");
-    assert_at_review_field(
-        &f.refused(),
-        &f.path(),
-        "cannot tell which model `qa` uses",
-    );
+    assert_at_review_field(&f.refused(), &f.path(), "cannot tell which model `qa` uses");
 }
 
 #[test]
@@ -180,7 +177,10 @@ fn different_model_from_must_name_another_stage() {
     let text = std::fs::read_to_string(f.path()).unwrap();
     std::fs::write(
         f.path(),
-        text.replace("different_model_from: backend", "different_model_from: nosuch"),
+        text.replace(
+            "different_model_from: backend",
+            "different_model_from: nosuch",
+        ),
     )
     .unwrap();
     assert_at_review_field(
@@ -194,4 +194,101 @@ fn different_model_from_must_name_another_stage() {
     )
     .unwrap();
     assert_at_review_field(&f.refused(), &f.path(), "this stage's own role");
+}
+
+/// The run side, with the fake `claude` on a local board: qa has `fresh_session: true`,
+/// backend does not. Attempt 1 of each is cut after the stream named its session; attempt
+/// 2 of backend resumes it, attempt 2 of qa starts fresh, and each success block records
+/// the model that ran it.
+#[test]
+fn a_fresh_session_stage_never_resumes_and_its_block_records_the_model() {
+    use crate::common::{repo, Sandbox};
+    let fake = repo().join("tests/fixtures/agents/fake-claude");
+    let config = format!(
+        "tracker: {{kind: local, path: board}}\n\
+         state_root: state\n\
+         roles_dir: roles\n\
+         agent:\n\
+         \x20 preset: claude-code\n\
+         \x20 command: [\"{fake}\"]\n\
+         \x20 model: sonnet\n\
+         retry: {{max_attempts: 2, backoff_base_seconds: 1, backoff_max_seconds: 1}}\n\
+         pipeline_stages:\n\
+         \x20 - {{role: backend, claim_status: ready, success_status: done, failure_status: blocked}}\n\
+         \x20 - role: qa\n\
+         \x20   claim_status: code-review\n\
+         \x20   success_status: done\n\
+         \x20   failure_status: blocked\n\
+         \x20   entry: true\n\
+         \x20   review: {{fresh_session: true, different_model_from: backend}}\n",
+        fake = fake.display()
+    );
+    let sb = Sandbox::with_config(&config);
+    let roles = sb.path().join("roles");
+    std::fs::create_dir(&roles).unwrap();
+    // Each role's fake writes its argv and prompt to its own files; the scenario is the
+    // role file's, rewritten between ticks (each tick reads the role files again).
+    let write_roles = |scenario: &str| {
+        for (role, model) in [("backend", None), ("qa", Some("opus"))] {
+            let dir = sb.path().display();
+            let model = model.map_or_else(String::new, |m| format!("model: {m}\n"));
+            let text = format!(
+                "---\n{model}env: {{FAKE_SCENARIO: {scenario}, FAKE_ARGV_FILE: \"{dir}/{role}.argv\", \
+                 FAKE_STDIN_FILE: \"{dir}/{role}.prompt\"}}\n---\n\
+                 You are {role} on ticket {{{{ ticket.id }}}}: {{{{ ticket.title }}}}.\n"
+            );
+            std::fs::write(roles.join(format!("{role}.md")), text).unwrap();
+        }
+    };
+    write_roles("cut");
+    let built = sb.add("build it", "ready", &[]);
+    let reviewed = sb.add("review it", "code-review", &[]);
+    let argv = |role: &str| -> Vec<String> {
+        std::fs::read_to_string(sb.path().join(format!("{role}.argv")))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let report = sb.tick_json(&[]);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 2, "{report:#}");
+    for role in ["backend", "qa"] {
+        assert!(
+            !argv(role).contains(&"--resume".to_string()),
+            "{role}: {:?}",
+            argv(role)
+        );
+    }
+    let first_prompt = std::fs::read_to_string(sb.path().join("qa.prompt")).unwrap();
+
+    write_roles("success");
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let report = sb.tick_json(&[]);
+    assert_eq!(report["runs"][0]["attempt"], 2, "{report:#}");
+    assert!(
+        argv("backend").windows(2).any(|w| w[0] == "--resume"),
+        "backend resumes its session: {:?}",
+        argv("backend")
+    );
+    let qa = argv("qa");
+    assert!(
+        !qa.contains(&"--resume".to_string()),
+        "qa starts fresh: {qa:?}"
+    );
+    assert!(qa.windows(2).any(|w| w == ["--model", "opus"]), "{qa:?}");
+    // The fresh prompt is the template on the ticket, as the first one was: nothing of
+    // the cut run's stream is in it.
+    let prompt = std::fs::read_to_string(sb.path().join("qa.prompt")).unwrap();
+    assert_eq!(prompt, first_prompt);
+
+    let model_of = |id: &str| {
+        sb.blocks(id).into_iter().find_map(|b| match b {
+            sortie::block::OutcomeBlock::Success(s) => s.evidence.and_then(|e| e.model),
+            _ => None,
+        })
+    };
+    assert_eq!(sb.ticket(&built).status, "done");
+    assert_eq!(sb.ticket(&reviewed).status, "done");
+    assert_eq!(model_of(&built).as_deref(), Some("sonnet"));
+    assert_eq!(model_of(&reviewed).as_deref(), Some("opus"));
 }
