@@ -189,8 +189,10 @@ async fn run_stage(
         }
         RunEnd::Finished(mut report) => {
             line.log_path = Some(report.log_path.display().to_string());
-            let mut evidence = crate::block::Evidence::default();
-            evidence.model = crate::config::model_in_argv(plan.preset, &plan.command, &plan.env);
+            let mut evidence = crate::block::Evidence {
+                model: crate::config::model_in_argv(plan.preset, &plan.command, &plan.env),
+                ..Default::default()
+            };
             if let (Some(verify), Some(vars)) = (&stage.verify, &verify_vars) {
                 let (outcome, checks) = verify::verify(verify, &plan, vars, report.outcome).await;
                 report.outcome = outcome;
