@@ -18,12 +18,19 @@ pub struct Evidence {
     /// needed, with its reason in the summary) or `not_determinable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<String>,
+    /// The model that ran the stage, as its argv selected it (`--model`; see
+    /// `config::model_in_argv`); none when that cannot be told (issue #33).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Evidence {
     /// Nothing observed.
     pub fn is_empty(&self) -> bool {
-        self.checks.is_empty() && self.change.is_none() && self.work.is_none()
+        self.checks.is_empty()
+            && self.change.is_none()
+            && self.work.is_none()
+            && self.model.is_none()
     }
 }
 

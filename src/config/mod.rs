@@ -17,6 +17,7 @@ mod model;
 mod normalize;
 mod raw;
 mod reactions;
+mod review;
 mod routes;
 mod stages;
 mod tracker;
@@ -34,6 +35,7 @@ pub use git::{
 };
 pub use model::*;
 pub use reactions::{MergeMethod, ReactionKind, ReactionRule, ReactionsConfig, DEFAULT_HOLD_LABEL};
+pub use review::{model_in_argv, model_of};
 pub use routes::{AgentOverrides, Route};
 pub(crate) use values::expand_home;
 

@@ -217,6 +217,7 @@ pub(crate) fn normalize(
     }
 
     let agent = normalize_agent(raw.agent.take(), base, problems);
+    super::review::check_reviews(&stages, agent.as_ref(), &roles_dir, problems);
     let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
     let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);
     let pull_request = super::git::normalize_pull_request(

@@ -82,6 +82,7 @@ mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod reactions;
+mod review_config;
 mod run_logs;
 mod secrets;
 mod stale_listing;

@@ -16,6 +16,7 @@ mod ledger_suite;
 mod crash_suite;
 
 mod agent_clis;
+mod agent_fresh;
 mod agent_pipeline;
 mod crash_anywhere_postgres;
 mod daemon_dashboard;

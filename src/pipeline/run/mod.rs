@@ -268,6 +268,7 @@ async fn run_stage(
             line.log_path = Some(report.log_path.display().to_string());
             let mut evidence = crate::block::Evidence {
                 checks,
+                model: crate::config::model_in_argv(plan.preset, &plan.command, &plan.env),
                 ..Default::default()
             };
             if let Some(worktree) = &worktree {

@@ -154,7 +154,16 @@ pub(super) async fn prepare<'s>(
     plan.stream.progress = supervisor.progress(&claim.run_id);
     // Resume the agent's last session of this ticket and role (issue #19).
     // A session of another route ran another agent setup: it is not resumed.
-    if let Ok(Some(prev)) = ctx.ledger.last_session(&claim.key) {
+    // A fresh reviewer (`review.fresh_session`, issue #33) resumes nothing: it reads the
+    // ticket and its blocks, never a transcript of an earlier attempt.
+    let fresh = stage.review.as_ref().is_some_and(|r| r.fresh_session);
+    if let Some(prev) = ctx
+        .ledger
+        .last_session(&claim.key)
+        .ok()
+        .flatten()
+        .filter(|_| !fresh)
+    {
         if let Some(session) = prev
             .session_id
             .as_ref()
