@@ -193,6 +193,7 @@ async fn run_stage(
             if let (Some(verify), Some(vars)) = (&stage.verify, &verify_vars) {
                 let (outcome, checks) = verify::verify(verify, &plan, vars, report.outcome).await;
                 report.outcome = outcome;
+                line.verify = checks.iter().map(|c| c.result.clone()).collect();
                 evidence.checks = checks;
                 ctx.faults.hit("after_verify");
             }
