@@ -89,6 +89,7 @@ mod status_names;
 mod tick_exit_codes;
 mod tick_signals;
 mod tracker_faults;
+mod verify_pipeline;
 mod workspace_cleanup;
 mod workspace_hooks;
 mod workspace_safety;
