@@ -302,7 +302,8 @@ fn verify_results(config: &Config, runs: &[RunRecord]) -> anyhow::Result<Vec<Tic
             .collect();
         let mut out = Vec::new();
         for (ticket, comments) in tickets.iter().zip(tracker.comments_of(&tickets).await) {
-            let history = crate::pipeline::history::TicketHistory::from_comments(&comments?, &trusted);
+            let history =
+                crate::pipeline::history::TicketHistory::from_comments(&comments?, &trusted);
             let result = crate::pipeline::report::VerifyResult::last_of(
                 history.blocks().iter().filter(|b| verifies(b.role())),
             );

@@ -465,7 +465,10 @@ mod tests {
         s.record_run(failed, Utc::now());
         s.record_run(line("qa", "success", Some("done")), Utc::now());
         let text = render_metrics(&s, &Gauges::default());
-        assert!(text.contains("# TYPE sortie_verify_total counter\n"), "{text}");
+        assert!(
+            text.contains("# TYPE sortie_verify_total counter\n"),
+            "{text}"
+        );
         assert!(
             text.contains("sortie_verify_total{role=\"backend\",result=\"passed\"} 3\n"),
             "{text}"

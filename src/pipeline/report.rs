@@ -530,3 +530,78 @@ pub fn check_text(check: &crate::block::CheckEvidence) -> String {
     let _ = write!(text, " in {:.1} s", check.duration_seconds);
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(yaml: &str) -> OutcomeBlock {
+        let text = format!("```yaml sortie:{yaml}\n```\n");
+        crate::block::parse_blocks(&text)
+            .remove(0)
+            .unwrap_or_else(|e| panic!("{e}: {text}"))
+            .block
+    }
+
+    const COMMON: &str =
+        "role: backend\nstage_attempt: 2\nidempotency_key: 22d7724a473c11fa292146f772b4dc2618ddddc3b8a26e96176ffc63c84ba627\nfrom_status: a\nto_status: b\n";
+
+    fn success(checks: &str) -> OutcomeBlock {
+        block(&format!(
+            "success\n{COMMON}summary: done\nevidence:\n  checks:\n{checks}"
+        ))
+    }
+
+    fn failure(code: &str, detail: &str) -> OutcomeBlock {
+        block(&format!(
+            "failure\n{COMMON}reason_code: {code}\ncategory: transient\ntransient: true\nnext_action: retry\ndetail: {detail:?}\n"
+        ))
+    }
+
+    /// Issue #33: what `pipeline status` and the ticket view say of a ticket's verify.
+    #[test]
+    fn the_last_verify_result_comes_from_the_newest_block_that_has_one() {
+        let passed = success(
+            "    - {command: cargo test, result: passed, exit_code: 0, duration_seconds: 3.14, tests: {passed: 12, failed: 0, skipped: 1}}\n    - {command: cargo clippy, result: passed, exit_code: 0, duration_seconds: 5}\n",
+        );
+        let result = VerifyResult::of(&passed).expect("a result");
+        assert_eq!(result.result, "passed");
+        assert_eq!(
+            result.to_text(),
+            "backend attempt 2: verify passed: cargo test passed (12 passed, 0 failed, 1 skipped) in 3.1 s; cargo clippy passed in 5.0 s"
+        );
+        let timed_out = failure(
+            "verify.timeout",
+            "the agent reported success, but verify command 1 of 1, `make`, did not finish\nIts output ends with:\n\nx",
+        );
+        assert_eq!(
+            VerifyResult::of(&timed_out).unwrap().to_text(),
+            "backend attempt 2: verify timed_out (verify.timeout): the agent reported success, but verify command 1 of 1, `make`, did not finish"
+        );
+        let unrelated = failure("agent.exit_nonzero", "exit 1");
+        assert_eq!(VerifyResult::of(&unrelated), None);
+        assert_eq!(
+            VerifyResult::of(&success("    []\n")),
+            None,
+            "no checks ran"
+        );
+        // The newest block with a result wins; later blocks without one do not hide it.
+        let blocks = [passed, timed_out, unrelated];
+        assert_eq!(
+            VerifyResult::last_of(blocks.iter()).unwrap().result,
+            "timed_out"
+        );
+        let failed_check = success(
+            "    - {command: a, result: passed, duration_seconds: 0}\n    - {command: b, result: failed, exit_code: 2, duration_seconds: 0}\n",
+        );
+        let result = VerifyResult::of(&failed_check).unwrap();
+        assert_eq!(result.result, "failed", "the first check that did not pass");
+        assert!(
+            result
+                .to_text()
+                .ends_with("b failed with exit code 2 in 0.0 s"),
+            "{}",
+            result.to_text()
+        );
+    }
+}

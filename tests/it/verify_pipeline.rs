@@ -98,8 +98,7 @@ fn write_flaky(dir: &Path) {
 }
 
 #[test]
-fn a_check_that_fails_once_is_retried_with_its_output_in_the_prompt_then_both_pass_as_evidence()
-{
+fn a_check_that_fails_once_is_retried_with_its_output_in_the_prompt_then_both_pass_as_evidence() {
     let sb = sandbox(
         r#"{commands: [["sh", "-c", "echo first check fine"], ["sh", "DIR/flaky.sh"]], timeout_seconds: 60, retry_with_output: true}"#,
     );
@@ -108,13 +107,20 @@ fn a_check_that_fails_once_is_retried_with_its_output_in_the_prompt_then_both_pa
 
     let first = sb.tick_json(&[]);
     assert_eq!(first["runs"][0]["outcome"], "failure", "{first:#}");
-    assert_eq!(first["runs"][0]["reason_code"], "verify.failed", "{first:#}");
+    assert_eq!(
+        first["runs"][0]["reason_code"], "verify.failed",
+        "{first:#}"
+    );
     assert_eq!(
         first["runs"][0]["verify"],
         serde_json::json!(["passed", "failed"]),
         "the run line carries each check's result: {first:#}"
     );
-    assert_eq!(sb.ticket(&id).status, "design-approved", "retried, not moved");
+    assert_eq!(
+        sb.ticket(&id).status,
+        "design-approved",
+        "retried, not moved"
+    );
     let blocks = sb.blocks(&id);
     assert_eq!(blocks.len(), 1, "{blocks:?}");
     let failed = failure(&blocks[0]);
@@ -189,7 +195,11 @@ fn a_check_that_fails_once_is_retried_with_its_output_in_the_prompt_then_both_pa
         "{status}"
     );
     let json: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline", "status", "--config", "pipeline.yaml", "--json",
+        "pipeline",
+        "status",
+        "--config",
+        "pipeline.yaml",
+        "--json",
     ]))
     .unwrap();
     assert_eq!(json["verify"][0]["ticket"], id.as_str(), "{json:#}");
@@ -230,7 +240,10 @@ fn a_hanging_check_is_killed_at_its_timeout_with_its_children() {
         took < std::time::Duration::from_secs(30),
         "the tick waited {took:?} for a check limited to 1 s"
     );
-    assert_eq!(report["runs"][0]["reason_code"], "verify.timeout", "{report:#}");
+    assert_eq!(
+        report["runs"][0]["reason_code"], "verify.timeout",
+        "{report:#}"
+    );
     assert_eq!(
         report["runs"][0]["verify"],
         serde_json::json!(["timed_out"]),
@@ -301,13 +314,24 @@ fn without_retry_with_output_a_failing_check_is_final() {
     );
     let id = sb.add("Final", "design-approved", &[]);
     let first = sb.tick_json(&[]);
-    assert_eq!(first["runs"][0]["reason_code"], "verify.failed", "{first:#}");
-    assert_eq!(sb.ticket(&id).status, "blocked", "the stage's failure_status");
+    assert_eq!(
+        first["runs"][0]["reason_code"], "verify.failed",
+        "{first:#}"
+    );
+    assert_eq!(
+        sb.ticket(&id).status,
+        "blocked",
+        "the stage's failure_status"
+    );
     let blocks = sb.blocks(&id);
     let failed = failure(&blocks[0]);
     assert_eq!(failed.category, Category::Permanent);
     assert_eq!(failed.next_action, NextAction::Manual);
-    assert!(failed.detail.contains("3 tests broken"), "{}", failed.detail);
+    assert!(
+        failed.detail.contains("3 tests broken"),
+        "{}",
+        failed.detail
+    );
 
     // Not retried: a later tick, past any backoff, runs nothing and adds no block.
     let later = tick_later(&sb, 600);

@@ -133,14 +133,20 @@ async fn the_ticket_view_page_and_metrics_show_what_verify_saw() {
     let path = dir.path().join("pipeline.yaml");
     std::fs::write(&path, config_text(dir.path())).unwrap();
     let board = Arc::new(MemoryTracker::new());
-    board.insert(MemoryTracker::ticket("7", "Export invoices", "design-approved"));
+    board.insert(MemoryTracker::ticket(
+        "7",
+        "Export invoices",
+        "design-approved",
+    ));
     let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
 
     // backend's checks pass, qa's fails: the ticket ends on qa's failure status.
     let view = d
         .until("/api/v1/tickets/7", "the ticket on qa-failed", |b| {
-            serde_json::from_str::<serde_json::Value>(b)
-                .is_ok_and(|v| v["ticket"]["status"] == "qa-failed" && v["blocks"].as_array().is_some_and(|b| b.len() == 2))
+            serde_json::from_str::<serde_json::Value>(b).is_ok_and(|v| {
+                v["ticket"]["status"] == "qa-failed"
+                    && v["blocks"].as_array().is_some_and(|b| b.len() == 2)
+            })
         })
         .await;
     let view: serde_json::Value = serde_json::from_str(&view).unwrap();
