@@ -256,12 +256,77 @@ struct StatusReport {
     recent_runs: Vec<RunRecord>,
     hook_failures: Vec<HookDelivery>,
     usage: Vec<UsageTotal>,
+    /// The last `verify` result of each recently run ticket whose stage verifies.
+    verify: Vec<TicketVerify>,
+    /// Why the tickets' verify results could not be read from the tracker.
+    verify_error: Option<String>,
+}
+
+/// A ticket's last `verify` result, as its blocks record it (issue #33).
+#[derive(Debug, Serialize)]
+struct TicketVerify {
+    ticket: String,
+    #[serde(flatten)]
+    result: crate::pipeline::report::VerifyResult,
+}
+
+/// How many tickets `pipeline status` reads verify results for at most.
+const VERIFY_TICKETS: usize = 20;
+
+/// The last verify result of the tickets among `runs` (newest first) whose role's stage
+/// has `verify`, read from their trusted blocks: one comment read per ticket, so a
+/// pipeline without `verify` makes no tracker request.
+fn verify_results(config: &Config, runs: &[RunRecord]) -> anyhow::Result<Vec<TicketVerify>> {
+    let verifies = |role: &str| {
+        config
+            .stages
+            .iter()
+            .any(|s| s.role == role && s.verify.is_some())
+    };
+    let mut tickets: Vec<String> = Vec::new();
+    for r in runs.iter().filter(|r| verifies(&r.key.role)) {
+        if !tickets.contains(&r.key.ticket_id) && tickets.len() < VERIFY_TICKETS {
+            tickets.push(r.key.ticket_id.clone());
+        }
+    }
+    if tickets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let tracker = crate::tracker::open(config)?;
+        let trusted: std::collections::HashSet<String> = std::iter::once(tracker.identity().await?)
+            .chain(config.trusted_authors.iter().cloned())
+            .collect();
+        let mut out = Vec::new();
+        for (ticket, comments) in tickets.iter().zip(tracker.comments_of(&tickets).await) {
+            let history =
+                crate::pipeline::history::TicketHistory::from_comments(&comments?, &trusted);
+            let result = crate::pipeline::report::VerifyResult::last_of(
+                history.blocks().iter().filter(|b| verifies(b.role())),
+            );
+            if let Some(result) = result {
+                out.push(TicketVerify {
+                    ticket: ticket.clone(),
+                    result,
+                });
+            }
+        }
+        Ok(out)
+    })
 }
 
 fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     let config = Config::load(config_path)?;
     let ledger = crate::ledger::open(&config)?;
     let tracker = config.tracker.name();
+    let recent_runs = ledger.recent_runs(Scope::Tracker(&tracker), 20)?;
+    let (verify, verify_error) = match verify_results(&config, &recent_runs) {
+        Ok(verify) => (verify, None),
+        Err(err) => (Vec::new(), Some(format!("{err:#}"))),
+    };
     let report = StatusReport {
         claims: ledger.claims(Scope::Tracker(&tracker))?,
         retries: ledger.retries(Scope::Tracker(&tracker))?,
@@ -269,7 +334,9 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
         pending_writebacks: ledger.outbox_pending(&tracker)?,
         hook_failures: ledger.hook_failures(20)?,
         usage: ledger.usage_totals(&tracker)?,
-        recent_runs: ledger.recent_runs(Scope::Tracker(&tracker), 20)?,
+        recent_runs,
+        verify,
+        verify_error,
     };
     let mut out = std::io::stdout().lock();
     if json {
@@ -353,6 +420,13 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
             h.attempts,
             h.last_error.as_deref().unwrap_or("-")
         )?;
+    }
+    writeln!(out, "last verify per ticket ({}):", report.verify.len())?;
+    if let Some(err) = &report.verify_error {
+        writeln!(out, "  not read from the tracker: {err}")?;
+    }
+    for v in &report.verify {
+        writeln!(out, "  {} {}", v.ticket, v.result.to_text())?;
     }
     writeln!(out, "recent runs ({}):", report.recent_runs.len())?;
     for r in &report.recent_runs {

@@ -123,6 +123,9 @@ pub struct Counters {
     pub runs: BTreeMap<(String, String), u64>,
     /// Write-backs by (role, outcome).
     pub handoffs: BTreeMap<(String, String), u64>,
+    /// `verify` commands run after an agent's success, by (role, result: `passed`,
+    /// `failed`, `timed_out`).
+    pub verify: BTreeMap<(String, String), u64>,
     /// Reactions to pull requests by (kind, outcome); waiting is not counted.
     pub reactions: BTreeMap<(String, String), u64>,
     /// Config reloads that failed validation.
@@ -173,6 +176,13 @@ impl DaemonStatus {
                 .unwrap_or(RUN_BUCKETS.len());
             c.run_buckets[idx] += 1;
             c.run_sum += secs;
+        }
+        for result in &line.verify {
+            *self
+                .counters
+                .verify
+                .entry((line.role.clone(), result.clone()))
+                .or_default() += 1;
         }
         let key = (line.role.clone(), line.outcome.clone());
         *self.counters.runs.entry(key.clone()).or_default() += 1;
@@ -298,6 +308,19 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
                 label(outcome)
             );
         }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_verify_total Verify commands run after an agent's success, by role and result."
+    );
+    let _ = writeln!(out, "# TYPE sortie_verify_total counter");
+    for ((role, result), n) in &c.verify {
+        let _ = writeln!(
+            out,
+            "sortie_verify_total{{role=\"{}\",result=\"{}\"}} {n}",
+            label(role),
+            label(result)
+        );
     }
     let _ = writeln!(
         out,
@@ -428,6 +451,36 @@ mod tests {
         assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"cancelled\"} 1"));
         assert!(text.contains("sortie_handoffs_total{role=\"backend\",outcome=\"success\"} 1"));
         assert!(!text.contains("sortie_handoffs_total{role=\"backend\",outcome=\"cancelled\"}"));
+    }
+
+    /// Issue #33: each verify command a run ran is counted by role and result.
+    #[test]
+    fn verify_results_are_counted_by_role_and_result() {
+        let mut s = DaemonStatus::default();
+        let mut passed = line("backend", "success", Some("code-review"));
+        passed.verify = vec!["passed".into(), "passed".into()];
+        let mut failed = line("backend", "failure", Some("design-approved"));
+        failed.verify = vec!["passed".into(), "timed_out".into()];
+        s.record_run(passed, Utc::now());
+        s.record_run(failed, Utc::now());
+        s.record_run(line("qa", "success", Some("done")), Utc::now());
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(
+            text.contains("# TYPE sortie_verify_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_verify_total{role=\"backend\",result=\"passed\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_verify_total{role=\"backend\",result=\"timed_out\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("sortie_verify_total{role=\"qa\""),
+            "a stage without verify is not counted: {text}"
+        );
     }
 
     #[test]

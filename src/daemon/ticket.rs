@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::api_error::ApiError;
 use super::Shared;
 use crate::ledger::{Hold, ReactionRecord, RetryEntry, RunRecord, Scope};
+use crate::pipeline::report::VerifyResult;
 use crate::tracker::PullState;
 
 /// Review comments a ticket's view lists at most, the newest first.
@@ -40,6 +41,9 @@ pub(super) struct TicketView {
     pub(super) pull_request: Option<PullRequestView>,
     /// The reactions to its pull request, newest first.
     pub(super) reactions: Vec<ReactionView>,
+    /// Its last `verify` result, from the newest block by sortie or a trusted author
+    /// that records one (issue #33); `null` when none does.
+    pub(super) verify: Option<VerifyResult>,
 }
 
 /// A pull request as this host last read it (`state_root/pulls/`).
@@ -152,7 +156,7 @@ pub(super) async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView,
             )
         })?;
     let comments = tracker.comments(id).await.map_err(tracker_error)?;
-    let blocks = comments
+    let blocks: Vec<BlockView> = comments
         .iter()
         .flat_map(|c| {
             crate::block::parse_blocks(&c.body)
@@ -165,6 +169,15 @@ pub(super) async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView,
                 })
         })
         .collect();
+    let verify = match tracker.identity().await {
+        Ok(me) => VerifyResult::last_of(
+            blocks
+                .iter()
+                .filter(|b| b.author == me || pipeline.config().trusted_authors.contains(&b.author))
+                .map(|b| &b.block.block),
+        ),
+        Err(_) => None,
+    };
     let name = tracker.name().to_string();
     let ledger = pipeline.ledger();
     let scope = Scope::Tracker(&name);
@@ -196,6 +209,7 @@ pub(super) async fn ticket_view(shared: &Shared, id: &str) -> Result<TicketView,
         .collect();
     reactions.sort_by(|a, b| b.decided_at.cmp(&a.decided_at).then(b.round.cmp(&a.round)));
     Ok(TicketView {
+        verify,
         pull_request,
         reactions,
         would_run,

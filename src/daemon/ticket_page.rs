@@ -31,6 +31,75 @@ struct BlockRow {
     reason: String,
     text: String,
     run_id: Option<String>,
+    /// What sortie observed of a success (its `evidence`, issue #33).
+    evidence: Option<EvidenceRow>,
+}
+
+/// A success block's evidence, readable.
+#[derive(Serialize)]
+struct EvidenceRow {
+    checks: Vec<EvidenceCheckRow>,
+    /// `3 commits, 5 files changed, +120 -14, head abc1234 (from def5678)`.
+    change: Option<String>,
+    work: Option<String>,
+}
+
+/// One `verify` command as it ran.
+#[derive(Serialize)]
+struct EvidenceCheckRow {
+    command: String,
+    result: String,
+    exit_code: String,
+    duration: String,
+    tests: String,
+}
+
+impl EvidenceRow {
+    fn of(e: &crate::block::Evidence) -> Option<Self> {
+        if e.is_empty() {
+            return None;
+        }
+        let checks = e
+            .checks
+            .iter()
+            .map(|c| EvidenceCheckRow {
+                command: c.command.clone(),
+                result: c.result.clone(),
+                exit_code: c
+                    .exit_code
+                    .map_or_else(|| "none".to_string(), |code| code.to_string()),
+                duration: format!("{:.1} s", c.duration_seconds),
+                tests: c
+                    .tests
+                    .map(|t| {
+                        let mut text = format!("{} passed, {} failed", t.passed, t.failed);
+                        if t.skipped > 0 {
+                            text.push_str(&format!(", {} skipped", t.skipped));
+                        }
+                        text
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let change = e.change.as_ref().map(|c| {
+            format!(
+                "{} commit{}, {} file{} changed, +{} -{}, head {} (from {})",
+                c.commits,
+                if c.commits == 1 { "" } else { "s" },
+                c.files_changed,
+                if c.files_changed == 1 { "" } else { "s" },
+                c.insertions,
+                c.deletions,
+                short_sha(&c.head),
+                short_sha(&c.base)
+            )
+        });
+        Some(EvidenceRow {
+            checks,
+            change,
+            work: e.work.clone(),
+        })
+    }
 }
 
 /// One run of the ticket.
@@ -212,18 +281,20 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
         .iter()
         .map(|b| {
             use crate::block::OutcomeBlock;
-            let (kind, reason, text, run_id) = match &b.block.block {
+            let (kind, reason, text, run_id, evidence) = match &b.block.block {
                 OutcomeBlock::Success(s) => (
                     "success",
                     String::new(),
                     s.summary.clone(),
                     s.run_id.clone(),
+                    s.evidence.as_ref().and_then(EvidenceRow::of),
                 ),
                 OutcomeBlock::Failure(f) => (
                     "failure",
                     f.reason_code.clone(),
                     f.detail.clone(),
                     f.run_id.clone(),
+                    None,
                 ),
             };
             BlockRow {
@@ -237,6 +308,7 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
                 reason,
                 text,
                 run_id,
+                evidence,
             }
         })
         .collect();

@@ -154,6 +154,7 @@ pub(crate) fn would_start(config: &Config, dispatches: &[Dispatch<'_>]) -> Vec<R
             route: d.route.map(|i| config.stages[d.stage].routes[i].label(i)),
             cancel_reason: None,
             ledger_error: None,
+            verify: Vec::new(),
         })
         .collect()
 }

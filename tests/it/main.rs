@@ -91,6 +91,8 @@ mod tick_exit_codes;
 mod tick_signals;
 mod tracker_faults;
 mod verify_crash;
+mod verify_pipeline;
+mod verify_visible;
 mod workspace_cleanup;
 mod workspace_hooks;
 mod workspace_safety;

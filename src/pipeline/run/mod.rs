@@ -266,6 +266,7 @@ async fn run_stage(
         }
         RunEnd::Finished(mut report) => {
             line.log_path = Some(report.log_path.display().to_string());
+            line.verify = checks.iter().map(|c| c.result.clone()).collect();
             let mut evidence = crate::block::Evidence {
                 checks,
                 model: crate::config::model_in_argv(plan.preset, &plan.command, &plan.env),
