@@ -37,6 +37,7 @@ mod config_load;
 mod config_rules;
 mod config_warnings;
 mod crash_anywhere;
+mod evidence_policy;
 mod daemon_e2e;
 mod daemon_serve;
 mod dashboard_pages;
