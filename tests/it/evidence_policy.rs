@@ -52,7 +52,10 @@ fn sandbox(agent: Agent, git: bool, stage_extra: &str) -> Sandbox {
     let script = agent_script(dir.path(), agent);
     let git_line = if git {
         let remote = bare_remote(dir.path());
-        format!("  git: {{url: \"file://{}\", base: main}}\n", remote.display())
+        format!(
+            "  git: {{url: \"file://{}\", base: main}}\n",
+            remote.display()
+        )
     } else {
         String::new()
     };
@@ -93,10 +96,18 @@ fn held(sb: &Sandbox, id: &str, block: &OutcomeBlock) -> FailureBlock {
     assert_eq!(f.reason_code, "agent.no_changes", "{f:?}");
     assert_eq!(f.category.as_str(), "policy");
     assert_eq!(f.next_action.as_str(), "manual");
-    assert_eq!(sb.ticket(id).status, "todo", "held where it was, not blocked");
+    assert_eq!(
+        sb.ticket(id).status,
+        "todo",
+        "held where it was, not blocked"
+    );
     // Held: the next tick does not run it again.
     let report = sb.tick_json(&[]);
-    assert_eq!(report["runs"].as_array().map(Vec::len), Some(0), "{report:#}");
+    assert_eq!(
+        report["runs"].as_array().map(Vec::len),
+        Some(0),
+        "{report:#}"
+    );
     f.clone()
 }
 
@@ -119,7 +130,11 @@ fn a_success_that_changed_nothing_is_withheld_by_default_and_under_observed() {
         let (id, last) = run_once(&sb);
         let f = held(&sb, &id, &last);
         assert!(f.detail.contains("no new commit"), "{extra}: {}", f.detail);
-        assert!(f.detail.contains("no_change_needed"), "the way out is named: {}", f.detail);
+        assert!(
+            f.detail.contains("no_change_needed"),
+            "the way out is named: {}",
+            f.detail
+        );
     }
 }
 
@@ -160,7 +175,11 @@ fn a_commit_is_handed_on_with_its_figures_in_the_block() {
     let (id, last) = run_once(&sb);
     let s = handed_on(&sb, &id, &last);
     assert_eq!(work(&s), Some("observed"));
-    let change = s.evidence.as_ref().and_then(|e| e.change.clone()).expect("evidence.change");
+    let change = s
+        .evidence
+        .as_ref()
+        .and_then(|e| e.change.clone())
+        .expect("evidence.change");
     assert_eq!(change.commits, 1);
     assert_eq!(change.files_changed, 1);
     assert_eq!((change.insertions, change.deletions), (2, 0));
@@ -201,7 +220,11 @@ fn a_plain_workspace_that_is_a_work_tree_is_judged_by_its_baseline() {
         if handed {
             let s = handed_on(&sb, &id, &last);
             assert_eq!(work(&s), Some("observed"));
-            let change = s.evidence.as_ref().and_then(|e| e.change.clone()).expect("evidence.change");
+            let change = s
+                .evidence
+                .as_ref()
+                .and_then(|e| e.change.clone())
+                .expect("evidence.change");
             assert_eq!((change.commits, change.insertions), (1, 2));
         } else {
             let f = held(&sb, &id, &last);
@@ -212,11 +235,19 @@ fn a_plain_workspace_that_is_a_work_tree_is_judged_by_its_baseline() {
 
 #[test]
 fn no_change_needed_with_its_reason_is_honoured_and_shown() {
-    for (git, extra) in [(true, ""), (true, ", evidence: strict"), (false, ", evidence: strict")] {
+    for (git, extra) in [
+        (true, ""),
+        (true, ", evidence: strict"),
+        (false, ", evidence: strict"),
+    ] {
         let sb = sandbox(Agent::DeclaresNoChange, git, extra);
         let (id, last) = run_once(&sb);
         let s = handed_on(&sb, &id, &last);
-        assert_eq!(work(&s), Some("no_change_needed"), "git {git}{extra}: {s:?}");
+        assert_eq!(
+            work(&s),
+            Some("no_change_needed"),
+            "git {git}{extra}: {s:?}"
+        );
         assert_eq!(s.summary, "already fixed upstream");
         let all = sb.blocks(&id);
         assert_eq!(successes(&all).len(), 1);
@@ -225,7 +256,11 @@ fn no_change_needed_with_its_reason_is_honoured_and_shown() {
 
 #[test]
 fn expects_changes_and_evidence_together_are_refused_with_file_and_line() {
-    let sb = sandbox(Agent::Idles, true, ", expects_changes: true, evidence: strict");
+    let sb = sandbox(
+        Agent::Idles,
+        true,
+        ", expects_changes: true, evidence: strict",
+    );
     let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
     assert_eq!(out.status.code(), Some(2), "a config error exits 2");
     let err = String::from_utf8_lossy(&out.stderr);
