@@ -32,7 +32,8 @@ pub const GIT_FAILED: &str = "workspace.git_failed";
 pub const PUSH_REJECTED: &str = "git.push_rejected";
 /// The reason code of a push that failed otherwise (network, credentials).
 pub const PUSH_FAILED: &str = "git.push_failed";
-/// The reason code of a run that changed nothing on a stage with `expects_changes`.
+/// The reason code of a run that changed nothing on a stage whose `evidence` policy
+/// withholds such a handoff (docs/evidence.md).
 pub const NO_CHANGES: &str = "agent.no_changes";
 /// Commit first lines kept in a block, at most.
 pub const MAX_COMMIT_LINES: usize = 20;
@@ -157,7 +158,7 @@ const MAX_HASHED_UNTRACKED: usize = 500;
 
 /// A digest of the worktree's uncommitted state: the diff of tracked files against
 /// `HEAD` and the untracked files with their contents.
-async fn uncommitted_digest(dir: &Path, timeout: Duration) -> Result<String, GitError> {
+pub(super) async fn uncommitted_digest(dir: &Path, timeout: Duration) -> Result<String, GitError> {
     let mut hasher = Sha256::new();
     let diff = git(
         dir,
@@ -267,7 +268,7 @@ fn transport_command(mirror: &Path) -> tokio::process::Command {
 }
 
 /// Run `git <args>` in `dir` within `timeout`; its stdout on success.
-async fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+pub(super) async fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
     run(git_command(dir), args, None, timeout).await
 }
 
@@ -629,7 +630,7 @@ pub async fn diff_stat(
 }
 
 /// ` 3 files changed, 10 insertions(+), 2 deletions(-)` -> `(3, 10, 2)`.
-fn parse_shortstat(text: &str) -> (u64, u64, u64) {
+pub(super) fn parse_shortstat(text: &str) -> (u64, u64, u64) {
     let mut out = (0, 0, 0);
     for part in text.split(',') {
         let mut words = part.split_whitespace();

@@ -6,6 +6,7 @@
 //! preset (`claude-code`, `codex`) sortie also reads the CLI's JSON event stream on stdout
 //! for the outcome, summary and usage (`presets`).
 
+pub mod baseline;
 mod confine;
 pub mod git;
 mod orphans;

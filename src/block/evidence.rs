@@ -14,8 +14,12 @@ pub struct Evidence {
     /// The change on the ticket's branch, when the workspace is a git work tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<ChangeEvidence>,
-    /// Whether sortie saw work done: `observed`, `absent` (the agent said none was
-    /// needed, with its reason in the summary) or `not_determinable`.
+    /// What the handoff check made of the run against the workspace's git baseline at
+    /// launch: `observed` (a new head, or a changed index or working tree), `absent`
+    /// (unchanged, handed on because the stage's policy is `off`), `not_determinable`
+    /// (not a git work tree of its own, or git failed; handed on unless `strict`) or
+    /// `no_change_needed` (nothing seen done, and the agent said none was needed, with
+    /// its reason as the summary). None when nothing was checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<String>,
     /// The model that ran the stage, as its argv selected it (`--model`; see

@@ -574,14 +574,11 @@ pub struct Stage {
     /// `routes:`: the first route whose `when` holds for a ticket picks the agent
     /// settings and prompt of its run. Default none (every run uses the stage's).
     pub routes: Vec<super::routes::Route>,
-    /// A successful run must leave a new commit or a change in the git worktree, or the
-    /// ticket is held with `agent.no_changes`. Default false.
-    pub expects_changes: bool,
     /// `verify:`: commands sortie runs in the workspace after the agent reports
     /// success, before handing the ticket on. Default none.
     pub verify: Option<Verify>,
-    /// `evidence:`: whether an observed absence of work withholds the handoff.
-    /// Default `observed`.
+    /// `evidence:` (or its older spelling `expects_changes`): whether an absence of work
+    /// withholds the handoff. Default `observed`; `off` on a stage with `review:`.
     pub evidence: EvidencePolicy,
     /// `review:`: the stage reviews earlier stages' work. Default none.
     pub review: Option<Review>,

@@ -7,7 +7,7 @@ use crate::names::same_name;
 
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::{Rework, Stage, TicketFilter};
+use super::model::{EvidencePolicy, Rework, Stage, TicketFilter};
 use super::raw::{RawConfig, RawStage, SINGLE_ROLE_KEYS};
 use super::routes::build_routes;
 use super::tracker::{narrow_filter, normalize_filter};
@@ -185,11 +185,16 @@ fn from_raw_stage(
                 then: r.then,
             }),
             routes,
-            expects_changes: raw.expects_changes.unwrap_or(false),
             verify: raw
                 .verify
                 .and_then(|v| build_verify(v, &base.key("verify"), problems)),
-            evidence: raw.evidence.unwrap_or_default(),
+            evidence: evidence_policy(
+                raw.expects_changes,
+                raw.evidence,
+                raw.review.is_some(),
+                &base,
+                problems,
+            ),
             review: raw.review.map(|r| super::model::Review {
                 fresh_session: r.fresh_session.unwrap_or(false),
                 different_model_from: r.different_model_from,
@@ -204,6 +209,34 @@ fn from_raw_stage(
         rework: base.key("rework"),
         entry: raw.entry.unwrap_or(false),
         exit: raw.exit.unwrap_or(false),
+    }
+}
+
+/// A stage's `evidence` policy. `expects_changes` is its older spelling (`true` is
+/// `observed`, `false` is `off`); giving both is refused. Neither: `observed`, except on
+/// a stage with `review:`, whose role is expected to change nothing: `off`.
+fn evidence_policy(
+    expects_changes: Option<bool>,
+    evidence: Option<EvidencePolicy>,
+    reviews: bool,
+    base: &FieldPath,
+    problems: &mut Problems,
+) -> EvidencePolicy {
+    match (expects_changes, evidence) {
+        (Some(_), Some(policy)) => {
+            problems.at_key(
+                &base.key("expects_changes"),
+                "`expects_changes` is the older spelling of `evidence` and cannot be combined \
+                 with it; keep `evidence` (`expects_changes: true` is `evidence: observed`, \
+                 `false` is `evidence: off`)",
+            );
+            policy
+        }
+        (Some(true), None) => EvidencePolicy::Observed,
+        (Some(false), None) => EvidencePolicy::Off,
+        (None, Some(policy)) => policy,
+        (None, None) if reviews => EvidencePolicy::Off,
+        (None, None) => EvidencePolicy::Observed,
     }
 }
 
@@ -354,7 +387,6 @@ fn single_role(
             filter: tracker_filter.clone(),
             rework: None,
             routes: Vec::new(),
-            expects_changes: false,
             verify: None,
             evidence: Default::default(),
             review: None,

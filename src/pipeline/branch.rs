@@ -1,14 +1,15 @@
 //! The ticket's branch around a run (`workspace.git`): the worktree before it; after
-//! it, what changed (into the block's artifacts), the no-work rule, the push and the
-//! pull request. Every side effect is named by the ticket id (its branch), so a
+//! it, what changed (into the block's artifacts and `evidence`), the stage's evidence
+//! policy (`super::evidence`), the push and the pull request. Every side effect is named by the ticket id (its branch), so a
 //! re-run or a replay finds what an earlier one did instead of doing it twice.
 
 use std::path::Path;
 
 use super::context::Context;
-use crate::agent::git::{self, Worktree, NO_CHANGES};
-use crate::agent::{AgentOutcome, NO_CHANGE_NEEDED};
-use crate::block::{Category, ChangeEvidence, NextAction};
+use crate::agent::baseline::WorkSeen;
+use crate::agent::git::{self, Worktree};
+use crate::agent::AgentOutcome;
+use crate::block::{Category, ChangeEvidence, Evidence, NextAction};
 use crate::config::Stage;
 use crate::tracker::{PullRequestSpec, Ticket, TrackerError};
 
@@ -44,8 +45,8 @@ pub(super) async fn prepare(
 }
 
 /// After a finished run: a success gets the branch's artifacts (branch, base, head,
-/// commits, uncommitted changes) and `change` the run's change as evidence, then the
-/// no-work rule, the push and the pull request apply; any of them may turn it into a
+/// commits, uncommitted changes) and the run's change and work as `evidence`, then the
+/// stage's evidence policy, the push and the pull request apply; any of them may turn it into a
 /// failure. A failure is returned as it is (the worktree keeps whatever the agent left).
 pub(super) async fn conclude(
     ctx: &Context,
@@ -53,7 +54,7 @@ pub(super) async fn conclude(
     stage: &Stage,
     worktree: &Worktree,
     outcome: AgentOutcome,
-    change: &mut Option<ChangeEvidence>,
+    evidence: &mut Evidence,
 ) -> AgentOutcome {
     let AgentOutcome::Success {
         summary,
@@ -72,7 +73,7 @@ pub(super) async fn conclude(
     };
     match git::diff_stat(worktree, timeout).await {
         Ok((files_changed, insertions, deletions)) => {
-            *change = Some(ChangeEvidence {
+            evidence.change = Some(ChangeEvidence {
                 base: worktree.start.clone(),
                 head: changes.head.clone(),
                 commits: changes.commit_count as u64,
@@ -107,20 +108,31 @@ pub(super) async fn conclude(
         }
         artifacts.insert("uncommitted".to_string(), list);
     }
-    let declared = artifacts.get(NO_CHANGE_NEEDED).is_some_and(|v| v == "true");
-    if stage.expects_changes && changes.is_empty() && !declared {
-        return AgentOutcome::failure(
-            NO_CHANGES,
-            Category::Policy,
-            NextAction::Manual,
+    let seen = if changes.is_empty() {
+        WorkSeen::Absent
+    } else {
+        WorkSeen::Observed
+    };
+    let outcome = super::evidence::judge(
+        stage,
+        &seen,
+        AgentOutcome::Success { summary, artifacts },
+        evidence,
+        || {
             format!(
                 "the run succeeded but left no new commit on {} and no change in the worktree \
-                 (head {}); a role that found nothing to change writes `no_change_needed: true` \
-                 and its reason as `summary` in its result file",
+                 (head {})",
                 worktree.branch, changes.head
-            ),
-        );
-    }
+            )
+        },
+    );
+    let AgentOutcome::Success {
+        summary,
+        mut artifacts,
+    } = outcome
+    else {
+        return outcome;
+    };
     if git_cfg.push {
         if let Err(err) = git::push(worktree, timeout).await {
             return err.outcome();

@@ -24,6 +24,7 @@ mod branch;
 mod claimer;
 mod context;
 pub mod decide;
+mod evidence;
 mod faults;
 pub mod history;
 mod lease;

@@ -324,7 +324,6 @@ mod tests {
             filter: Default::default(),
             rework: None,
             routes: Vec::new(),
-            expects_changes: false,
             verify: None,
             evidence: Default::default(),
             review: None,

@@ -56,7 +56,6 @@ mod tests {
             max_in_flight: 1,
             filter: TicketFilter::default(),
             rework: None,
-            expects_changes: false,
             verify: None,
             evidence: Default::default(),
             review: None,

@@ -110,6 +110,11 @@ async fn run_stage(
     };
     let vars = prepare::agent_vars(&ticket, &stage, &claim, &plan);
     let verify_vars = stage.verify.as_ref().map(|_| vars.clone());
+    // A git worktree is its own baseline (`Worktree::start`); a plain workspace's is taken now.
+    let baseline = match &worktree {
+        Some(_) => None,
+        None => super::evidence::plain_baseline(&stage, &plan.workspace).await,
+    };
     let started_at = ctx.clock.now();
     let log_path = plan.run_dir.join("agent.log");
     record_run(
@@ -279,7 +284,16 @@ async fn run_stage(
                     &stage,
                     worktree,
                     report.outcome,
-                    &mut evidence.change,
+                    &mut evidence,
+                )
+                .await;
+            } else if let Some(baseline) = &baseline {
+                report.outcome = super::evidence::conclude_plain(
+                    &stage,
+                    &plan.workspace,
+                    baseline,
+                    report.outcome,
+                    &mut evidence,
                 )
                 .await;
             }
