@@ -613,6 +613,32 @@ pub async fn run_changes(worktree: &Worktree, timeout: Duration) -> Result<RunCh
     })
 }
 
+/// Whether commit `ancestor` is an ancestor of (or is) commit `of` in the worktree's
+/// repository; any git error (an unknown commit) is "no".
+pub async fn is_ancestor(worktree: &Worktree, ancestor: &str, of: &str, timeout: Duration) -> bool {
+    if ancestor.is_empty() || ancestor.starts_with('-') || of.starts_with('-') {
+        return false;
+    }
+    git(
+        &worktree.dir,
+        &["merge-base", "--is-ancestor", ancestor, of],
+        timeout,
+    )
+    .await
+    .is_ok()
+}
+
+/// Where the worktree's branch left its base (`git merge-base HEAD origin/<base>`), when
+/// git can tell.
+pub async fn fork_point(worktree: &Worktree, timeout: Duration) -> Option<String> {
+    let base = format!("refs/remotes/origin/{}", worktree.base);
+    git(&worktree.dir, &["merge-base", "HEAD", &base], timeout)
+        .await
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// Files changed, lines added and lines removed from the commit the run started at to
 /// the worktree as it is now (committed or not; new files git does not track yet are
 /// not counted), as `git diff --shortstat` reports them.

@@ -104,7 +104,7 @@ workspace:
 pull_request: {{after: backend, draft: false}}
 pipeline_stages:
   - {{role: backend, claim_status: todo, success_status: review}}
-  - {{role: qa, claim_status: review, success_status: qa-passed, requires_prior_role: backend}}
+  - {{role: qa, claim_status: review, success_status: qa-passed, requires_prior_role: backend, evidence: off}}
 reactions:
   watch: [qa-passed]
   ci_failure: {{to: backend, max_rounds: 3}}

@@ -108,10 +108,31 @@ async fn run_stage(
             return line;
         }
     };
+    // The work of this stage is what its branch gained since the ticket's last handoff
+    // (the head the latest success block recorded; before any, where the branch left
+    // its base), not only since this run started: a run after a crash that lost the
+    // earlier run's outcome finds that run's commits already there, and they are this
+    // stage's work.
+    if let Some(worktree) = &mut worktree {
+        let timeout = ctx.config.agent.timeout;
+        let handoff = history.blocks().iter().rev().find_map(|b| match b {
+            crate::block::OutcomeBlock::Success(s) => s.artifacts.get("head").cloned(),
+            crate::block::OutcomeBlock::Failure(_) => None,
+        });
+        let handoff = match handoff {
+            Some(head) => Some(head),
+            None => crate::agent::git::fork_point(worktree, timeout).await,
+        };
+        if let Some(head) = handoff.filter(|h| *h != worktree.start) {
+            if crate::agent::git::is_ancestor(worktree, &head, &worktree.start, timeout).await {
+                worktree.start = head;
+            }
+        }
+    }
     let vars = prepare::agent_vars(&ticket, &stage, &claim, &plan);
     let verify_vars = stage.verify.as_ref().map(|_| vars.clone());
     // A git worktree is its own baseline (`Worktree::start`); a plain workspace's is taken now.
-    let baseline = match &worktree {
+    let mut baseline = match &worktree {
         Some(_) => None,
         None => super::evidence::plain_baseline(&stage, &plan.workspace).await,
     };
@@ -159,9 +180,20 @@ async fn run_stage(
     let mut end = match &replay {
         Some(done) => {
             tracing::info!(earlier_run = %done.run_id, "the agent of an earlier run succeeded before a crash; verifying its work again instead of running it");
-            if let (Some(worktree), Some((start, changes))) = (&mut worktree, &done.start) {
-                worktree.start = start.clone();
-                worktree.start_changes = changes.clone();
+            // The baseline is the one the agent started from, not today's workspace.
+            if let Some((start, changes)) = &done.start {
+                match &mut worktree {
+                    Some(worktree) => {
+                        worktree.start = start.clone();
+                        worktree.start_changes = changes.clone();
+                    }
+                    None => {
+                        baseline = baseline.map(|_| crate::agent::baseline::Baseline::Git {
+                            head: start.clone(),
+                            digest: changes.clone(),
+                        });
+                    }
+                }
             }
             RunEnd::Finished(crate::agent::RunReport {
                 outcome: done.outcome(),
@@ -206,9 +238,13 @@ async fn run_stage(
                     stage_attempt: claim.stage_attempt,
                     summary: summary.clone(),
                     artifacts: artifacts.clone(),
-                    start: worktree
-                        .as_ref()
-                        .map(|w| (w.start.clone(), w.start_changes.clone())),
+                    start: match (&worktree, &baseline) {
+                        (Some(w), _) => Some((w.start.clone(), w.start_changes.clone())),
+                        (None, Some(crate::agent::baseline::Baseline::Git { head, digest })) => {
+                            Some((head.clone(), digest.clone()))
+                        }
+                        _ => None,
+                    },
                     log_path: report.log_path.clone(),
                     duration_seconds: report.duration.as_secs_f64(),
                 },

@@ -203,7 +203,7 @@ workspace:
 pull_request: {{after: backend, draft: false}}
 pipeline_stages:
   - {{role: backend, claim_status: todo, success_status: review}}
-  - {{role: qa, claim_status: review, success_status: qa-passed, requires_prior_role: backend}}
+  - {{role: qa, claim_status: review, success_status: qa-passed, requires_prior_role: backend, evidence: off}}
 reactions:
 {reactions}"#,
             forge = model.forge_yaml(),
