@@ -639,6 +639,23 @@ pub async fn fork_point(worktree: &Worktree, timeout: Duration) -> Option<String
         .filter(|s| !s.is_empty())
 }
 
+/// The branch's change from where it left its base to its head: `git diff --stat` and
+/// the diff; none when git cannot tell.
+pub async fn branch_diff(worktree: &Worktree, timeout: Duration) -> Option<(String, String)> {
+    let from = fork_point(worktree, timeout).await?;
+    let stat = git(
+        &worktree.dir,
+        &["diff", "--stat", &from, "HEAD", "--"],
+        timeout,
+    )
+    .await
+    .ok()?;
+    let diff = git(&worktree.dir, &["diff", &from, "HEAD", "--"], timeout)
+        .await
+        .ok()?;
+    Some((stat.trim_end().to_string(), diff))
+}
+
 /// Files changed, lines added and lines removed from the commit the run started at to
 /// the worktree as it is now (committed or not; new files git does not track yet are
 /// not counted), as `git diff --shortstat` reports them.

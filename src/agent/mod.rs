@@ -41,8 +41,8 @@ pub use process::{
 pub use program::find_program;
 pub use progress::{AgentEvent, Progress, ProgressHandle, EVENT_TEXT_CHARS};
 pub use prompt::{
-    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, ReworkVars, RoleSettings,
-    RoleTemplates, StageVars, TicketVars,
+    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, ReviewVars, ReworkVars,
+    RoleSettings, RoleTemplates, StageVars, TicketVars,
 };
 pub use workspace::{
     adopt_legacy_workspace, ensure_workspace, legacy_workspace_name, list_workspaces,

@@ -51,6 +51,19 @@ pub struct PromptContext {
     /// `.checks`, `.comments`, `.conflict`, `.pull_request`; see docs/reactions.md);
     /// none when the run does not answer one.
     pub reaction: Option<serde_json::Value>,
+    /// For a stage with `review:` and `workspace.git`: the change under review
+    /// (`review.diff_stat`, `review.diff`, from where the branch left its base to its
+    /// head, bounded); none otherwise.
+    pub review: Option<ReviewVars>,
+}
+
+/// The change a reviewing stage reviews.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewVars {
+    /// `git diff --stat` of the branch against where it left its base.
+    pub diff_stat: String,
+    /// The diff itself, at most 30,000 characters (a line says what was cut).
+    pub diff: String,
 }
 
 /// A person's comment visible to templates.
@@ -191,6 +204,9 @@ pub struct PriorVars {
     pub summary: String,
     /// Its artifacts.
     pub artifacts: BTreeMap<String, String>,
+    /// What sortie observed of that run (its checks, the change, the model), when
+    /// anything (`prior.<role>.evidence.checks`, ...).
+    pub evidence: Option<crate::block::Evidence>,
 }
 
 /// This role's previous failure.
@@ -408,6 +424,10 @@ impl PromptContext {
                 "comments": [{"id": "1", "author": "a", "path": "f", "line": 1, "body": "", "url": null}],
                 "conflict": {"base": "main", "head": "sortie/1", "paths": []},
             })),
+            review: Some(ReviewVars {
+                diff_stat: " a | 1 +".into(),
+                diff: "+a".into(),
+            }),
         }
     }
 }

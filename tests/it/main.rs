@@ -84,6 +84,7 @@ mod pipeline_e2e;
 mod pipeline_lib;
 mod reactions;
 mod review_config;
+mod review_prompt;
 mod run_logs;
 mod secrets;
 mod stale_listing;

@@ -130,6 +130,7 @@ pub(super) async fn prepare<'s>(
             claim.stage_attempt,
             history,
             reaction_payload(ctx, ticket, stage, history),
+            review_vars(ctx, stage, worktree.as_ref()).await,
         ),
     ) {
         Ok(prompt) => prompt,
@@ -312,6 +313,7 @@ fn prompt_context(
     attempt: u32,
     history: &TicketHistory,
     reaction: Option<serde_json::Value>,
+    review: Option<crate::agent::ReviewVars>,
 ) -> PromptContext {
     let mut prior = BTreeMap::new();
     for block in history.blocks() {
@@ -322,6 +324,7 @@ fn prompt_context(
                     PriorVars {
                         summary: s.summary.clone(),
                         artifacts: s.artifacts.clone(),
+                        evidence: s.evidence.clone(),
                     },
                 );
             }
@@ -372,6 +375,7 @@ fn prompt_context(
             })
             .collect(),
         reaction,
+        review,
     }
 }
 
@@ -422,4 +426,31 @@ pub(super) fn agent_vars(
             plan.workspace.display().to_string(),
         ),
     ])
+}
+
+/// Characters of a reviewed diff put into the prompt, at most.
+const REVIEW_DIFF_CHARS: usize = 30_000;
+
+/// The change a stage with `review:` reviews: the branch from where it left its base to
+/// its head, as `git diff` shows it, bounded; none without `review:` or `workspace.git`.
+async fn review_vars(
+    ctx: &Context,
+    stage: &Stage,
+    worktree: Option<&crate::agent::git::Worktree>,
+) -> Option<crate::agent::ReviewVars> {
+    stage.review.as_ref()?;
+    let worktree = worktree?;
+    let timeout = ctx.config.agent.timeout;
+    let (diff_stat, diff) = crate::agent::git::branch_diff(worktree, timeout).await?;
+    let count = diff.chars().count();
+    let diff = if count > REVIEW_DIFF_CHARS {
+        let kept: String = diff.chars().take(REVIEW_DIFF_CHARS).collect();
+        format!(
+            "{kept}\n[... {} more characters of the diff cut; run `git diff` in the workspace for the rest ...]",
+            count - REVIEW_DIFF_CHARS
+        )
+    } else {
+        diff
+    };
+    Some(crate::agent::ReviewVars { diff_stat, diff })
 }
