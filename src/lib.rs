@@ -11,4 +11,5 @@ pub mod hooks;
 pub mod ledger;
 pub mod names;
 pub mod pipeline;
+pub mod state_file;
 pub mod tracker;

@@ -78,18 +78,9 @@ pub fn read(state_root: &Path, tracker: &str, ticket_id: &str) -> Option<PullSna
     }
 }
 
-/// A temporary file beside `path`, then a rename: a page being rendered (another
-/// process) never reads half a file. The helpers that do the same for the ETag cache and
-/// the rate-limit wait are private to their modules and typed to their own forms.
+/// Write `snapshot` so a page being rendered (another process) never reads half a file.
 fn write_atomically(path: &Path, snapshot: &PullSnapshot) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("json.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(snapshot)?)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    crate::state_file::write_atomically(path, &serde_json::to_vec_pretty(snapshot)?)
 }
 
 #[cfg(test)]

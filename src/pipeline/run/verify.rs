@@ -162,11 +162,9 @@ impl AgentDone {
 /// being run again after a crash.
 pub(super) fn save_agent_done(run_dir: &Path, done: &AgentDone) {
     let path = run_dir.join(AGENT_DONE);
-    let tmp = run_dir.join(format!("{AGENT_DONE}.tmp"));
     let written = serde_json::to_vec(done)
         .map_err(std::io::Error::other)
-        .and_then(|bytes| std::fs::write(&tmp, bytes))
-        .and_then(|()| std::fs::rename(&tmp, &path));
+        .and_then(|bytes| crate::state_file::write_atomically(&path, &bytes));
     if let Err(err) = written {
         tracing::warn!(%err, path = %path.display(), "could not keep the agent's outcome while verifying");
     }

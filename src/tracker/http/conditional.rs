@@ -260,15 +260,9 @@ fn load(path: &Path, vendor: &str) -> Option<FileForm> {
     }
 }
 
-/// Write to a temporary file beside `path`, then rename, so a concurrent reader
-/// (another tick) never sees half a file.
+/// Write `form` so a concurrent reader (another tick) never sees half a file.
 fn write_atomically(path: &Path, form: &FileForm) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("json.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec(form)?)?;
-    std::fs::rename(&tmp, path)
+    crate::state_file::write_atomically(path, &serde_json::to_vec(form)?)
 }
 
 #[cfg(test)]

@@ -112,12 +112,7 @@ impl WaitGate {
             blocked_until: until,
         })
         .unwrap_or_default();
-        let tmp = path.with_extension("tmp");
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&tmp, text))
-            .and_then(|()| std::fs::rename(&tmp, path));
+        let written = crate::state_file::write_atomically(path, text.as_bytes());
         if let Err(err) = written {
             tracing::warn!(
                 path = %path.display(),
