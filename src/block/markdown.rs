@@ -12,11 +12,11 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
 use super::BlockKind;
 
-/// A top-level fenced code block whose info string names an outcome block.
+/// A top-level fenced code block whose info string names a sortie block.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Fence {
+pub(crate) struct Fence<K = BlockKind> {
     /// Which block the info string names.
-    pub kind: BlockKind,
+    pub kind: K,
     /// 1-based line of the opening fence.
     pub line: usize,
     /// The code block's content, as CommonMark defines it.
@@ -28,15 +28,20 @@ pub(crate) struct Fence {
 
 /// Every top-level outcome-block fence in `text`, in document order.
 pub(crate) fn outcome_fences(text: &str) -> Vec<Fence> {
+    fences_named(text, kind_of_info)
+}
+
+/// Every top-level fence in `text` whose info string `kind_of` names, in document order.
+pub(crate) fn fences_named<K>(text: &str, kind_of: impl Fn(&str) -> Option<K>) -> Vec<Fence<K>> {
     let mut fences = Vec::new();
     // Open container and inline elements; a code block starting at depth 0 is top level.
     let mut depth = 0usize;
-    let mut current: Option<(Fence, Range<usize>)> = None;
+    let mut current: Option<(Fence<K>, Range<usize>)> = None;
     for (event, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
         match event {
             Event::Start(tag) => {
                 if let (0, Tag::CodeBlock(CodeBlockKind::Fenced(info))) = (depth, &tag) {
-                    if let Some(kind) = kind_of_info(info) {
+                    if let Some(kind) = kind_of(info) {
                         let fence = Fence {
                             kind,
                             line: line_of(text, range.start),
@@ -73,15 +78,20 @@ pub(crate) fn outcome_fences(text: &str) -> Vec<Fence> {
 /// Any other `sortie:` word is ignored rather than rejected, so a newer sortie
 /// can add block kinds without older readers calling its comments malformed.
 fn kind_of_info(info: &str) -> Option<BlockKind> {
-    let mut words = info.split_whitespace();
-    let (Some("yaml"), Some(marker), None) = (words.next(), words.next(), words.next()) else {
-        return None;
-    };
-    match marker {
+    match sortie_marker(info)? {
         "sortie:success" => Some(BlockKind::Success),
         "sortie:failure" => Some(BlockKind::Failure),
         _ => None,
     }
+}
+
+/// The `sortie:<word>` of an info string `yaml sortie:<word>` (exactly two words).
+pub(crate) fn sortie_marker(info: &str) -> Option<&str> {
+    let mut words = info.split_whitespace();
+    let (Some("yaml"), Some(marker), None) = (words.next(), words.next(), words.next()) else {
+        return None;
+    };
+    Some(marker)
 }
 
 /// Whether the source of a fenced code block ends with a closing fence: a line of

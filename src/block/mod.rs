@@ -14,6 +14,7 @@ pub mod jira;
 mod json;
 mod markdown;
 mod model;
+pub mod question;
 mod render;
 
 use sha2::{Digest, Sha256};
