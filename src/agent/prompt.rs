@@ -117,21 +117,12 @@ impl RoleSettings {
     pub fn apply(&self, agent: &crate::config::AgentConfig) -> crate::config::AgentConfig {
         use crate::config::AgentPreset;
         let mut agent = agent.clone();
-        if let Some(preset) = self
-            .preset
-            .as_deref()
-            .and_then(|p| AgentPreset::ALL.into_iter().find(|a| a.as_str() == p))
-        {
-            if preset != agent.preset && self.command.is_none() {
-                if let Some(program) = preset.default_program() {
-                    agent.command = vec![program.to_string()];
-                }
-            }
-            agent.preset = preset;
-        }
-        if let Some(command) = &self.command {
-            agent.command = command.clone();
-        }
+        agent.override_program(
+            self.preset
+                .as_deref()
+                .and_then(|p| AgentPreset::ALL.into_iter().find(|a| a.as_str() == p)),
+            self.command.as_deref(),
+        );
         agent.env.extend(self.env.clone());
         if let Some(secs) = self.timeout_seconds {
             agent.timeout = std::time::Duration::from_secs(secs);

@@ -450,6 +450,37 @@ pub struct AgentConfig {
     pub allow_permission_denials: bool,
 }
 
+impl AgentConfig {
+    /// Apply a role's, route's or reviewer's `preset` and `command` overrides: switching
+    /// to a CLI preset without naming a `command` runs that preset's own program.
+    pub fn override_program(&mut self, preset: Option<AgentPreset>, command: Option<&[String]>) {
+        if let Some(preset) = preset {
+            if preset != self.preset && command.is_none() {
+                if let Some(program) = preset.default_program() {
+                    self.command = vec![program.to_string()];
+                }
+            }
+            self.preset = preset;
+        }
+        if let Some(command) = command {
+            self.command = command.to_vec();
+        }
+    }
+
+    /// The argv the agent's program starts with: `command`, or the preset's own program.
+    pub fn program_argv(&self) -> Vec<String> {
+        if self.command.is_empty() {
+            self.preset
+                .default_program()
+                .map(String::from)
+                .into_iter()
+                .collect()
+        } else {
+            self.command.clone()
+        }
+    }
+}
+
 /// Retry policy for transient failures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RetryConfig {

@@ -66,10 +66,7 @@ fn config_model(kv: &str) -> Option<String> {
 /// The model `agent` runs, read from the argv its preset builds: `command`, then
 /// `--model agent.model`, then `extra_args` (the order `agent::preset_argv` uses).
 pub fn model_of(agent: &AgentConfig) -> Option<String> {
-    let mut argv = agent.command.clone();
-    if argv.is_empty() {
-        argv.extend(agent.preset.default_program().map(String::from));
-    }
+    let mut argv = agent.program_argv();
     if agent.preset != AgentPreset::Command {
         if let Some(model) = &agent.model {
             argv.extend(["--model".to_string(), model.clone()]);
@@ -139,17 +136,7 @@ impl FrontMatterModel {
     /// `agent` with these settings applied, as `RoleSettings::apply` applies them.
     fn apply(&self, agent: &AgentConfig) -> AgentConfig {
         let mut out = agent.clone();
-        if let Some(preset) = self.preset {
-            if preset != out.preset && self.command.is_none() {
-                if let Some(program) = preset.default_program() {
-                    out.command = vec![program.to_string()];
-                }
-            }
-            out.preset = preset;
-        }
-        if let Some(command) = &self.command {
-            out.command = command.clone();
-        }
+        out.override_program(self.preset, self.command.as_deref());
         if self.model.is_some() {
             out.model.clone_from(&self.model);
         }

@@ -77,17 +77,7 @@ impl AgentOverrides {
     /// `agent` with these overrides applied.
     pub fn apply(&self, agent: &AgentConfig) -> AgentConfig {
         let mut out = agent.clone();
-        if let Some(preset) = self.preset {
-            if preset != out.preset && self.command.is_none() {
-                if let Some(program) = preset.default_program() {
-                    out.command = vec![program.to_string()];
-                }
-            }
-            out.preset = preset;
-        }
-        if let Some(command) = &self.command {
-            out.command = command.clone();
-        }
+        out.override_program(self.preset, self.command.as_deref());
         for (value, slot) in [
             (&self.model, &mut out.model),
             (&self.permission_mode, &mut out.permission_mode),

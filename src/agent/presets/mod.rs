@@ -42,10 +42,7 @@ pub const SESSION_NOT_FOUND: &str = "agent.session_not_found";
 /// else `preset_argv`: Claude Code gets `--resume <id>` before `extra_args`; Codex runs
 /// `exec --json ... resume <id> -`. The `command` preset has no sessions and ignores it.
 pub fn resume_argv(agent: &AgentConfig, session: Option<&str>) -> Vec<String> {
-    let mut argv = agent.command.clone();
-    if argv.is_empty() {
-        argv.extend(agent.preset.default_program().map(String::from));
-    }
+    let mut argv = agent.program_argv();
     match agent.preset {
         AgentPreset::Command => {}
         AgentPreset::ClaudeCode => {
