@@ -141,6 +141,7 @@ fn plan_with_reads(config: &Config, tickets: &[Ticket], snapshot: &LedgerSnapsho
             histories: &histories,
             unreadable: &unreadable,
             blockers_read: &blockers_read,
+            now,
         };
         let ids: Vec<String> = planner
             .round(&facts)

@@ -29,7 +29,8 @@ pub use confine::{check_workspace, UnsafeWorkspace, UNSAFE_WORKSPACE};
 pub use orphans::reap_run;
 pub use orphans::{kill_tree, tree_cpu_ticks};
 pub use outcome::{
-    classify_exit, parse_result_file, AgentOutcome, ResultFileError, Usage, NO_CHANGE_NEEDED,
+    classify_exit, parse_result_file, AgentOutcome, AskedQuestion, ResultFileError, Usage,
+    NO_CHANGE_NEEDED,
 };
 pub use presets::{
     preset_argv, resume_argv, EventStream, StreamOptions, MAX_EVENT_LINE_BYTES,
@@ -41,8 +42,8 @@ pub use process::{
 pub use program::find_program;
 pub use progress::{AgentEvent, Progress, ProgressHandle, EVENT_TEXT_CHARS};
 pub use prompt::{
-    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, ReviewVars, ReworkVars,
-    RoleSettings, RoleTemplates, StageVars, TicketVars,
+    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, QuestionVars, ReviewVars,
+    ReworkVars, RoleSettings, RoleTemplates, StageVars, TicketVars,
 };
 pub use workspace::{
     adopt_legacy_workspace, ensure_workspace, legacy_workspace_name, list_workspaces,

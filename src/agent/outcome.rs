@@ -27,6 +27,22 @@ pub enum AgentOutcome {
         /// Human-readable detail.
         detail: String,
     },
+    /// The agent needs a person's decision before it can go on (issue #34): the
+    /// question is posted on the ticket and the run continues once it is answered.
+    Question(AskedQuestion),
+}
+
+/// What an agent asked (`outcome: question` in its result file).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AskedQuestion {
+    /// The question itself.
+    pub question: String,
+    /// The choices offered, if any.
+    pub options: Vec<String>,
+    /// Taken as the answer when the question times out, if given.
+    pub default: Option<String>,
+    /// What the agent found so far, and why it cannot choose.
+    pub context: String,
 }
 
 impl AgentOutcome {
@@ -143,6 +159,14 @@ struct ResultFile {
     artifacts: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     no_change_needed: bool,
+    #[serde(default)]
+    question: Option<String>,
+    #[serde(default)]
+    options: Vec<serde_yaml::Value>,
+    #[serde(default)]
+    default: Option<serde_yaml::Value>,
+    #[serde(default)]
+    context: Option<String>,
 }
 
 /// The artifact a success carries when its role declared that nothing needed changing
@@ -151,7 +175,9 @@ pub const NO_CHANGE_NEEDED: &str = "no_change_needed";
 
 /// Parse the YAML an agent wrote to `SORTIE_RESULT_FILE`.
 ///
-/// `outcome: success|failure` is required. A failure without `reason_code` is
+/// `outcome: success|failure|question` is required. A question needs `question` (and may
+/// carry `options`, a `default` and `context`); `options`, `default` and `context` go
+/// with a question only. A failure without `reason_code` is
 /// `agent.reported_failure`; without `category` it is `unknown`; without
 /// `next_action` it is `retry` for transient failures and `escalate` otherwise.
 pub fn parse_result_file(text: &str) -> Result<AgentOutcome, ResultFileError> {
@@ -171,7 +197,48 @@ pub fn parse_result_file(text: &str) -> Result<AgentOutcome, ResultFileError> {
         }
         artifacts.insert(NO_CHANGE_NEEDED.to_string(), "true".to_string());
     }
+    if file.outcome != "question"
+        && (file.question.is_some()
+            || !file.options.is_empty()
+            || file.default.is_some()
+            || file.context.is_some())
+    {
+        return Err(ResultFileError(
+            "question, options, default and context go with outcome: question".to_string(),
+        ));
+    }
     match file.outcome.as_str() {
+        "question" => {
+            let question = file
+                .question
+                .map(|q| q.trim().to_string())
+                .filter(|q| !q.is_empty())
+                .ok_or_else(|| {
+                    ResultFileError("outcome: question needs a non-empty `question`".to_string())
+                })?;
+            let options: Vec<String> = file
+                .options
+                .into_iter()
+                .map(scalar_to_string)
+                .map(|o| o.trim().to_string())
+                .collect();
+            if options.iter().any(String::is_empty) {
+                return Err(ResultFileError(
+                    "options must be non-empty strings".to_string(),
+                ));
+            }
+            let default = file
+                .default
+                .map(scalar_to_string)
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty());
+            Ok(AgentOutcome::Question(AskedQuestion {
+                question,
+                options,
+                default,
+                context: file.context.unwrap_or_default().trim().to_string(),
+            }))
+        }
         "success" => Ok(AgentOutcome::Success {
             summary: file.summary.unwrap_or_default(),
             artifacts,
@@ -207,7 +274,7 @@ pub fn parse_result_file(text: &str) -> Result<AgentOutcome, ResultFileError> {
             })
         }
         other => Err(ResultFileError(format!(
-            "outcome must be `success` or `failure`, found {other:?}"
+            "outcome must be `success`, `failure` or `question`, found {other:?}"
         ))),
     }
 }
@@ -334,6 +401,35 @@ mod tests {
         assert!(parse_result_file("").is_err());
         let err = parse_result_file("outcome: failure\ncategory: flaky\n").unwrap_err();
         assert!(err.to_string().contains("category must be one of"), "{err}");
+    }
+
+    // Issue #34: an agent that needs a person asks through its result file.
+    #[test]
+    fn a_question_result_file_is_a_question() {
+        let out = parse_result_file(
+            "outcome: question\nquestion: Which API should the export use?\noptions: [REST v2, GraphQL]\ndefault: REST v2\ncontext: Both exist.\n",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            AgentOutcome::Question(AskedQuestion {
+                question: "Which API should the export use?".to_string(),
+                options: vec!["REST v2".to_string(), "GraphQL".to_string()],
+                default: Some("REST v2".to_string()),
+                context: "Both exist.".to_string(),
+            })
+        );
+        let err = parse_result_file("outcome: question\n").unwrap_err();
+        assert!(
+            err.to_string().contains("needs a non-empty `question`"),
+            "{err}"
+        );
+        let err = parse_result_file("outcome: success\nquestion: why?\n").unwrap_err();
+        assert!(
+            err.to_string().contains("go with outcome: question"),
+            "{err}"
+        );
+        assert!(parse_result_file("outcome: question\nquestion: q\noptions: ['']\n").is_err());
     }
 
     #[test]

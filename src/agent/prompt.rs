@@ -55,6 +55,49 @@ pub struct PromptContext {
     /// (`review.diff_stat`, `review.diff`, from where the branch left its base to its
     /// head, bounded); none otherwise.
     pub review: Option<ReviewVars>,
+    /// For a run that goes on from a question its stage asked on the ticket (issue
+    /// #34): the question and its answer (`question.id`, `.question`, `.options`,
+    /// `.default`, `.context`, `.answer`, `.answered_by`, `.timed_out`); none otherwise.
+    pub question: Option<QuestionVars>,
+}
+
+/// A question the stage asked, and the answer it got.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuestionVars {
+    /// The question's id (`<role>-<attempt>-q<n>`).
+    pub id: String,
+    /// The question itself.
+    pub question: String,
+    /// The choices it offered.
+    pub options: Vec<String>,
+    /// Its default, if it had one.
+    pub default: Option<String>,
+    /// What the agent had found when it asked.
+    pub context: String,
+    /// The answer.
+    pub answer: String,
+    /// Who answered (`timeout` when the default was taken at the deadline).
+    pub answered_by: String,
+    /// Whether nobody answered and the default was taken.
+    pub timed_out: bool,
+}
+
+impl QuestionVars {
+    /// The paragraph a prompt gets when its template says nothing of the question: what
+    /// was asked, the answer, and to go on.
+    pub fn paragraph(&self) -> String {
+        let by = if self.timed_out {
+            "nobody answered in time; its default".to_string()
+        } else {
+            format!("from {}", self.answered_by)
+        };
+        format!(
+            "\n\n# The answer to your question {}\nYou asked: {}\nAnswer ({by}): {}\n\nGo on with the task using this answer, and report your outcome as before.\n",
+            self.id,
+            self.question.trim(),
+            self.answer.trim()
+        )
+    }
 }
 
 /// The change a reviewing stage reviews.
@@ -418,6 +461,16 @@ impl PromptContext {
             review: Some(ReviewVars {
                 diff_stat: " a | 1 +".into(),
                 diff: "+a".into(),
+            }),
+            question: Some(QuestionVars {
+                id: format!("{role}-1-q1"),
+                question: "question".into(),
+                options: vec!["a".into(), "b".into()],
+                default: Some("a".into()),
+                context: "context".into(),
+                answer: "b".into(),
+                answered_by: "person".into(),
+                timed_out: false,
             }),
         }
     }

@@ -50,6 +50,8 @@ pub struct Config {
     pub hooks: Vec<HookConfig>,
     /// Per-ticket spending limits.
     pub budgets: Budgets,
+    /// Questions agents ask on the ticket (`docs/questions.md`).
+    pub questions: QuestionsConfig,
     /// Time between the daemon's ticks (`sortie pipeline run`). Default 30 s.
     pub poll_interval: Duration,
     /// How long the daemon lets live runs finish on shutdown before cancelling them. Default 30 s.
@@ -160,6 +162,30 @@ pub struct Budgets {
     pub max_tokens_per_ticket: Option<u64>,
     /// Runs started.
     pub max_runs_per_ticket: Option<u32>,
+}
+
+/// `questions:`: how long a question an agent asked on the ticket waits for a person,
+/// and how many one stage may ask (`docs/questions.md`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QuestionsConfig {
+    /// After this long unanswered, a question's `default` is taken (without one the
+    /// stage fails with `question.unanswered`). Default none: it waits for good.
+    pub timeout: Option<Duration>,
+    /// Questions one role may ask on a ticket since its last success; one more is a
+    /// `question.limit` failure. Default 3.
+    pub max_per_stage: u32,
+}
+
+/// The default of `questions.max_per_stage`.
+pub const DEFAULT_MAX_QUESTIONS_PER_STAGE: u32 = 3;
+
+impl Default for QuestionsConfig {
+    fn default() -> Self {
+        QuestionsConfig {
+            timeout: None,
+            max_per_stage: DEFAULT_MAX_QUESTIONS_PER_STAGE,
+        }
+    }
 }
 
 /// `workspace:`: hooks around a ticket's workspace, and pruning of finished ones.

@@ -284,6 +284,32 @@ pub(crate) fn normalize(
         max_runs_per_ticket: b.max_runs_per_ticket,
     };
 
+    let q = std::mem::take(&mut raw.questions);
+    let questions_path = root.key("questions");
+    if q.timeout_seconds == Some(0) {
+        problems.at_value(
+            &questions_path.key("timeout_seconds"),
+            "expected at least 1 (leave it out to wait for an answer for good)",
+        );
+    }
+    let max_per_stage = at_least(
+        problems,
+        &questions_path.key("max_per_stage"),
+        q.max_per_stage,
+        super::model::DEFAULT_MAX_QUESTIONS_PER_STAGE,
+        1,
+    );
+    if q.waiting_status.is_some() {
+        problems.at_value(
+            &questions_path.key("waiting_status"),
+            "is not supported yet: a ticket with an open question waits in its stage's claim status (docs/questions.md)",
+        );
+    }
+    let questions = super::model::QuestionsConfig {
+        timeout: q.timeout_seconds.map(Duration::from_secs),
+        max_per_stage,
+    };
+
     let retry_path = root.key("retry");
     let r = std::mem::take(&mut raw.retry);
     let max_attempts = at_least(
@@ -342,6 +368,7 @@ pub(crate) fn normalize(
         workspace,
         hooks,
         budgets,
+        questions,
         poll_interval: Duration::from_secs(poll_s),
         shutdown_grace: Duration::from_secs(grace_s),
         http,

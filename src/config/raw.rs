@@ -203,6 +203,15 @@ pub(crate) struct RawBudgets {
     pub(crate) max_runs_per_ticket: Option<u32>,
 }
 
+/// `questions:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawQuestions {
+    pub(crate) timeout_seconds: Option<u64>,
+    pub(crate) max_per_stage: Option<u32>,
+    pub(crate) waiting_status: Option<String>,
+}
+
 /// `workspace:`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -364,6 +373,7 @@ pub(crate) struct RawConfig {
     pub(crate) trusted_authors: Option<Vec<String>>,
     pub(crate) workspace: RawWorkspace,
     pub(crate) budgets: RawBudgets,
+    pub(crate) questions: RawQuestions,
     pub(crate) poll_interval_seconds: Option<u64>,
     pub(crate) shutdown_grace_seconds: Option<u64>,
     pub(crate) http: RawHttp,
@@ -394,6 +404,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "trusted_authors",
     "workspace",
     "budgets",
+    "questions",
     "poll_interval_seconds",
     "shutdown_grace_seconds",
     "http",
@@ -473,6 +484,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "trusted_authors" => raw.trusted_authors = section(value, &path, p),
             "workspace" => raw.workspace = section(value, &path, p).unwrap_or_default(),
             "budgets" => raw.budgets = section(value, &path, p).unwrap_or_default(),
+            "questions" => raw.questions = section(value, &path, p).unwrap_or_default(),
             "poll_interval_seconds" => raw.poll_interval_seconds = section(value, &path, p),
             "shutdown_grace_seconds" => raw.shutdown_grace_seconds = section(value, &path, p),
             "http" => raw.http = section(value, &path, p).unwrap_or_default(),

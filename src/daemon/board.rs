@@ -453,6 +453,9 @@ pub fn short_reason(reason: &SkipReason, now: DateTime<Utc>) -> String {
             format!("cap: {scope} {limit}")
         }
         SkipReason::EndedSinceListing { .. } => "ran elsewhere".to_string(),
+        SkipReason::WaitingForAnswer { question_id, .. } => {
+            format!("waiting for an answer to {question_id}")
+        }
         SkipReason::TrackerError { .. } => "tracker error".to_string(),
     }
 }

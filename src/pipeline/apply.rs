@@ -14,6 +14,7 @@ use super::context::{run_ref, Context};
 use super::decide::caps::Caps;
 use super::decide::eligibility::SkipReason;
 use super::decide::plan::Dispatch;
+use super::decide::question::Continuation;
 use super::history::TicketHistory;
 use super::recheck::{self, Recheck};
 use super::report::{RunLine, SkipLine};
@@ -79,6 +80,37 @@ pub(crate) async fn claim_and_start(
                         continue;
                     }
                 };
+                // A question the stage asked: the run goes on from its answer, or, when
+                // it is waiting still (the answer the plan saw is gone), gives back.
+                let who = crate::pipeline::history::Answerers {
+                    identity: &ctx.identity,
+                    trusted_authors: &ctx.config.trusted_authors,
+                };
+                let continuation = match history.open_question(&stage.role, &who) {
+                    None => None,
+                    Some(open) => match Continuation::of(&open, ctx.clock.now()) {
+                        Some(c) => Some(c),
+                        None => {
+                            let reason = SkipReason::WaitingForAnswer {
+                                question_id: open.block.question_id.clone(),
+                                asked_at: open.posted_at,
+                                deadline: open.block.deadline,
+                                ignored: open.ignored.clone(),
+                            };
+                            if let Err(err) = ctx.ledger.release(&claim.key, &claim.claimer_id) {
+                                tracing::warn!(%err, "could not release claim; it will expire");
+                            }
+                            skips.push(skip_line(&ctx.config, ticket, stage_index, reason));
+                            continue;
+                        }
+                    },
+                };
+                // The asking attempt goes on: its blocks carry that attempt (the
+                // ledger's counter has moved on, which only keeps attempts unique).
+                let mut claim = claim;
+                if let Some(c) = &continuation {
+                    claim.stage_attempt = c.question.stage_attempt;
+                }
                 ctx.events
                     .notify(Event::claim_acquired(&run_ref(&claim), &claim.claimer_id));
                 if let Err(err) = ctx.ledger.clear_retry(&claim.key) {
@@ -91,6 +123,7 @@ pub(crate) async fn claim_and_start(
                     stage_index,
                     claim,
                     history,
+                    continuation,
                 );
                 if detach {
                     supervisor.detach(task);

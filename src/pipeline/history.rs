@@ -1,7 +1,11 @@
-//! A ticket's outcome history: the outcome blocks its trusted comments carry.
+//! A ticket's outcome history: the outcome blocks its trusted comments carry, the
+//! questions sortie asked on it and the comments that may answer them.
 
 use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
+
+use crate::block::question::{parse_answer, parse_question_blocks, QuestionBlock};
 use crate::block::{parse_blocks, FailureBlock, OutcomeBlock, SuccessBlock};
 use crate::tracker::Comment;
 
@@ -9,7 +13,46 @@ use crate::tracker::Comment;
 #[derive(Debug, Clone, Default)]
 pub struct TicketHistory {
     blocks: Vec<OutcomeBlock>,
+    /// For each block, the position of its comment among the ticket's comments.
+    block_at: Vec<usize>,
+    /// The questions sortie asked (blocks of trusted authors), oldest first.
+    questions: Vec<Asked>,
+    /// Comments that may answer a question (a first line `/answer`, or a
+    /// `sortie:answer` block), by anyone, oldest first.
+    answers: Vec<(usize, Comment)>,
     human_comments: Vec<Comment>,
+}
+
+/// A question on the ticket, where it is among the comments, and when it was posted.
+#[derive(Debug, Clone)]
+struct Asked {
+    at: usize,
+    posted_at: DateTime<Utc>,
+    block: QuestionBlock,
+}
+
+/// Who may answer a question: people, never sortie itself, and where
+/// `trusted_authors` is configured only them.
+#[derive(Debug, Clone, Copy)]
+pub struct Answerers<'a> {
+    /// sortie's identity on the tracker.
+    pub identity: &'a str,
+    /// `trusted_authors` (empty: anyone but sortie).
+    pub trusted_authors: &'a [String],
+}
+
+/// The latest question of a role that no block has closed yet, with what people
+/// said to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenQuestion<'h> {
+    /// The question as posted.
+    pub block: &'h QuestionBlock,
+    /// When its comment was posted.
+    pub posted_at: DateTime<Utc>,
+    /// The first comment that counts as an answer: its text and author.
+    pub answer: Option<(String, String)>,
+    /// Comments that tried to answer and do not count, with why (oldest first).
+    pub ignored: Vec<String>,
 }
 
 /// How many recent human comments a prompt sees.
@@ -21,18 +64,35 @@ impl TicketHistory {
     /// Collect the blocks of comments whose author is in `trusted`. Blocks from anyone
     /// else are ignored: a person pasting a success block must not finish a stage.
     pub fn from_comments(comments: &[Comment], trusted: &HashSet<String>) -> Self {
-        let blocks = comments
-            .iter()
-            .filter(|c| trusted.contains(&c.author))
-            .flat_map(|c| parse_blocks(&c.body))
-            .filter_map(|parsed| match parsed {
-                Ok(p) => Some(p.block),
-                Err(err) => {
-                    tracing::warn!(%err, "ignoring malformed outcome block");
-                    None
+        let mut blocks = Vec::new();
+        let mut block_at = Vec::new();
+        let mut questions = Vec::new();
+        let mut answers = Vec::new();
+        for (at, c) in comments.iter().enumerate() {
+            if trusted.contains(&c.author) {
+                for parsed in parse_blocks(&c.body) {
+                    match parsed {
+                        Ok(p) => {
+                            blocks.push(p.block);
+                            block_at.push(at);
+                        }
+                        Err(err) => tracing::warn!(%err, "ignoring malformed outcome block"),
+                    }
                 }
-            })
-            .collect();
+                if c.body.contains("sortie:question") {
+                    questions.extend(parse_question_blocks(&c.body).into_iter().map(|block| {
+                        Asked {
+                            at,
+                            posted_at: c.created_at,
+                            block,
+                        }
+                    }));
+                }
+            }
+            if looks_like_answer(&c.body) {
+                answers.push((at, c.clone()));
+            }
+        }
         let humans: Vec<&Comment> = comments
             .iter()
             .filter(|c| !trusted.contains(&c.author))
@@ -46,8 +106,74 @@ impl TicketHistory {
             .collect();
         TicketHistory {
             blocks,
+            block_at,
+            questions,
+            answers,
             human_comments,
         }
+    }
+
+    /// The latest question `role` asked, unless a block (of any role) came after it:
+    /// the run it asked from, or a person's move that another stage answered, closed
+    /// it. The first comment after it that answers it and whose author is one of
+    /// `who` is its answer; would-be answers that do not count say why.
+    pub fn open_question(&self, role: &str, who: &Answerers<'_>) -> Option<OpenQuestion<'_>> {
+        let asked = self.questions.iter().rev().find(|q| q.block.role == role)?;
+        if self.block_at.iter().any(|at| *at > asked.at) {
+            return None;
+        }
+        let mut open = OpenQuestion {
+            block: &asked.block,
+            posted_at: asked.posted_at,
+            answer: None,
+            ignored: Vec::new(),
+        };
+        for (_, comment) in self.answers.iter().filter(|(at, _)| *at > asked.at) {
+            let Some(parsed) = parse_answer(&comment.body, &asked.block) else {
+                continue;
+            };
+            let author = &comment.author;
+            let why = if author == who.identity {
+                "sortie's own comment is not an answer".to_string()
+            } else if !who.trusted_authors.is_empty() && !who.trusted_authors.contains(author) {
+                format!("{author} is not in trusted_authors")
+            } else {
+                match parsed {
+                    Ok(answer) => {
+                        open.answer = Some((answer.text, author.clone()));
+                        break;
+                    }
+                    Err(why) => why.to_string(),
+                }
+            };
+            open.ignored
+                .push(format!("comment {} by {author}: {why}", comment.id));
+        }
+        Some(open)
+    }
+
+    /// How many questions `role` asked since its last success block (all of them when
+    /// it has none): what `questions.max_per_stage` bounds.
+    pub fn questions_since_success(&self, role: &str) -> u32 {
+        let since = self
+            .blocks
+            .iter()
+            .zip(&self.block_at)
+            .rev()
+            .find(|(b, _)| matches!(b, OutcomeBlock::Success(s) if s.role == role))
+            .map(|(_, at)| *at);
+        self.questions
+            .iter()
+            .filter(|q| q.block.role == role && since.is_none_or(|s| q.at > s))
+            .count() as u32
+    }
+
+    /// How many questions `role` asked in stage attempt `attempt`.
+    pub fn questions_in_attempt(&self, role: &str, attempt: u32) -> u32 {
+        self.questions
+            .iter()
+            .filter(|q| q.block.role == role && q.block.stage_attempt == attempt)
+            .count() as u32
     }
 
     /// Whether `role` has a success block.
@@ -191,11 +317,15 @@ impl TicketHistory {
         None
     }
 
-    /// Whether a block carries `idempotency_key`.
+    /// Whether a block (an outcome or a question) carries `idempotency_key`.
     pub fn contains_key(&self, idempotency_key: &str) -> bool {
         self.blocks
             .iter()
             .any(|b| b.idempotency_key() == idempotency_key)
+            || self
+                .questions
+                .iter()
+                .any(|q| q.block.idempotency_key == idempotency_key)
     }
 
     /// The most recent comments by people (authors not trusted as sortie), oldest
@@ -208,4 +338,10 @@ impl TicketHistory {
     pub fn blocks(&self) -> &[OutcomeBlock] {
         &self.blocks
     }
+}
+
+/// Whether a comment tries to answer a question: its first line starts with `/answer`,
+/// or it holds a `sortie:answer` block (read fully by [`parse_answer`]).
+fn looks_like_answer(body: &str) -> bool {
+    body.trim_start().starts_with("/answer") || body.contains("sortie:answer")
 }

@@ -150,7 +150,8 @@ pub(crate) async fn read_for_plan<'t, 'c>(
         obs.now,
     );
     loop {
-        let needs = planner.round_reading_ahead(&reads.facts(ctx), ctx.tracker.read_ahead());
+        let needs =
+            planner.round_reading_ahead(&reads.facts(ctx, obs.now), ctx.tracker.read_ahead());
         if needs.is_empty() {
             return (planner, reads);
         }
@@ -262,7 +263,7 @@ pub(crate) struct Reads {
 
 impl Reads {
     /// These reads as the plan's facts.
-    pub(crate) fn facts<'a>(&'a self, ctx: &'a Context) -> Facts<'a> {
+    pub(crate) fn facts<'a>(&'a self, ctx: &'a Context, now: DateTime<Utc>) -> Facts<'a> {
         Facts {
             config: &ctx.config,
             identity: &ctx.identity,
@@ -270,6 +271,7 @@ impl Reads {
             histories: &self.histories,
             unreadable: &self.unreadable,
             blockers_read: &self.blockers,
+            now,
         }
     }
 }

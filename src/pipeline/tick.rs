@@ -80,7 +80,7 @@ impl Pipeline {
         }
 
         // Plan: pure.
-        let plan = planner.finish(&reads.facts(ctx));
+        let plan = planner.finish(&reads.facts(ctx, obs.now));
         report.skips = plan
             .skips
             .iter()

@@ -154,7 +154,7 @@ pub(super) async fn apply(
     ctx.faults.hit("after_transition");
     // Hooks fire after the transition and before the entry is marked done, so a crash
     // in between replays the write-back and fires them then; deliveries are recorded,
-    // so a replay skips hooks that already have it.
+    // so a replay skips hooks that already have it. A question hands nothing over.
     let handoff = Handoff {
         tracker: entry.key.tracker.clone(),
         ticket_id: entry.key.ticket_id.clone(),
@@ -165,7 +165,9 @@ pub(super) async fn apply(
         success: entry.outcome == "success",
         idempotency_key: entry.idempotency_key.clone(),
     };
-    ctx.events.deliver(Event::handoff(&handoff)).await;
+    if entry.outcome != super::decide::question::QUESTION_OUTCOME {
+        ctx.events.deliver(Event::handoff(&handoff)).await;
+    }
     entry.state = OutboxState::Done;
     entry.last_error = None;
     ctx.ledger.outbox_update(&entry)?;

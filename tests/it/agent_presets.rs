@@ -67,6 +67,7 @@ fn summary(report: &RunReport) -> &str {
     match &report.outcome {
         AgentOutcome::Success { summary, .. } => summary,
         AgentOutcome::Failure { detail, .. } => panic!("expected success, got {detail}"),
+        AgentOutcome::Question(q) => panic!("expected success, got a question: {q:?}"),
     }
 }
 
@@ -79,6 +80,7 @@ fn failure(report: &RunReport) -> (&str, Category, NextAction, &str) {
             detail,
         } => (reason_code, *category, *next_action, detail),
         AgentOutcome::Success { summary, .. } => panic!("expected a failure, got {summary}"),
+        AgentOutcome::Question(q) => panic!("expected a failure, got a question: {q:?}"),
     }
 }
 

@@ -45,6 +45,7 @@ fn reason(outcome: &AgentOutcome) -> &str {
     match outcome {
         AgentOutcome::Failure { reason_code, .. } => reason_code,
         AgentOutcome::Success { .. } => "success",
+        AgentOutcome::Question(_) => "question",
     }
 }
 

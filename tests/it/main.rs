@@ -82,6 +82,7 @@ mod linear_pipeline;
 mod linear_schema;
 mod pipeline_e2e;
 mod pipeline_lib;
+mod questions;
 mod reactions;
 mod review_config;
 mod review_prompt;

@@ -167,6 +167,10 @@ fn failure(report: &RunReport) -> (&str, Category, NextAction, &str) {
             "expected a failure, got success: {summary}\nlog:\n{}",
             log_of(report)
         ),
+        AgentOutcome::Question(q) => panic!(
+            "expected a failure, got a question: {q:?}\nlog:\n{}",
+            log_of(report)
+        ),
     }
 }
 
@@ -176,6 +180,10 @@ fn summary(report: &RunReport) -> &str {
         AgentOutcome::Failure { detail, .. } => {
             panic!("expected success, got {detail}\nlog:\n{}", log_of(report))
         }
+        AgentOutcome::Question(q) => panic!(
+            "expected success, got a question: {q:?}\nlog:\n{}",
+            log_of(report)
+        ),
     }
 }
 

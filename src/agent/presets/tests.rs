@@ -42,6 +42,7 @@ fn failure(outcome: &AgentOutcome) -> (&str, Category, NextAction, &str) {
         AgentOutcome::Success { summary, .. } => {
             panic!("expected a failure, got success: {summary}")
         }
+        AgentOutcome::Question(q) => panic!("expected a failure, got a question: {q:?}"),
     }
 }
 
@@ -49,6 +50,7 @@ fn summary(outcome: &AgentOutcome) -> &str {
     match outcome {
         AgentOutcome::Success { summary, .. } => summary,
         AgentOutcome::Failure { detail, .. } => panic!("expected success, got {detail}"),
+        AgentOutcome::Question(q) => panic!("expected success, got a question: {q:?}"),
     }
 }
 

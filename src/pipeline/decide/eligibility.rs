@@ -91,6 +91,18 @@ pub enum SkipReason {
         /// Its attempt.
         attempt: u32,
     },
+    /// The stage's agent asked a question on the ticket (issue #34) and no person has
+    /// answered it yet.
+    WaitingForAnswer {
+        /// The question's id (`<role>-<attempt>-q<n>`).
+        question_id: String,
+        /// When it was posted.
+        asked_at: DateTime<Utc>,
+        /// When its default is taken (or it fails unanswered), if it times out.
+        deadline: Option<DateTime<Utc>>,
+        /// Comments that tried to answer and do not count, with why.
+        ignored: Vec<String>,
+    },
     /// The tracker failed while checking this ticket.
     TrackerError {
         /// What it said.
@@ -154,6 +166,21 @@ impl std::fmt::Display for SkipReason {
                 f,
                 "attempt {attempt} of this stage ended ({outcome}) after this tick listed the board; claim given back, nothing run"
             ),
+            SkipReason::WaitingForAnswer {
+                question_id,
+                deadline,
+                ignored,
+                ..
+            } => {
+                write!(f, "waiting for an answer to {question_id}")?;
+                if let Some(deadline) = deadline {
+                    write!(f, " (until {})", deadline.format("%Y-%m-%d %H:%M:%S UTC"))?;
+                }
+                if !ignored.is_empty() {
+                    write!(f, "; not answers: {}", ignored.join("; "))?;
+                }
+                Ok(())
+            }
             SkipReason::TrackerError { message } => write!(f, "tracker error: {message}"),
         }
     }

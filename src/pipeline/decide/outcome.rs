@@ -128,6 +128,18 @@ fn decide_block(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcom
                 follow_up,
             }
         }
+        // A question is posted as one (`decide::question`), never decided here; one
+        // that gets here anyway is a failure a person looks at, not a lost run.
+        AgentOutcome::Question(asked) => decide_block(
+            retry,
+            facts,
+            &AgentOutcome::failure(
+                "question.not_posted",
+                Category::Policy,
+                NextAction::Manual,
+                format!("the agent asked: {}", asked.question),
+            ),
+        ),
         AgentOutcome::Failure {
             reason_code,
             category,

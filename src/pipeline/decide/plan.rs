@@ -122,6 +122,8 @@ pub struct Facts<'f> {
     pub unreadable: &'f HashMap<String, String>,
     /// Blockers read so far: the list, or why it could not be read.
     pub blockers_read: &'f HashMap<String, Result<Vec<Blocker>, String>>,
+    /// The time the plan is for (a question's deadline is against it).
+    pub now: DateTime<Utc>,
 }
 
 impl<'f> Facts<'f> {
@@ -134,6 +136,7 @@ impl<'f> Facts<'f> {
             histories: input.histories,
             unreadable: input.unreadable,
             blockers_read: input.blockers_read,
+            now: input.now,
         }
     }
 }
@@ -366,6 +369,21 @@ fn judge(facts: &Facts<'_>, caps: &Caps<'_>, candidate: &Candidate<'_>) -> Verdi
             return Verdict::Skip(SkipReason::PriorRoleNotRedone {
                 role: prior.clone(),
                 since: stage.role.clone(),
+            });
+        }
+    }
+    // A question the stage's agent asked waits for its answer (or its deadline).
+    let who = crate::pipeline::history::Answerers {
+        identity: facts.identity,
+        trusted_authors: &config.trusted_authors,
+    };
+    if let Some(open) = history.open_question(&stage.role, &who) {
+        if super::question::state(&open, facts.now) == super::question::QuestionState::Waiting {
+            return Verdict::Skip(SkipReason::WaitingForAnswer {
+                question_id: open.block.question_id.clone(),
+                asked_at: open.posted_at,
+                deadline: open.block.deadline,
+                ignored: open.ignored,
             });
         }
     }

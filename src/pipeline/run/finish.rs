@@ -10,7 +10,8 @@ use crate::config::Stage;
 use crate::hooks::Event;
 use crate::ledger::{Claim, OutboxEntry, OutboxPut, OutboxState, RenewOutcome, RunPhase};
 use crate::pipeline::context::{run_ref, Context};
-use crate::pipeline::decide::outcome::{decide, RunFacts};
+use crate::pipeline::decide::outcome::{decide, Decision, RunFacts};
+use crate::pipeline::decide::question::{self, Ask, Asking, QUESTION_OUTCOME};
 use crate::pipeline::history::TicketHistory;
 use crate::pipeline::lease::{retry_within_lease, LeaseEnd};
 use crate::pipeline::report::RunLine;
@@ -102,33 +103,56 @@ impl Finish<'_> {
                 .unwrap_or_default(),
             evidence,
         };
-        let decision = decide(&ctx.config.retry, &facts, &outcome);
-        line.outcome = decision.block.kind().to_string();
-        if let OutcomeBlock::Failure(f) = &decision.block {
-            line.reason_code = Some(f.reason_code.clone());
-        }
-        if let crate::ledger::FollowUp::Retry { after_seconds, .. } = &decision.follow_up {
+        let posting = match &outcome {
+            AgentOutcome::Question(asked) => {
+                let asking = Asking {
+                    tracker: ctx.tracker_name(),
+                    ticket_id: &self.ticket.id,
+                    stage,
+                    attempt: claim.stage_attempt,
+                    asked_since_success: self.history.questions_since_success(&stage.role),
+                    asked_this_attempt: self
+                        .history
+                        .questions_in_attempt(&stage.role, claim.stage_attempt),
+                    config: &ctx.config.questions,
+                    now,
+                };
+                match question::ask(&asking, asked) {
+                    Ask::Post { block, to_status } => Posting::question(block, to_status),
+                    Ask::OverLimit(failure) => {
+                        Posting::decided(decide(&ctx.config.retry, &facts, &failure))
+                    }
+                }
+            }
+            other => Posting::decided(decide(&ctx.config.retry, &facts, other)),
+        };
+        line.outcome = posting.outcome.clone();
+        line.reason_code = posting.reason_code.clone();
+        if let crate::ledger::FollowUp::Retry { after_seconds, .. } = &posting.follow_up {
             line.note = Some(format!(
                 "attempt {} in {after_seconds}s",
                 claim.stage_attempt + 1
             ));
         }
+        if let Some(id) = &posting.question_id {
+            line.note = Some(format!("waiting for an answer to {id}"));
+        }
         let entry = OutboxEntry {
-            idempotency_key: decision.block.idempotency_key().to_string(),
+            idempotency_key: posting.idempotency_key,
             key: claim.key.clone(),
             stage: stage.claim_status.clone(),
             stage_attempt: claim.stage_attempt,
             run_id: claim.run_id.clone(),
-            outcome: decision.block.kind().to_string(),
+            outcome: posting.outcome,
             from_status: stage.claim_status.clone(),
-            to_status: decision.block.to_status().to_string(),
-            comment_body: render_comment(&decision.prose, &decision.block),
+            to_status: posting.to_status,
+            comment_body: posting.comment_body,
             state: OutboxState::Pending,
             write_attempts: 0,
             next_attempt_at: now,
             last_error: None,
             created_at: now,
-            follow_up: decision.follow_up,
+            follow_up: posting.follow_up,
         };
         // Fenced: stored only while this process still holds the claim. A retry after
         // an answer lost on the way back finds the entry there (`Exists`).
@@ -262,6 +286,51 @@ impl Finish<'_> {
             release(&*ctx.ledger, claim);
         }
         line
+    }
+}
+
+/// What a run's end posts through the outbox: an outcome block, or a question.
+struct Posting {
+    idempotency_key: String,
+    /// `success`, `failure` or `question`.
+    outcome: String,
+    reason_code: Option<String>,
+    to_status: String,
+    comment_body: String,
+    follow_up: crate::ledger::FollowUp,
+    /// The question's id, for a question.
+    question_id: Option<String>,
+}
+
+impl Posting {
+    fn decided(decision: Decision) -> Self {
+        let reason_code = match &decision.block {
+            OutcomeBlock::Failure(f) => Some(f.reason_code.clone()),
+            OutcomeBlock::Success(_) => None,
+        };
+        Posting {
+            idempotency_key: decision.block.idempotency_key().to_string(),
+            outcome: decision.block.kind().to_string(),
+            reason_code,
+            to_status: decision.block.to_status().to_string(),
+            comment_body: render_comment(&decision.prose, &decision.block),
+            follow_up: decision.follow_up,
+            question_id: None,
+        }
+    }
+
+    /// A question: posted, the ticket kept in `to_status`, nothing queued (the answer on
+    /// the ticket is what runs it again).
+    fn question(block: crate::block::question::QuestionBlock, to_status: String) -> Self {
+        Posting {
+            idempotency_key: block.idempotency_key.clone(),
+            outcome: QUESTION_OUTCOME.to_string(),
+            reason_code: None,
+            to_status,
+            comment_body: crate::block::question::render_question_comment(&block),
+            follow_up: crate::ledger::FollowUp::Clear,
+            question_id: Some(block.question_id),
+        }
     }
 }
 

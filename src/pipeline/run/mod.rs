@@ -16,6 +16,7 @@ pub use self::watch::CANCEL_POLL;
 use self::finish::Finish;
 use self::prepare::{Prepared, Ready};
 use super::context::{run_ref, Clock, Context};
+use super::decide::question::Continuation;
 use super::history::TicketHistory;
 use super::lease::LeaseEnd;
 use super::report::RunLine;
@@ -34,6 +35,7 @@ pub(super) async fn run_claimed(
     stage_index: usize,
     claim: Claim,
     history: TicketHistory,
+    continuation: Option<Continuation>,
 ) -> RunLine {
     let stage = ctx.config.stages[stage_index].clone();
     // Every line of the run carries these; `session_id` once the agent reports it
@@ -53,9 +55,17 @@ pub(super) async fn run_claimed(
     });
     let run_id = claim.run_id.clone();
     tracing::info!(parent: &span, status = %ticket.status, "run started");
-    let line = run_stage(&ctx, &supervisor, ticket, stage, claim, history)
-        .instrument(span.clone())
-        .await;
+    let line = run_stage(
+        &ctx,
+        &supervisor,
+        ticket,
+        stage,
+        claim,
+        history,
+        continuation,
+    )
+    .instrument(span.clone())
+    .await;
     tracing::info!(parent: &span, outcome = %line.outcome, reason_code = %line.reason_code.as_deref().unwrap_or("-"), to_status = %line.to_status.as_deref().unwrap_or("-"), writeback = %line.writeback.as_deref().unwrap_or("-"), "run ended");
     supervisor.ended(&run_id);
     line
@@ -68,6 +78,7 @@ async fn run_stage(
     stage: Stage,
     claim: Claim,
     history: TicketHistory,
+    continuation: Option<Continuation>,
 ) -> RunLine {
     let mut line =
         RunLine::not_started(&ticket.id, &stage.role, claim.stage_attempt, &ticket.status);
@@ -88,13 +99,35 @@ async fn run_stage(
         begun_at: ctx.clock.now(),
     };
 
+    // A question past its deadline with no default to take ends the attempt here.
+    if let Some(c) = continuation.as_ref().filter(|c| c.answer.is_none()) {
+        return run
+            .finish(c.unanswered(), None, None, run.begun_at, line)
+            .await;
+    }
+    if let Some(c) = &continuation {
+        if let Some((_, by)) = &c.answer {
+            line.note = Some(format!(
+                "goes on from {} (answered by {by})",
+                c.question.question_id
+            ));
+        }
+    }
     let Ready {
         moved_to,
         mut worktree,
         hook_env,
         plan,
     } = match prepare::prepare(
-        ctx, supervisor, &ticket, &stage, &claim, &history, route, &run.route,
+        ctx,
+        supervisor,
+        &ticket,
+        &stage,
+        &claim,
+        &history,
+        route,
+        &run.route,
+        continuation.as_ref(),
     )
     .await
     {
@@ -335,7 +368,7 @@ async fn run_stage(
             }
             let reason_code = match &report.outcome {
                 AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
-                AgentOutcome::Success { .. } => None,
+                AgentOutcome::Success { .. } | AgentOutcome::Question(_) => None,
             };
             ctx.events.notify(Event::run_finished(
                 &run_ref(&claim),

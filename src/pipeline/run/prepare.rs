@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 
 use crate::agent::{
-    AgentOutcome, CommentVars, FailureVars, PriorVars, PromptContext, ReworkVars, RunPlan,
-    StageVars, TicketVars,
+    AgentOutcome, CommentVars, FailureVars, PriorVars, PromptContext, QuestionVars, ReworkVars,
+    RunPlan, StageVars, TicketVars,
 };
 use crate::block::{Category, NextAction, OutcomeBlock};
 use crate::config::{Budgets, Route, Stage};
 use crate::ledger::{Claim, Ledger};
 use crate::pipeline::context::Context;
+use crate::pipeline::decide::question::{Continuation, ANSWERED_BY_TIMEOUT};
 use crate::pipeline::history::TicketHistory;
 use crate::pipeline::supervisor::Supervisor;
 use crate::tracker::{Ticket, TrackerError};
@@ -50,6 +51,7 @@ pub(super) async fn prepare<'s>(
     history: &TicketHistory,
     route: Option<(usize, &Route)>,
     route_label: &Option<String>,
+    continuation: Option<&Continuation>,
 ) -> Prepared<'s> {
     if let Some(over) = over_budget(
         &ctx.config.budgets,
@@ -121,19 +123,25 @@ pub(super) async fn prepare<'s>(
     };
 
     let run_dir = crate::agent::run_dir(&ctx.config.state_root, &claim.run_id);
-    let prompt = match ctx.templates.render_for(
-        &stage.role,
-        route.map(|(_, r)| r),
-        &prompt_context(
-            ticket,
-            stage,
-            claim.stage_attempt,
-            history,
-            reaction_payload(ctx, ticket, stage, history),
-            review_vars(ctx, stage, worktree.as_ref()).await,
-        ),
-    ) {
-        Ok(prompt) => prompt,
+    let question = continuation.and_then(question_vars);
+    let mut context = prompt_context(
+        ticket,
+        stage,
+        claim.stage_attempt,
+        history,
+        reaction_payload(ctx, ticket, stage, history),
+        review_vars(ctx, stage, worktree.as_ref()).await,
+    );
+    context.question = question.clone();
+    let prompt = match ctx
+        .templates
+        .render_for(&stage.role, route.map(|(_, r)| r), &context)
+    {
+        // A template that says nothing of the question still hands the answer over.
+        Ok(prompt) => match &question {
+            Some(q) if !prompt.contains(&q.id) => format!("{}{}", prompt.trim_end(), q.paragraph()),
+            _ => prompt,
+        },
         Err(err) => {
             let outcome = AgentOutcome::failure(
                 "role.template_error",
@@ -376,7 +384,24 @@ fn prompt_context(
             .collect(),
         reaction,
         review,
+        question: None,
     }
+}
+
+/// The `question` value of a run that goes on from an answered question.
+fn question_vars(continuation: &Continuation) -> Option<QuestionVars> {
+    let (answer, by) = continuation.answer.clone()?;
+    let q = &continuation.question;
+    Some(QuestionVars {
+        id: q.question_id.clone(),
+        question: q.question.clone(),
+        options: q.options.clone(),
+        default: q.default.clone(),
+        context: q.context.clone(),
+        answer,
+        timed_out: by == ANSWERED_BY_TIMEOUT,
+        answered_by: by,
+    })
 }
 
 /// Longest ticket-derived value put in the agent's environment: the kernel refuses a
