@@ -199,6 +199,9 @@ struct StateView {
     live_runs: Vec<LiveRunView>,
     retry_queue: Vec<RetryEntry>,
     held: Vec<Hold>,
+    /// Questions agents asked on tickets, waiting for a person's answer (the last
+    /// tick's view).
+    waiting_questions: Vec<super::state::WaitingQuestion>,
     recent_runs: Vec<FinishedRun>,
     ledger_runs: Vec<RunRecord>,
     usage_today: Option<UsageSince>,
@@ -254,6 +257,11 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
         live_runs,
         retry_queue,
         held,
+        waiting_questions: status
+            .last_tick
+            .as_ref()
+            .map(|t| t.questions.clone())
+            .unwrap_or_default(),
         recent_runs: status.recent.iter().cloned().collect(),
         ledger_runs,
         usage_today,

@@ -385,6 +385,7 @@ async fn tick_once(
             cancels: report.cancels.len(),
             replays: report.replays.len(),
             reactions: report.reactions.clone(),
+            questions: state::WaitingQuestion::from_skips(&report.skips),
         },
         Err(err) => {
             tracing::error!(%err, "tick failed");
@@ -398,6 +399,7 @@ async fn tick_once(
                 cancels: 0,
                 replays: 0,
                 reactions: Vec::new(),
+                questions: Vec::new(),
             }
         }
     };

@@ -104,6 +104,20 @@ struct RecentRow {
     note: String,
 }
 
+/// A question waiting for a person's answer.
+#[derive(Serialize)]
+struct QuestionRow {
+    ticket: String,
+    title: Option<String>,
+    url: Option<String>,
+    role: String,
+    question_id: String,
+    asked: When,
+    deadline: Option<When>,
+    /// Comments that tried to answer and do not count, with why.
+    ignored: Vec<String>,
+}
+
 /// One role's totals.
 #[derive(Serialize, Default)]
 struct TotalRow {
@@ -131,6 +145,7 @@ pub(super) struct DashboardView {
     board: Option<BoardView>,
     board_read: Option<When>,
     live: Vec<LiveRow>,
+    questions: Vec<QuestionRow>,
     recent: Vec<RecentRow>,
     totals: Vec<TotalRow>,
     rate_limit: String,
@@ -245,8 +260,29 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         })
         .collect();
 
-    let (last_tick, not_ready, config_error, shutting_down) = {
+    let (last_tick, not_ready, config_error, shutting_down, questions) = {
         let status = shared.status();
+        let questions = status
+            .last_tick
+            .iter()
+            .flat_map(|t| t.questions.iter())
+            .map(|q| {
+                let (title, url) = match titles.get(q.ticket.as_str()) {
+                    Some((t, u)) => (Some(t.to_string()), u.map(str::to_string)),
+                    None => (seen_titles.get(&q.ticket).cloned(), None),
+                };
+                QuestionRow {
+                    ticket: q.ticket.clone(),
+                    title,
+                    url,
+                    role: q.role.clone(),
+                    question_id: q.question_id.clone(),
+                    asked: When::of(q.asked_at, now),
+                    deadline: q.deadline.map(|d| When::of(d, now)),
+                    ignored: q.ignored.clone(),
+                }
+            })
+            .collect::<Vec<_>>();
         let last_tick = status.last_tick.as_ref().map(|t| {
             if t.ok {
                 format!(
@@ -274,6 +310,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
             status.not_ready.clone(),
             status.config_error.clone(),
             status.shutting_down,
+            questions,
         )
     };
     if let Some(e) = config_error {
@@ -381,6 +418,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         board_read: board.as_ref().map(|b| When::of(b.read_at, now)),
         board: board.map(|b| (*b).clone()),
         live,
+        questions,
         recent,
         totals,
         rate_limit,

@@ -40,6 +40,54 @@ pub struct TickSummary {
     /// What each watched ticket's pull request called for (`reactions:`), as this
     /// tick saw it.
     pub reactions: Vec<crate::pipeline::report::ReactionLine>,
+    /// Questions agents asked on tickets that wait for a person's answer, as this tick
+    /// saw them (issue #34).
+    pub questions: Vec<WaitingQuestion>,
+}
+
+/// A question on a ticket waiting for a person's answer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WaitingQuestion {
+    /// The ticket.
+    pub ticket: String,
+    /// The role whose agent asked.
+    pub role: String,
+    /// The ticket's status (the stage's claim status).
+    pub status: String,
+    /// The question's id.
+    pub question_id: String,
+    /// When it was posted.
+    pub asked_at: DateTime<Utc>,
+    /// When it times out, if it does.
+    pub deadline: Option<DateTime<Utc>>,
+    /// Comments that tried to answer it and do not count, with why.
+    pub ignored: Vec<String>,
+}
+
+impl WaitingQuestion {
+    /// The waiting questions among a tick's skips.
+    pub fn from_skips(skips: &[crate::pipeline::report::SkipLine]) -> Vec<Self> {
+        skips
+            .iter()
+            .filter_map(|s| match &s.reason {
+                crate::pipeline::eligibility::SkipReason::WaitingForAnswer {
+                    question_id,
+                    asked_at,
+                    deadline,
+                    ignored,
+                } => Some(WaitingQuestion {
+                    ticket: s.ticket.clone(),
+                    role: s.role.clone(),
+                    status: s.status.clone(),
+                    question_id: question_id.clone(),
+                    asked_at: *asked_at,
+                    deadline: *deadline,
+                    ignored: ignored.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// A finished run, as the daemon saw it end.
@@ -494,6 +542,7 @@ mod tests {
                     ok: true,
                     error: None,
                     runs_started: 0,
+                    questions: Vec::new(),
                     skipped: 0,
                     cancels: 0,
                     replays: 0,

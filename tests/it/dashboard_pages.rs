@@ -1330,3 +1330,66 @@ async fn recent_handoffs_keep_the_title_after_a_restart_when_the_board_no_longer
     }
     d.stop().await;
 }
+
+/// Issue #34: a question an agent asked on a ticket is listed with its age, a link to
+/// the ticket and the comments that do not answer it; `/api/v1/state` carries it, and
+/// a person's answer takes it off the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_questions_are_listed_with_their_age_and_a_link_to_the_ticket() {
+    use sortie::block::question::{render_question_comment, QuestionBlock};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "7", "Export to CSV", "ready-for-design");
+    let question = QuestionBlock {
+        question_id: "architect-1-q1".into(),
+        role: "architect".into(),
+        stage_attempt: 1,
+        idempotency_key: "q".repeat(64),
+        question: "Which API should the export use?".into(),
+        options: vec!["REST v2".into(), "GraphQL".into()],
+        default: None,
+        deadline: None,
+        context: String::new(),
+    };
+    board.add_comment("7", "sortie", &render_question_comment(&question));
+    board.add_comment("7", "sortie", "/answer 2");
+    let d = Daemon::start(path, board.clone()).await;
+    let page = d
+        .page_with("/", "<code>architect-1-q1</code>", Duration::from_secs(10))
+        .await;
+    // The ticket's card on the board says why it waits, too.
+    assert!(
+        page[..page.find(r#"<table id="questions">"#).unwrap()]
+            .contains("waiting for an answer to architect-1-q1"),
+        "{page}"
+    );
+    let at = page
+        .find(r#"<table id="questions">"#)
+        .expect("questions table");
+    let table = &page[at..at + page[at..].find("</table>").unwrap()];
+    assert!(table.contains(r#"href="/tickets/7""#), "{table}");
+    assert!(table.contains("Export to CSV"), "{table}");
+    assert!(table.contains("just now"), "{table}");
+    assert!(
+        table.contains("sortie's own comment is not an answer"),
+        "{table}"
+    );
+    let state = d.state().await;
+    let waiting = &state["waiting_questions"];
+    assert_eq!(waiting[0]["ticket"], "7", "{state:#}");
+    assert_eq!(waiting[0]["question_id"], "architect-1-q1", "{state:#}");
+    assert_eq!(waiting[0]["role"], "architect", "{state:#}");
+    assert!(waiting[0]["asked_at"].is_string(), "{state:#}");
+
+    // Answered: the architect runs (a slow agent), and the question leaves the list.
+    board.add_comment("7", "ana", "/answer 2");
+    d.page_with(
+        "/",
+        "no question waits for an answer",
+        Duration::from_secs(10),
+    )
+    .await;
+    d.stop().await;
+}
