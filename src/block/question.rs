@@ -240,6 +240,52 @@ mod tests {
         assert_eq!(text("/answered already"), None);
     }
 
+    // Jira stores comments as wiki markup (Data Center) or ADF (Cloud); a question and a
+    // person's answer come back through both.
+    #[test]
+    fn a_question_and_an_answer_survive_jiras_two_formats() {
+        use crate::block::jira::{adf, wiki};
+        let q = QuestionBlock {
+            context: "It fails: {code}x{code} and `ticks`".to_string(),
+            ..question()
+        };
+        let comment = render_question_comment(&q);
+        let via_wiki = wiki::to_markdown(&wiki::from_markdown(&comment));
+        assert_eq!(
+            parse_question_blocks(&via_wiki),
+            vec![q.clone()],
+            "{via_wiki}"
+        );
+        let via_adf = adf::to_markdown(&adf::from_markdown(&comment));
+        assert_eq!(
+            parse_question_blocks(&via_adf),
+            vec![q.clone()],
+            "{via_adf}"
+        );
+        for answer in ["/answer 2", "/answer use GraphQL, not REST"] {
+            for back in [
+                wiki::to_markdown(&wiki::from_markdown(answer)),
+                adf::to_markdown(&adf::from_markdown(answer)),
+            ] {
+                assert!(
+                    parse_answer(&back, &q).is_some_and(|a| a.is_ok()),
+                    "{back:?}"
+                );
+            }
+        }
+        let block = "```yaml sortie:answer\nquestion_id: architect-1-q1\noption: 2\n```\n";
+        for back in [
+            wiki::to_markdown(&wiki::from_markdown(block)),
+            adf::to_markdown(&adf::from_markdown(block)),
+        ] {
+            assert_eq!(
+                parse_answer(&back, &q).map(|a| a.map(|a| a.text)),
+                Some(Ok("GraphQL".to_string())),
+                "{back:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_number_is_text_when_no_options_are_offered() {
         let q = QuestionBlock {

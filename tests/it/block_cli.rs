@@ -325,3 +325,69 @@ fn block_parse_reads_sortie_s_wiki_comment_with_crlf_line_endings_as_the_lf_one(
     assert_text(&crlf.stderr, "");
     assert_eq!(crlf.code, 0);
 }
+
+/// Issue #34: the question block sortie posts, and the answer block a person writes, match
+/// their definitions in the published schema, which refuses what sortie's reader refuses.
+#[test]
+fn question_and_answer_blocks_match_the_published_schema() {
+    use sortie::block::question::{parse_question_blocks, render_question_comment, QuestionBlock};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/blocks.schema.json");
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    let question = compiler
+        .compile(&format!("{path}#/$defs/question"), &mut schemas)
+        .unwrap();
+    let answer = compiler
+        .compile(&format!("{path}#/$defs/answer"), &mut schemas)
+        .unwrap();
+    let block = QuestionBlock {
+        question_id: "architect-2-q1".into(),
+        role: "architect".into(),
+        stage_attempt: 2,
+        idempotency_key: sortie::block::idempotency_key(
+            "local",
+            "7",
+            "architect",
+            "todo#question1",
+            2,
+        ),
+        question: "Which API?".into(),
+        options: vec!["REST v2".into(), "GraphQL".into()],
+        default: Some("REST v2".into()),
+        deadline: Some(chrono::Utc::now()),
+        context: "Both exist.".into(),
+    };
+    let comment = render_question_comment(&block);
+    let body = comment
+        .split("sortie:question\n")
+        .nth(1)
+        .and_then(|rest| rest.rsplit_once("\n```").map(|(yaml, _)| yaml))
+        .unwrap();
+    let value: serde_json::Value = serde_yaml::from_str(body).unwrap();
+    schemas
+        .validate(&value, question)
+        .unwrap_or_else(|e| panic!("{value:#}: {e:#}"));
+    assert_eq!(parse_question_blocks(&comment), vec![block]);
+    let mut bad = value.clone();
+    bad["question_id"] = "which-one".into();
+    assert!(schemas.validate(&bad, question).is_err());
+    let mut bad = value.clone();
+    bad["surprise"] = true.into();
+    assert!(schemas.validate(&bad, question).is_err());
+
+    for good in [
+        serde_json::json!({"question_id": "architect-2-q1", "option": 2}),
+        serde_json::json!({"question_id": "architect-2-q1", "answer": "GraphQL"}),
+    ] {
+        schemas
+            .validate(&good, answer)
+            .unwrap_or_else(|e| panic!("{good}: {e:#}"));
+    }
+    for bad in [
+        serde_json::json!({"question_id": "architect-2-q1"}),
+        serde_json::json!({"question_id": "architect-2-q1", "option": 0}),
+        serde_json::json!({"question_id": "architect-2-q1", "answer": "x", "by": "me"}),
+    ] {
+        assert!(schemas.validate(&bad, answer).is_err(), "{bad}");
+    }
+}
