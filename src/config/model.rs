@@ -174,6 +174,10 @@ pub struct QuestionsConfig {
     /// Questions one role may ask on a ticket since its last success; one more is a
     /// `question.limit` failure. Default 3.
     pub max_per_stage: u32,
+    /// Where a ticket with an open question waits (a status people filter on); back to
+    /// its stage's claim status once answered. Default none: it waits in the claim
+    /// status.
+    pub waiting_status: Option<String>,
 }
 
 /// The default of `questions.max_per_stage`.
@@ -184,6 +188,7 @@ impl Default for QuestionsConfig {
         QuestionsConfig {
             timeout: None,
             max_per_stage: DEFAULT_MAX_QUESTIONS_PER_STAGE,
+            waiting_status: None,
         }
     }
 }
@@ -746,6 +751,7 @@ impl Config {
         for status in stages
             .chain(self.terminal_states.iter().map(String::as_str))
             .chain(reactions)
+            .chain(self.questions.waiting_status.as_deref())
         {
             if !out.contains(&status) {
                 out.push(status);

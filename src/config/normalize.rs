@@ -299,15 +299,38 @@ pub(crate) fn normalize(
         super::model::DEFAULT_MAX_QUESTIONS_PER_STAGE,
         1,
     );
-    if q.waiting_status.is_some() {
-        problems.at_value(
-            &questions_path.key("waiting_status"),
-            "is not supported yet: a ticket with an open question waits in its stage's claim status (docs/questions.md)",
-        );
+    if let Some(waiting) = &q.waiting_status {
+        let path = questions_path.key("waiting_status");
+        super::stages::check_status(problems, &path, waiting);
+        let same = |s: &str| crate::names::same_name(s, waiting);
+        let used = stages.iter().find_map(|s| {
+            [
+                ("claim_status", Some(s.claim_status.as_str())),
+                ("in_progress_status", s.in_progress_status.as_deref()),
+                ("success_status", s.success_status.as_deref()),
+                ("failure_status", s.failure_status.as_deref()),
+            ]
+            .into_iter()
+            .find(|(_, status)| status.is_some_and(same))
+            .map(|(field, _)| format!("it is stage {}'s {field}", s.role))
+        });
+        let used = used.or_else(|| {
+            terminal_states
+                .iter()
+                .any(|t| same(t))
+                .then(|| "it is a terminal state".to_string())
+        });
+        if let Some(why) = used {
+            problems.at_value(
+                &path,
+                format!("expected a status of its own, where only tickets waiting for an answer go; {why}"),
+            );
+        }
     }
     let questions = super::model::QuestionsConfig {
         timeout: q.timeout_seconds.map(Duration::from_secs),
         max_per_stage,
+        waiting_status: q.waiting_status,
     };
 
     let retry_path = root.key("retry");

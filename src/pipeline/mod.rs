@@ -37,6 +37,7 @@ pub mod report;
 mod run;
 mod supervisor;
 mod tick;
+mod unpark;
 mod writeback;
 
 use std::sync::Arc;

@@ -41,6 +41,29 @@ pub struct TickReport {
     /// Watched tickets' pull requests: what each called for and what was done (or, in
     /// a dry run, would be), or why nothing.
     pub reactions: Vec<ReactionLine>,
+    /// Tickets parked in `questions.waiting_status` whose question was answered, moved
+    /// back to their stage's claim status (or, in a dry run, that would be).
+    pub unparked: Vec<UnparkLine>,
+}
+
+/// A ticket moved back from `questions.waiting_status` to its stage, its question
+/// answered (or timed out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnparkLine {
+    /// The ticket.
+    pub ticket: String,
+    /// The role whose question it was.
+    pub role: String,
+    /// The question.
+    pub question_id: String,
+    /// `answered by <author>`, `answered by timeout`, `timed out unanswered`.
+    pub answered: String,
+    /// The waiting status.
+    pub from_status: String,
+    /// The stage's claim status.
+    pub to_status: String,
+    /// `moved`, `would move`, or why not.
+    pub result: String,
 }
 
 /// What one watched ticket's pull request called for.
@@ -296,6 +319,13 @@ impl TickReport {
                 out,
                 "replayed ticket {} role {} attempt {}: {}",
                 r.ticket, r.role, r.attempt, r.result
+            );
+        }
+        for u in &self.unparked {
+            let _ = writeln!(
+                out,
+                "unpark ticket {} role {}: {} {}; {} -> {}: {}",
+                u.ticket, u.role, u.question_id, u.answered, u.from_status, u.to_status, u.result
             );
         }
         for c in &self.cancels {

@@ -43,6 +43,7 @@ impl Pipeline {
             unclaimed_statuses: Default::default(),
             cap_waits: Vec::new(),
             reactions: Vec::new(),
+            unparked: Vec::new(),
         };
 
         // Replay: finish what earlier runs stored but could not write, before anything new.
@@ -55,6 +56,11 @@ impl Pipeline {
         // React: watched tickets' pull requests (CI, reviews, conflicts, merges), before
         // the board is read, so a ticket sent back is dispatched by this same tick.
         report.reactions = super::react::react(ctx, dry_run).await?;
+
+        // Unpark: tickets waiting in `questions.waiting_status` whose question is
+        // answered go back to their stage, so this same tick dispatches them.
+        let unparked = super::unpark::unpark(ctx, dry_run).await?;
+        report.unparked = unparked.moved;
 
         // Observe: the board once, the ledger once.
         let obs = observe::observe(ctx).await?;
@@ -85,6 +91,7 @@ impl Pipeline {
             .skips
             .iter()
             .map(|s| apply::skip_line(&ctx.config, s.ticket, s.stage, s.reason.clone()))
+            .chain(unparked.waiting)
             .collect();
         if dry_run {
             report.runs = apply::would_start(&ctx.config, &plan.dispatches);

@@ -339,3 +339,72 @@ fn a_crash_between_reading_the_answer_and_the_resume_runs_the_resume_once() {
     };
     assert_eq!(design.summary, "took GraphQL");
 }
+
+#[test]
+fn with_a_waiting_status_the_ticket_waits_there_and_goes_back_once_answered() {
+    let sb = sandbox("questions: {waiting_status: needs-answer}\n");
+    let id = sb.add(
+        "Export to CSV",
+        "ready-for-design",
+        &["--label", "needs-decision"],
+    );
+    let report = sb.tick_json(&[]);
+    assert_eq!(report["runs"][0]["outcome"], "question", "{report:#}");
+    assert_eq!(report["runs"][0]["to_status"], "needs-answer", "{report:#}");
+    assert_eq!(sb.ticket(&id).status, "needs-answer");
+
+    // It waits there, with the reason, through a stranger's answer.
+    comment(&sb, &id, "mallory", "/answer 1");
+    let report = sb.tick_json(&[]);
+    assert!(report["runs"].as_array().unwrap().is_empty(), "{report:#}");
+    assert!(
+        report["unparked"].as_array().unwrap().is_empty(),
+        "{report:#}"
+    );
+    let reason = skip_reason(&sb, &id);
+    assert!(reason.contains(r#""status":"needs-answer""#), "{reason}");
+    assert!(
+        reason.contains("mallory is not in trusted_authors"),
+        "{reason}"
+    );
+    assert_eq!(sb.ticket(&id).status, "needs-answer");
+
+    // Answered: the same tick moves it back and runs the stage with the answer.
+    comment(&sb, &id, "ana", "/answer 2");
+    let dry = sb.ok(&["pipeline", "tick", "--config", "pipeline.yaml", "--dry-run"]);
+    assert!(
+        dry.contains("unpark ticket 1 role architect: architect-1-q1 answered by ana; needs-answer -> ready-for-design: would move"),
+        "{dry}"
+    );
+    assert_eq!(
+        sb.ticket(&id).status,
+        "needs-answer",
+        "a dry run moves nothing"
+    );
+    let report = sb.tick_json(&[]);
+    assert_eq!(report["unparked"][0]["result"], "moved", "{report:#}");
+    assert_eq!(report["runs"][0]["outcome"], "success", "{report:#}");
+    assert_eq!(report["runs"][0]["attempt"], 1, "{report:#}");
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+    let OutcomeBlock::Success(design) = &sb.blocks(&id)[0] else {
+        panic!()
+    };
+    assert!(
+        design.summary.contains("It uses GraphQL."),
+        "{}",
+        design.summary
+    );
+}
+
+#[test]
+fn a_waiting_status_a_stage_uses_is_refused_with_the_reason() {
+    let sb = sandbox("questions: {waiting_status: design-blocked}\n");
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("questions.waiting_status"), "{err}");
+    assert!(
+        err.contains("it is stage architect's failure_status"),
+        "{err}"
+    );
+}

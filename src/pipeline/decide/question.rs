@@ -47,7 +47,8 @@ pub enum Ask {
     Post {
         /// The block to post.
         block: QuestionBlock,
-        /// Where the ticket waits: the stage's claim status.
+        /// Where the ticket waits: `questions.waiting_status`, else the stage's claim
+        /// status.
         to_status: String,
     },
     /// One question too many: this failure instead.
@@ -97,7 +98,11 @@ pub fn ask(facts: &Asking<'_>, asked: &AskedQuestion) -> Ask {
             deadline,
             context: asked.context.clone(),
         },
-        to_status: stage.claim_status.clone(),
+        to_status: facts
+            .config
+            .waiting_status
+            .clone()
+            .unwrap_or_else(|| stage.claim_status.clone()),
     }
 }
 
