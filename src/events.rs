@@ -16,6 +16,9 @@ pub const CLAIM_EXPIRED: &str = "claim.expired";
 /// Fired when a write-back is dropped on purpose (terminal wins, moved by a person).
 pub const WRITEBACK_DROPPED: &str = "writeback.dropped";
 
+/// Fired when an agent's question is on the ticket and the ticket waits for an answer.
+pub const QUESTION_ASKED: &str = "question.asked";
+
 /// Every event name sortie fires, in the order `docs/hooks.md` lists them.
 pub const EVENT_NAMES: &[&str] = &[
     HANDOFF,
@@ -25,4 +28,5 @@ pub const EVENT_NAMES: &[&str] = &[
     RUN_CANCELLED,
     CLAIM_EXPIRED,
     WRITEBACK_DROPPED,
+    QUESTION_ASKED,
 ];

@@ -132,6 +132,7 @@ fn build_hook(
         .map(|o| match o {
             RawOutcome::Success => HookOutcome::Success,
             RawOutcome::Failure => HookOutcome::Failure,
+            RawOutcome::Question => HookOutcome::Question,
         })
         .collect();
     Some(HookConfig {

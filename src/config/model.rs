@@ -578,6 +578,8 @@ pub enum HookOutcome {
     Success,
     /// `failure`.
     Failure,
+    /// `question` (`run.finished` of a run whose agent asked; `writeback.dropped`).
+    Question,
 }
 
 impl HookOutcome {
@@ -586,6 +588,7 @@ impl HookOutcome {
         match self {
             HookOutcome::Success => "success",
             HookOutcome::Failure => "failure",
+            HookOutcome::Question => "question",
         }
     }
 }

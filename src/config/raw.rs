@@ -340,6 +340,7 @@ pub(crate) struct RawRework {
 pub(crate) enum RawOutcome {
     Success,
     Failure,
+    Question,
 }
 
 /// One entry of `hooks:`. `event` and `command` are checked by hand for clearer messages.

@@ -124,10 +124,11 @@ impl Event {
         run_event(RUN_STARTED, run, run_payload(run))
     }
 
-    /// `run.finished`: the agent ended with an outcome; `reason_code` for failures.
-    pub fn run_finished(run: &RunRef, success: bool, reason_code: Option<&str>) -> Event {
+    /// `run.finished`: the agent ended with `outcome` (`success`, `failure`,
+    /// `question`); `reason_code` for failures.
+    pub fn run_finished(run: &RunRef, outcome: &str, reason_code: Option<&str>) -> Event {
         let mut p = run_payload(run);
-        p.insert("outcome".into(), outcome_word(success).into());
+        p.insert("outcome".into(), outcome.into());
         p.insert(
             "reason_code".into(),
             reason_code.map_or(Value::Null, Into::into),
@@ -155,16 +156,38 @@ impl Event {
     pub fn writeback_dropped(
         run: &RunRef,
         idempotency_key: &str,
-        success: bool,
+        outcome: &str,
         reason: &str,
     ) -> Event {
         let mut p = run_payload(run);
-        p.insert("outcome".into(), outcome_word(success).into());
+        p.insert("outcome".into(), outcome.into());
         p.insert("idempotency_key".into(), idempotency_key.into());
         p.insert("reason".into(), reason.into());
         Event {
             name: WRITEBACK_DROPPED.to_string(),
             delivery_id: digest(&[WRITEBACK_DROPPED, idempotency_key]),
+            payload: p,
+        }
+    }
+
+    /// `question.asked`: an agent's question is on the ticket and the ticket waits in
+    /// `waits_in` for a person's answer; the delivery id is the question's idempotency
+    /// key, so a replayed write-back is recognised.
+    pub fn question_asked(
+        run: &RunRef,
+        question_id: &str,
+        question: &str,
+        waits_in: &str,
+        idempotency_key: &str,
+    ) -> Event {
+        let mut p = run_payload(run);
+        p.insert("question_id".into(), question_id.into());
+        p.insert("question".into(), question.into());
+        p.insert("waits_in".into(), waits_in.into());
+        p.insert("idempotency_key".into(), idempotency_key.into());
+        Event {
+            name: QUESTION_ASKED.to_string(),
+            delivery_id: idempotency_key.to_string(),
             payload: p,
         }
     }
@@ -256,7 +279,7 @@ mod tests {
     #[test]
     fn run_events_have_distinct_stable_ids() {
         let a = Event::run_started(&run());
-        let b = Event::run_finished(&run(), true, None);
+        let b = Event::run_finished(&run(), "success", None);
         assert_ne!(a.delivery_id, b.delivery_id);
         assert_eq!(a.delivery_id, Event::run_started(&run()).delivery_id);
         let mut other = run();
@@ -266,14 +289,14 @@ mod tests {
 
     #[test]
     fn env_vars_upper_case_the_keys() {
-        let e = Event::run_finished(&run(), false, Some("agent.crashed"));
+        let e = Event::run_finished(&run(), "failure", Some("agent.crashed"));
         let vars = e.env_vars();
         let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("SORTIE_EVENT_NAME"), Some(RUN_FINISHED));
         assert_eq!(get("SORTIE_EVENT_TICKET_ID"), Some("T-1"));
         assert_eq!(get("SORTIE_EVENT_STAGE_ATTEMPT"), Some("2"));
         assert_eq!(get("SORTIE_EVENT_REASON_CODE"), Some("agent.crashed"));
-        let ok = Event::run_finished(&run(), true, None).env_vars();
+        let ok = Event::run_finished(&run(), "success", None).env_vars();
         assert!(ok.contains(&("SORTIE_EVENT_REASON_CODE".into(), String::new())));
     }
 

@@ -165,7 +165,27 @@ pub(super) async fn apply(
         success: entry.outcome == "success",
         idempotency_key: entry.idempotency_key.clone(),
     };
-    if entry.outcome != super::decide::question::QUESTION_OUTCOME {
+    if entry.outcome == super::decide::question::QUESTION_OUTCOME {
+        let question = crate::block::question::parse_question_blocks(&entry.comment_body);
+        if let Some(q) = question.first() {
+            let run = RunRef {
+                tracker: entry.key.tracker.clone(),
+                ticket_id: entry.key.ticket_id.clone(),
+                role: entry.key.role.clone(),
+                stage: entry.stage.clone(),
+                stage_attempt: entry.stage_attempt,
+                run_id: entry.run_id.clone(),
+            };
+            let asked = Event::question_asked(
+                &run,
+                &q.question_id,
+                &q.question,
+                &entry.to_status,
+                &entry.idempotency_key,
+            );
+            ctx.events.deliver(asked).await;
+        }
+    } else {
         ctx.events.deliver(Event::handoff(&handoff)).await;
     }
     entry.state = OutboxState::Done;
@@ -306,7 +326,7 @@ fn drop_entry(
     ctx.events.notify(Event::writeback_dropped(
         &run,
         &entry.idempotency_key,
-        entry.outcome == "success",
+        &entry.outcome,
         &reason,
     ));
     entry.state = OutboxState::Dropped;

@@ -78,10 +78,11 @@ fn every_event_constructor_uses_a_documented_name() {
         handoff("qa", true),
         Event::claim_acquired(&r, "host:1:abc"),
         Event::run_started(&r),
-        Event::run_finished(&r, false, Some("agent.timeout")),
+        Event::run_finished(&r, "failure", Some("agent.timeout")),
         Event::run_cancelled(&r, "lease_lost"),
         Event::claim_expired(&r, "host:1:abc"),
-        Event::writeback_dropped(&r, "key", true, "terminal"),
+        Event::writeback_dropped(&r, "key", "success", "terminal"),
+        Event::question_asked(&r, "qa-2-q1", "Which API?", "code-review", "key"),
     ];
     let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, EVENT_NAMES);

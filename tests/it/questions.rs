@@ -408,3 +408,41 @@ fn a_waiting_status_a_stage_uses_is_refused_with_the_reason() {
         "{err}"
     );
 }
+
+#[test]
+fn a_question_fires_question_asked_once_and_no_handoff() {
+    let sb = sandbox("");
+    let log = sb.path().join("events.log");
+    let config = std::fs::read_to_string(sb.config_path()).unwrap();
+    std::fs::write(
+        sb.config_path(),
+        format!(
+            "{config}hooks:\n  - event: \"*\"\n    command: [sh, -c, 'echo \"$$SORTIE_EVENT_NAME $$SORTIE_EVENT_OUTCOME $$SORTIE_EVENT_QUESTION_ID\" >> {}']\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let id = sb.add("t", "ready-for-design", &["--label", "needs-decision"]);
+    sb.tick();
+    sb.tick();
+    let events = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = events.lines().map(str::trim).collect();
+    assert!(lines.contains(&"run.finished question"), "{events}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("question.asked"))
+            .copied()
+            .collect::<Vec<_>>(),
+        ["question.asked  architect-1-q1"],
+        "{events}"
+    );
+    assert!(!events.contains("tracker_pipeline.handoff"), "{events}");
+    comment(&sb, &id, "ana", "/answer 2");
+    sb.tick();
+    let events = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        events.contains("tracker_pipeline.handoff success"),
+        "{events}"
+    );
+}

@@ -366,15 +366,15 @@ async fn run_stage(
                 )
                 .await;
             }
-            let reason_code = match &report.outcome {
-                AgentOutcome::Failure { reason_code, .. } => Some(reason_code.as_str()),
-                AgentOutcome::Success { .. } | AgentOutcome::Question(_) => None,
+            let (outcome, reason_code) = match &report.outcome {
+                AgentOutcome::Failure { reason_code, .. } => {
+                    ("failure", Some(reason_code.as_str()))
+                }
+                AgentOutcome::Success { .. } => ("success", None),
+                AgentOutcome::Question(_) => ("question", None),
             };
-            ctx.events.notify(Event::run_finished(
-                &run_ref(&claim),
-                report.outcome.is_success(),
-                reason_code,
-            ));
+            ctx.events
+                .notify(Event::run_finished(&run_ref(&claim), outcome, reason_code));
             run.finish(
                 report.outcome,
                 Some(&evidence),
