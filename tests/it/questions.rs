@@ -120,6 +120,13 @@ fn an_agent_asks_the_ticket_waits_and_a_persons_answer_resumes_the_run() {
         "{}",
         design.summary
     );
+    assert!(
+        sb.comments(&id).iter().any(|c| c
+            .body
+            .contains("It went on from architect-1-q1, answered by ana.")),
+        "{:#?}",
+        sb.comments(&id)
+    );
     let workspace = sb
         .path()
         .join("state/workspaces")
@@ -226,6 +233,14 @@ fn a_timed_out_question_takes_its_default_and_says_so() {
         panic!()
     };
     assert_eq!(design.summary, "took REST v2");
+    // Said on the ticket, with the outcome.
+    assert!(
+        sb.comments(&id).iter().any(|c| c.body.contains(
+            "Nobody answered architect-1-q1 by its deadline, so its default was taken: REST v2."
+        )),
+        "{:#?}",
+        sb.comments(&id)
+    );
 }
 
 #[test]

@@ -11,7 +11,9 @@ use crate::hooks::Event;
 use crate::ledger::{Claim, OutboxEntry, OutboxPut, OutboxState, RenewOutcome, RunPhase};
 use crate::pipeline::context::{run_ref, Context};
 use crate::pipeline::decide::outcome::{decide, Decision, RunFacts};
-use crate::pipeline::decide::question::{self, Ask, Asking, QUESTION_OUTCOME};
+use crate::pipeline::decide::question::{
+    self, Ask, Asking, Continuation, ANSWERED_BY_TIMEOUT, QUESTION_OUTCOME,
+};
 use crate::pipeline::history::TicketHistory;
 use crate::pipeline::lease::{retry_within_lease, LeaseEnd};
 use crate::pipeline::report::RunLine;
@@ -33,6 +35,9 @@ pub(super) struct Finish<'a> {
     /// The lease as last renewed: storing the outcome is retried until it runs out.
     pub lease: &'a LeaseEnd,
     pub begun_at: chrono::DateTime<chrono::Utc>,
+    /// The answered (or timed-out) question this run goes on from, if any: its outcome
+    /// says so on the ticket.
+    pub continuation: Option<&'a Continuation>,
 }
 
 impl Finish<'_> {
@@ -124,7 +129,13 @@ impl Finish<'_> {
                     }
                 }
             }
-            other => Posting::decided(decide(&ctx.config.retry, &facts, other)),
+            other => {
+                let mut decision = decide(&ctx.config.retry, &facts, other);
+                if let Some(said) = self.continuation.and_then(went_on_from) {
+                    decision.prose = format!("{} {said}", decision.prose);
+                }
+                Posting::decided(decision)
+            }
         };
         line.outcome = posting.outcome.clone();
         line.reason_code = posting.reason_code.clone();
@@ -287,6 +298,17 @@ impl Finish<'_> {
         }
         line
     }
+}
+
+/// What the outcome of a run that went on from a question says of it on the ticket.
+fn went_on_from(c: &Continuation) -> Option<String> {
+    let (answer, by) = c.answer.as_ref()?;
+    let id = &c.question.question_id;
+    Some(if by == ANSWERED_BY_TIMEOUT {
+        format!("Nobody answered {id} by its deadline, so its default was taken: {answer}.")
+    } else {
+        format!("It went on from {id}, answered by {by}.")
+    })
 }
 
 /// What a run's end posts through the outbox: an outcome block, or a question.

@@ -97,6 +97,7 @@ async fn run_stage(
         lease: &lease,
         // The run's start, for its duration in run history: from here, whatever ends it.
         begun_at: ctx.clock.now(),
+        continuation: continuation.as_ref(),
     };
 
     // A question past its deadline with no default to take ends the attempt here.
