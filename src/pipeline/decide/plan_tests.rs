@@ -334,3 +334,93 @@ mod planner_tests {
         }
     }
 }
+
+/// A question history for `id`: the dev stage asked `dev-1-q1`, then `answers` came.
+fn asked_history(answers: &[(&str, &str)], deadline: Option<DateTime<Utc>>) -> TicketHistory {
+    use crate::block::question::{render_question_comment, QuestionBlock};
+    let q = QuestionBlock {
+        question_id: "dev-1-q1".into(),
+        role: "dev".into(),
+        stage_attempt: 1,
+        idempotency_key: "q".repeat(64),
+        question: "Which API?".into(),
+        options: vec!["REST".into(), "GraphQL".into()],
+        default: None,
+        deadline,
+        context: String::new(),
+    };
+    let mut comments = vec![Comment {
+        id: "1".into(),
+        author: "sortie".into(),
+        created_at: Utc::now(),
+        body: render_question_comment(&q),
+    }];
+    for (i, (author, body)) in answers.iter().enumerate() {
+        comments.push(Comment {
+            id: (i + 2).to_string(),
+            author: author.to_string(),
+            created_at: Utc::now(),
+            body: body.to_string(),
+        });
+    }
+    TicketHistory::from_comments(&comments, &["sortie".to_string()].into())
+}
+
+// Issue #34: a ticket waiting for an answer takes no slot; answered, it runs as the
+// attempt that asked; past its deadline with no default it is dispatched to fail.
+#[test]
+fn a_ticket_waiting_for_an_answer_gives_its_slot_to_the_next() {
+    let config = config();
+    let tickets = vec![ticket("1", "todo"), ticket("2", "todo")];
+    let ledger = LedgerSnapshot::default();
+    let (unreadable, no_blockers) = (HashMap::new(), HashMap::new());
+    let now = Utc::now();
+    let run = |h1: TicketHistory| {
+        let histories: HashMap<String, TicketHistory> = [
+            ("1".to_string(), h1),
+            ("2".to_string(), TicketHistory::default()),
+        ]
+        .into();
+        let p = plan(PlanInput {
+            config: &config,
+            tickets: &tickets,
+            ledger: &ledger,
+            histories: &histories,
+            unreadable: &unreadable,
+            identity: "sortie",
+            blockers: false,
+            blockers_read: &no_blockers,
+            now,
+        });
+        let runs: Vec<(String, u32)> = p
+            .dispatches
+            .iter()
+            .map(|d| (d.ticket.id.clone(), d.attempt_floor))
+            .collect();
+        let skips: Vec<(String, String)> = p
+            .skips
+            .iter()
+            .map(|s| (s.ticket.id.clone(), s.reason.to_string()))
+            .collect();
+        (runs, skips)
+    };
+    // sortie's own `/answer` is no answer: 1 waits, and dev's one slot goes to 2.
+    let (runs, skips) = run(asked_history(&[("sortie", "/answer 2")], None));
+    assert_eq!(runs, vec![("2".to_string(), 1)]);
+    assert_eq!(skips[0].0, "1");
+    assert!(
+        skips[0].1.starts_with("waiting for an answer to dev-1-q1; not answers: comment 2 by sortie: sortie's own comment is not an answer"),
+        "{skips:?}"
+    );
+    // A person's answer: 1 runs (first in order), 2 waits for the slot.
+    let (runs, _) = run(asked_history(&[("ana", "/answer 2")], None));
+    assert_eq!(runs, vec![("1".to_string(), 1)]);
+    // Past its deadline with no default: dispatched (the run fails it unanswered).
+    let past = now - chrono::Duration::seconds(1);
+    let (runs, _) = run(asked_history(&[], Some(past)));
+    assert_eq!(runs, vec![("1".to_string(), 1)]);
+    let future = now + chrono::Duration::seconds(60);
+    let (runs, skips) = run(asked_history(&[], Some(future)));
+    assert_eq!(runs, vec![("2".to_string(), 1)]);
+    assert!(skips[0].1.contains("(until "), "{skips:?}");
+}
