@@ -168,16 +168,8 @@ pub(super) async fn apply(
     if entry.outcome == super::decide::question::QUESTION_OUTCOME {
         let question = crate::block::question::parse_question_blocks(&entry.comment_body);
         if let Some(q) = question.first() {
-            let run = RunRef {
-                tracker: entry.key.tracker.clone(),
-                ticket_id: entry.key.ticket_id.clone(),
-                role: entry.key.role.clone(),
-                stage: entry.stage.clone(),
-                stage_attempt: entry.stage_attempt,
-                run_id: entry.run_id.clone(),
-            };
             let asked = Event::question_asked(
-                &run,
+                &run_of(&entry),
                 &q.question_id,
                 &q.question,
                 &entry.to_status,
@@ -308,6 +300,18 @@ fn follow_up(ctx: &Context, entry: &OutboxEntry, claim_status: &str) -> Result<(
     Ok(())
 }
 
+/// The run an outbox entry's events are about.
+fn run_of(entry: &OutboxEntry) -> RunRef {
+    RunRef {
+        tracker: entry.key.tracker.clone(),
+        ticket_id: entry.key.ticket_id.clone(),
+        role: entry.key.role.clone(),
+        stage: entry.stage.clone(),
+        stage_attempt: entry.stage_attempt,
+        run_id: entry.run_id.clone(),
+    }
+}
+
 fn drop_entry(
     ctx: &Context,
     entry: &mut OutboxEntry,
@@ -315,16 +319,8 @@ fn drop_entry(
     status: Option<String>,
 ) -> Result<WritebackResult, LedgerError> {
     tracing::info!(ticket = %entry.key.ticket_id, role = %entry.key.role, %reason, "write-back dropped");
-    let run = RunRef {
-        tracker: entry.key.tracker.clone(),
-        ticket_id: entry.key.ticket_id.clone(),
-        role: entry.key.role.clone(),
-        stage: entry.stage.clone(),
-        stage_attempt: entry.stage_attempt,
-        run_id: entry.run_id.clone(),
-    };
     ctx.events.notify(Event::writeback_dropped(
-        &run,
+        &run_of(entry),
         &entry.idempotency_key,
         &entry.outcome,
         &reason,

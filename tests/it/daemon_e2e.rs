@@ -177,17 +177,7 @@ fn metrics(d: &Daemon) -> std::collections::HashMap<String, f64> {
 
 #[test]
 fn the_daemon_drains_a_seeded_board_and_its_metrics_count_what_happened() {
-    let config = common::THREE_STAGES
-        .replace("ROLES", &common::repo().join("roles").display().to_string())
-        .replace(
-            "AGENT",
-            &common::repo()
-                .join("scripts/demo-agent")
-                .display()
-                .to_string(),
-        )
-        .replace("PER_ROLE", "4")
-        + "poll_interval_seconds: 1\n";
+    let config = common::three_stages_config(4) + "poll_interval_seconds: 1\n";
     let sb = Sandbox::with_config(&config);
     let a = sb.add("first", "ready-for-design", &[]);
     let b = sb.add("second", "ready-for-design", &[]);

@@ -11,16 +11,7 @@ use crate::common::{self, Sandbox};
 
 /// The three-stage demo pipeline with `extra` top-level config, `trusted_authors: [ana]`.
 fn sandbox(extra: &str) -> Sandbox {
-    let config = common::THREE_STAGES
-        .replace("ROLES", &common::repo().join("roles").display().to_string())
-        .replace(
-            "AGENT",
-            &common::repo()
-                .join("scripts/demo-agent")
-                .display()
-                .to_string(),
-        )
-        .replace("PER_ROLE", "2");
+    let config = common::three_stages_config(2);
     Sandbox::with_config(&format!("{config}trusted_authors: [ana]\n{extra}"))
 }
 

@@ -116,6 +116,18 @@ pipeline_stages:
     }
 }
 
+/// The three-stage demo pipeline's config text: the repository's roles and demo agent,
+/// `per_role` runs per role (more top-level keys may be appended).
+pub fn three_stages_config(per_role: u32) -> String {
+    THREE_STAGES
+        .replace("ROLES", &repo().join("roles").display().to_string())
+        .replace(
+            "AGENT",
+            &repo().join("scripts/demo-agent").display().to_string(),
+        )
+        .replace("PER_ROLE", &per_role.to_string())
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -123,14 +135,7 @@ pub fn repo() -> PathBuf {
 impl Sandbox {
     /// A sandbox with an empty board and the three-stage config (`per_role` runs per role).
     pub fn three_stages(per_role: u32) -> Self {
-        let config = THREE_STAGES
-            .replace("ROLES", &repo().join("roles").display().to_string())
-            .replace(
-                "AGENT",
-                &repo().join("scripts/demo-agent").display().to_string(),
-            )
-            .replace("PER_ROLE", &per_role.to_string());
-        Self::with_config(&config)
+        Self::with_config(&three_stages_config(per_role))
     }
 
     /// A sandbox with an empty board and the given config text.
