@@ -134,6 +134,9 @@ pub(super) async fn apply(
         ctx.ledger.outbox_update(&entry)?;
     }
 
+    let question = entry.outcome == super::decide::question::QUESTION_OUTCOME;
+    // Where the ticket is once this write-back is done.
+    let mut landed = entry.to_status.clone();
     if !crate::tracker::same_name(&ticket.status, &entry.to_status) {
         match ctx
             .tracker
@@ -141,6 +144,13 @@ pub(super) async fn apply(
             .await
         {
             Ok(()) => {}
+            // A workflow with no way back from the in-progress status (Jira's often
+            // has none): the question waits where the ticket is, which the plan
+            // reads as the stage's too.
+            Err(TrackerError::TransitionRefused { .. }) if question => {
+                tracing::info!(ticket = %id, status = %ticket.status, to = %entry.to_status, "the tracker's workflow refuses the move; the question waits where the ticket is");
+                landed = ticket.status.clone();
+            }
             Err(TrackerError::Conflict { current, .. }) => {
                 let reason = format!("moved by a person to {current} during write-back");
                 return drop_entry(ctx, &mut entry, reason, Some(current));
@@ -165,14 +175,14 @@ pub(super) async fn apply(
         success: entry.outcome == "success",
         idempotency_key: entry.idempotency_key.clone(),
     };
-    if entry.outcome == super::decide::question::QUESTION_OUTCOME {
-        let question = crate::block::question::parse_question_blocks(&entry.comment_body);
-        if let Some(q) = question.first() {
+    if question {
+        let asked = crate::block::question::parse_question_blocks(&entry.comment_body);
+        if let Some(q) = asked.first() {
             let asked = Event::question_asked(
                 &run_of(&entry),
                 &q.question_id,
                 &q.question,
-                &entry.to_status,
+                &landed,
                 &entry.idempotency_key,
             );
             ctx.events.deliver(asked).await;
@@ -187,9 +197,7 @@ pub(super) async fn apply(
     if ctx.config.is_terminal(&entry.to_status) {
         super::prune::ticket_finished(ctx, &id, Some(&entry.key.role)).await;
     }
-    Ok(WritebackResult::Done {
-        to_status: entry.to_status.clone(),
-    })
+    Ok(WritebackResult::Done { to_status: landed })
 }
 
 /// Replay outbox entries that are due: the agent already ran; only writes remain. The

@@ -5,7 +5,8 @@
 //! (docs/trackers/github.md quotes it).
 
 use crate::github_model;
-use crate::pipeline_suite::{Pipeline3, RateLimited, Report, StepClock, Vendor, KEBAB};
+use crate::pipeline_suite::{Asks, Pipeline3, RateLimited, Report, StepClock, Vendor, Who, KEBAB};
+use sortie::block::question::parse_question_blocks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub(crate) struct Harness {
     dir: tempfile::TempDir,
     clock: Arc<StepClock>,
     agent: Vec<String>,
+    /// `trusted_authors` of the next ticks.
+    trusted: std::sync::Mutex<Vec<String>>,
 }
 
 impl Harness {
@@ -32,6 +35,7 @@ impl Harness {
             dir: tempfile::tempdir().unwrap(),
             clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
+            trusted: Default::default(),
         }
     }
 
@@ -40,14 +44,16 @@ impl Harness {
             r#"tracker: {{kind: github, repo: acme/widgets, api_url: "{}", token_env: SORTIE_TEST_UNUSED_TOKEN}}"#,
             self.model.api_url()
         );
-        Pipeline3 {
+        let mut cfg = Pipeline3 {
             tracker: &tracker,
             statuses: KEBAB,
             terminal: "[done, cancelled]",
             per_role_max_in_flight: "4",
             agent_extra: "",
         }
-        .config(self.dir.path(), &self.agent)
+        .config(self.dir.path(), &self.agent);
+        cfg.trusted_authors = self.trusted.lock().unwrap().clone();
+        cfg
     }
 
     /// A fresh adapter and pipeline, as a new `sortie pipeline tick` process would
@@ -266,4 +272,27 @@ async fn a_busy_tick_costs_eight_to_eleven_requests_per_run() {
         "busy tick (3 backend runs): {} requests, {units} rate-limit units",
         log.len()
     );
+}
+
+impl Asks for Harness {
+    fn trust_person(&self) {
+        *self.trusted.lock().unwrap() = vec!["alice".to_string()];
+    }
+    fn comment_as(&self, n: &u64, who: Who, text: &str) {
+        let author = match who {
+            Who::Sortie => LOGIN,
+            Who::Person => "alice",
+            Who::Stranger => "mallory",
+        };
+        self.model.add_comment(*n, author, text);
+    }
+    fn questions(&self, n: &u64) -> usize {
+        self.model
+            .issue(*n)
+            .comments
+            .iter()
+            .filter(|c| c.author == LOGIN)
+            .map(|c| parse_question_blocks(&c.body).len())
+            .sum()
+    }
 }

@@ -64,6 +64,8 @@ pub(crate) struct Harness {
     page_size: Option<u32>,
     /// Write every status in the config in lowercase (Jira's are title case).
     lowercase: bool,
+    /// `trusted_authors` of the next ticks.
+    trusted: std::sync::Mutex<Vec<String>>,
 }
 
 impl Harness {
@@ -76,6 +78,7 @@ impl Harness {
             extra: String::new(),
             page_size: None,
             lowercase: false,
+            trusted: Default::default(),
         }
     }
 
@@ -86,13 +89,14 @@ impl Harness {
     }
 
     fn config(&self) -> Config {
-        let cfg = config(
+        let mut cfg = config(
             self.dir.path(),
             &self.model.url(),
             self.model.mode,
             &self.extra,
             &self.agent,
         );
+        cfg.trusted_authors = self.trusted.lock().unwrap().clone();
         if !self.lowercase {
             return cfg;
         }
@@ -649,4 +653,47 @@ async fn an_architect_summary_holding_code_and_noformat_macros_hands_on_on_data_
 #[tokio::test]
 async fn comments_re_saved_with_crlf_still_meet_the_prior_role_on_data_center() {
     macro_summaries_drain_a_data_center_board(true).await;
+}
+
+impl crate::pipeline_suite::Asks for Harness {
+    fn trust_person(&self) {
+        *self.trusted.lock().unwrap() = vec!["alice-id".to_string()];
+    }
+    /// A one-line comment as the account `who`, in the mode's own format.
+    fn comment_as(&self, key: &String, who: crate::pipeline_suite::Who, text: &str) {
+        use crate::pipeline_suite::Who;
+        let (author, display) = match (who, self.model.mode) {
+            (Who::Sortie, Mode::Cloud) => (BOT_ACCOUNT, BOT_DISPLAY),
+            (Who::Sortie, Mode::DataCenter) => (BOT_NAME, BOT_DISPLAY),
+            (Who::Person, _) => ("alice-id", "Alice"),
+            (Who::Stranger, _) => ("mallory-id", "Mallory"),
+        };
+        let body = match self.model.mode {
+            Mode::Cloud => json!({"type": "doc", "version": 1, "content": [
+                {"type": "paragraph", "content": [{"type": "text", "text": text}]}]}),
+            Mode::DataCenter => json!(text),
+        };
+        self.model.add_comment(key, author, display, body);
+    }
+    /// Question blocks in sortie's comments, read back from wiki markup or ADF as the
+    /// adapter reads them.
+    fn questions(&self, key: &String) -> usize {
+        let me = match self.model.mode {
+            Mode::Cloud => BOT_ACCOUNT,
+            Mode::DataCenter => BOT_NAME,
+        };
+        self.model
+            .issue(key)
+            .comments
+            .iter()
+            .filter(|c| c.author == me)
+            .map(|c| {
+                let markdown = match &c.body {
+                    Value::String(wiki) => sortie::block::jira::wiki::to_markdown(wiki),
+                    adf => sortie::block::jira::adf::to_markdown(adf),
+                };
+                sortie::block::question::parse_question_blocks(&markdown).len()
+            })
+            .sum()
+    }
 }

@@ -50,6 +50,8 @@ pub(crate) struct Harness {
     dir: tempfile::TempDir,
     clock: Arc<StepClock>,
     agent: Vec<String>,
+    /// `trusted_authors` of the next ticks.
+    trusted: std::sync::Mutex<Vec<String>>,
 }
 
 impl Harness {
@@ -59,11 +61,14 @@ impl Harness {
             dir: tempfile::tempdir().unwrap(),
             clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
+            trusted: Default::default(),
         }
     }
 
     fn config(&self) -> Config {
-        config(self.dir.path(), &self.model.api_url(), &self.agent)
+        let mut cfg = config(self.dir.path(), &self.model.api_url(), &self.agent);
+        cfg.trusted_authors = self.trusted.lock().unwrap().clone();
+        cfg
     }
 
     fn tracker(&self) -> Arc<LinearTracker> {
@@ -453,4 +458,30 @@ async fn a_busy_tick_costs_a_fixed_number_of_requests_per_run() {
         log.len()
     );
     h.assert_nothing_refused();
+}
+
+impl crate::pipeline_suite::Asks for Harness {
+    /// Alice by her name, as a person writes `trusted_authors` (the adapter maps it).
+    fn trust_person(&self) {
+        *self.trusted.lock().unwrap() = vec!["Alice".to_string()];
+    }
+    fn comment_as(&self, n: &u64, who: crate::pipeline_suite::Who, text: &str) {
+        use crate::pipeline_suite::Who;
+        let user = match who {
+            Who::Sortie => VIEWER_ID,
+            Who::Person => ALICE_ID,
+            // A user the trust list does not name.
+            Who::Stranger => linear_model::MALLORY_ID,
+        };
+        self.model.add_comment(*n, user, text);
+    }
+    fn questions(&self, n: &u64) -> usize {
+        self.model
+            .issue(*n)
+            .comments
+            .iter()
+            .filter(|c| c.user_id == VIEWER_ID)
+            .map(|c| sortie::block::question::parse_question_blocks(&c.body).len())
+            .sum()
+    }
 }

@@ -30,6 +30,8 @@ pub const TEAM: &str = "ENG";
 pub const VIEWER_ID: &str = "8f0c3a51-0000-4000-8000-000000000001";
 /// Another person on the team.
 pub const ALICE_ID: &str = "8f0c3a51-0000-4000-8000-000000000002";
+/// A third person, whom no test trusts.
+pub const MALLORY_ID: &str = "8f0c3a51-0000-4000-8000-000000000003";
 /// Requests per window the model grants.
 pub const REQUEST_LIMIT: u64 = 5000;
 /// Complexity points per window.
@@ -177,6 +179,11 @@ impl LinearModel {
                     "sortie@acme.test".into(),
                 ),
                 (ALICE_ID.into(), "Alice".into(), "alice@acme.test".into()),
+                (
+                    MALLORY_ID.into(),
+                    "Mallory".into(),
+                    "mallory@acme.test".into(),
+                ),
             ],
             next_number: 1,
             clock: 0,

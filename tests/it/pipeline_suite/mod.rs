@@ -294,6 +294,129 @@ pub(crate) async fn a_429_with_retry_after_defers_the_write_without_a_request_st
     assert_eq!(architect, 1, "{flavour:?}: written once");
 }
 
+/// Who writes a comment in the question scenarios.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Who {
+    /// sortie's own account.
+    Sortie,
+    /// The person `trust_person` names in `trusted_authors`.
+    Person,
+    /// Someone `trusted_authors` does not name.
+    Stranger,
+}
+
+/// A vendor on which a person answers an agent's question (issue #34).
+pub(crate) trait Asks: Vendor {
+    /// Put the person in `trusted_authors` for the next ticks, as the vendor names them.
+    fn trust_person(&self);
+    /// `who` comments `text` (one line) on the ticket, in the tracker's own format.
+    fn comment_as(&self, id: &Self::Id, who: Who, text: &str);
+    /// The `sortie:question` blocks sortie's account wrote on the ticket.
+    fn questions(&self, id: &Self::Id) -> usize;
+}
+
+/// The skips of `report` for `role`, as JSON.
+fn skips_of<'r>(report: &'r Report, role: &str) -> Vec<&'r serde_json::Value> {
+    report.json["skips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["role"] == role)
+        .collect()
+}
+
+/// Issue #34: the demo architect asks which API to use; the ticket waits in its stage;
+/// sortie's own comment and a stranger's do not answer it; the person's `/answer 2`
+/// runs the same attempt again with "GraphQL", and the ticket flows on to done.
+pub(crate) async fn an_agent_asks_on_the_ticket_and_a_persons_answer_goes_on<V: Asks>(
+    flavour: V::Flavour,
+) {
+    let agent = demo_agent();
+    let h = V::start(flavour, &[&agent]).await;
+    h.trust_person();
+    let n = h.open("Export to CSV", "ready-for-design", &["needs-decision"]);
+
+    let r = h.tick().await;
+    assert_eq!(r.runs().len(), 1, "{flavour:?}: {}", r.text);
+    assert_eq!(
+        r.runs()[0]["outcome"],
+        "question",
+        "{flavour:?}: {}",
+        r.text
+    );
+    assert_eq!(r.writebacks(), ["done"], "{flavour:?}: {}", r.text);
+    // Back in the claim status, or, where the workflow has no way back (the Jira
+    // model's), held in the in-progress status: both are the stage's.
+    let parked = r.runs()[0]["to_status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    let back = h.spell("ready-for-design").to_lowercase();
+    assert!(
+        parked == back || parked == h.spell("designing").to_lowercase(),
+        "{flavour:?}: {}",
+        r.text
+    );
+    if parked == back {
+        h.assert_in(&n, "ready-for-design", &["needs-decision"]);
+    }
+    assert_eq!(h.questions(&n), 1, "{flavour:?}: one question block");
+    assert!(
+        h.blocks(&n).is_empty(),
+        "{flavour:?}: a question is no outcome"
+    );
+
+    let r = h.tick().await;
+    assert!(r.runs().is_empty(), "{flavour:?}: {}", r.text);
+    let skips = skips_of(&r, "architect");
+    assert_eq!(
+        skips[0]["reason"], "waiting_for_answer",
+        "{flavour:?}: {}",
+        r.text
+    );
+    assert_eq!(skips[0]["question_id"], "architect-1-q1", "{flavour:?}");
+
+    h.comment_as(&n, Who::Sortie, "/answer 1");
+    h.comment_as(&n, Who::Stranger, "/answer 1");
+    let r = h.tick().await;
+    assert!(r.runs().is_empty(), "{flavour:?}: {}", r.text);
+    let ignored = skips_of(&r, "architect")[0]["ignored"].to_string();
+    assert!(
+        ignored.contains("sortie's own comment is not an answer"),
+        "{flavour:?}: {ignored}"
+    );
+    assert!(
+        ignored.contains("is not in trusted_authors"),
+        "{flavour:?}: {ignored}"
+    );
+
+    h.comment_as(&n, Who::Person, "/answer 2");
+    let r = h.tick().await;
+    assert_eq!(r.runs()[0]["outcome"], "success", "{flavour:?}: {}", r.text);
+    assert_eq!(
+        r.runs()[0]["attempt"],
+        1,
+        "{flavour:?}: the asking attempt goes on"
+    );
+    let blocks = h.blocks(&n);
+    let OutcomeBlock::Success(design) = &blocks[0] else {
+        panic!("{flavour:?}: {blocks:?}")
+    };
+    assert!(
+        design.summary.contains("It uses GraphQL."),
+        "{flavour:?}: {}",
+        design.summary
+    );
+    for _ in 0..4 {
+        if h.tick().await.runs().is_empty() {
+            break;
+        }
+    }
+    h.assert_in(&n, "done", &["needs-decision"]);
+    assert_eq!(h.questions(&n), 1, "{flavour:?}: still one question block");
+    h.check_clean();
+}
+
 /// The suite's scenarios for one vendor: `vendor!(module, Harness, flavour; tests)`.
 macro_rules! vendor {
     ($module:ident, $harness:ty, $flavour:expr; $($test:ident),+ $(,)?) => {
@@ -310,6 +433,7 @@ macro_rules! vendor {
 
 vendor!(github, crate::github_pipeline::Harness, ();
     three_stages_run_end_to_end,
+    an_agent_asks_on_the_ticket_and_a_persons_answer_goes_on,
     a_person_moving_the_ticket_during_the_run_wins,
     a_person_moving_the_ticket_right_before_the_transition_keeps_it,
     a_closed_ticket_is_terminal_and_gets_no_write_back,
@@ -334,15 +458,18 @@ vendor!(gitea, crate::forge_pipeline::Harness, crate::forge_pipeline::Forge::Git
 
 vendor!(jira_cloud, crate::jira_pipeline::Harness, crate::jira_model::Mode::Cloud;
     three_stages_run_end_to_end,
+    an_agent_asks_on_the_ticket_and_a_persons_answer_goes_on,
     a_person_moving_the_ticket_during_the_run_wins,
 );
 
 vendor!(jira_data_center, crate::jira_pipeline::Harness, crate::jira_model::Mode::DataCenter;
     three_stages_run_end_to_end,
+    an_agent_asks_on_the_ticket_and_a_persons_answer_goes_on,
 );
 
 vendor!(linear, crate::linear_pipeline::Harness, ();
     three_stages_run_end_to_end,
+    an_agent_asks_on_the_ticket_and_a_persons_answer_goes_on,
     a_person_moving_the_ticket_during_the_run_wins,
     a_person_moving_the_ticket_right_before_the_transition_keeps_it,
     a_closed_ticket_is_terminal_and_gets_no_write_back,
