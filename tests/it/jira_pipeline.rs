@@ -100,7 +100,6 @@ impl Harness {
         if !self.lowercase {
             return cfg;
         }
-        let mut cfg = cfg;
         let low = |s: &mut String| *s = s.to_lowercase();
         cfg.terminal_states.iter_mut().for_each(low);
         for st in &mut cfg.stages {
