@@ -20,7 +20,7 @@ pub mod verify;
 mod workspace;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{AgentConfig, AgentPreset};
@@ -99,6 +99,23 @@ pub struct RunPlan {
     pub stream: StreamOptions,
 }
 
+/// `argv` letting the agent write its result file: Codex's `workspace-write` sandbox
+/// confines writes to the workspace (and `/tmp`), and `SORTIE_RESULT_FILE` is in the
+/// run's directory under `state_root`, so that directory is added (`--add-dir`, right
+/// after `exec --json`). Other presets and sandboxes are left as they are.
+fn result_dir_writable(agent: &AgentConfig, mut argv: Vec<String>, run_dir: &Path) -> Vec<String> {
+    if agent.preset == AgentPreset::Codex && agent.sandbox.as_deref() == Some("workspace-write") {
+        let at = agent.program_argv().len() + 2;
+        if argv.get(at - 2).map(String::as_str) == Some("exec") && at <= argv.len() {
+            argv.splice(
+                at..at,
+                ["--add-dir".to_string(), run_dir.display().to_string()],
+            );
+        }
+    }
+    argv
+}
+
 impl RunPlan {
     /// The plan for running `agent` on `prompt`: argv from its preset, its environment and limits.
     pub fn for_agent(
@@ -108,7 +125,7 @@ impl RunPlan {
         run_dir: PathBuf,
     ) -> RunPlan {
         RunPlan {
-            command: preset_argv(agent),
+            command: result_dir_writable(agent, preset_argv(agent), &run_dir),
             preset: agent.preset,
             env: agent.env.clone(),
             env_remove: Vec::new(),
@@ -141,7 +158,11 @@ impl RunPlan {
             return;
         }
         self.resume = Some(session.to_string());
-        self.resume_command = Some(resume_argv(agent, Some(session)));
+        self.resume_command = Some(result_dir_writable(
+            agent,
+            resume_argv(agent, Some(session)),
+            &self.run_dir,
+        ));
         if agent.preset == AgentPreset::Codex {
             self.stream.usage_baseline = earlier_usage;
         }

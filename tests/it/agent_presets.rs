@@ -254,11 +254,15 @@ async fn codex_success_reports_last_message_and_usage_without_cost() {
             cost_usd: None
         })
     );
+    // The run's directory is writable too: the result file is there.
+    let run_dir = dir.path().join("run").display().to_string();
     assert_eq!(
         recorded_argv(dir.path()),
         [
             "exec",
             "--json",
+            "--add-dir",
+            run_dir.as_str(),
             "--model",
             "gpt-5-codex",
             "--sandbox",

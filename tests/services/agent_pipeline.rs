@@ -9,13 +9,13 @@ use crate::common::{repo, Sandbox};
 use crate::model_server::{ModelServer, Step};
 
 #[derive(Clone, Copy, Debug)]
-enum Cli {
+pub(crate) enum Cli {
     Claude,
     Codex,
 }
 
 /// The `agent:` section pointing `cli` at `server`, with a throwaway HOME under `home`.
-fn agent_yaml(cli: Cli, server: &ModelServer, home: &std::path::Path) -> String {
+pub(crate) fn agent_yaml(cli: Cli, server: &ModelServer, home: &std::path::Path) -> String {
     std::fs::create_dir_all(home).unwrap();
     match cli {
         Cli::Claude => format!(

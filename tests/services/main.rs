@@ -18,6 +18,7 @@ mod crash_suite;
 mod agent_clis;
 mod agent_fresh;
 mod agent_pipeline;
+mod agent_questions;
 mod crash_anywhere_postgres;
 mod daemon_dashboard;
 mod forge_contract;

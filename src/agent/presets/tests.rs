@@ -715,3 +715,36 @@ fn a_stream_without_a_progress_handle_still_reports_its_last_event() {
     assert_eq!(s.last_event().map(|e| e.0), Some("result"));
     assert_eq!(s.turns(), Some(2));
 }
+
+// Found with #34's real-CLI test: Codex's workspace-write sandbox let the agent write the
+// workspace and /tmp only, not the result file in the run's directory under state_root.
+#[test]
+fn codex_in_workspace_write_may_write_the_run_directory_fresh_or_resumed() {
+    let mut a = agent(AgentPreset::Codex);
+    a.sandbox = Some("workspace-write".into());
+    let run_dir = std::path::PathBuf::from("/srv/sortie/state/runs/r1");
+    let mut plan = crate::agent::RunPlan::for_agent(
+        &a,
+        String::new(),
+        "/srv/sortie/state/workspaces/7".into(),
+        run_dir.clone(),
+    );
+    let at = |argv: &[String]| argv.iter().position(|x| x == "--add-dir");
+    let fresh = plan.command.clone();
+    assert_eq!(&fresh[..4], ["codex", "exec", "--json", "--add-dir"]);
+    assert_eq!(fresh[4], run_dir.display().to_string());
+    plan.resume_session(&a, "thread-1", None);
+    let resumed = plan.resume_command.clone().unwrap();
+    let i = at(&resumed).expect("--add-dir on resume");
+    assert!(
+        i < resumed.iter().position(|x| x == "resume").unwrap(),
+        "{resumed:?}"
+    );
+    // Other sandboxes, and other presets, are left alone.
+    a.sandbox = Some("read-only".into());
+    let p = crate::agent::RunPlan::for_agent(&a, String::new(), "/w".into(), run_dir.clone());
+    assert_eq!(at(&p.command), None);
+    let c = agent(AgentPreset::ClaudeCode);
+    let p = crate::agent::RunPlan::for_agent(&c, String::new(), "/w".into(), run_dir);
+    assert_eq!(at(&p.command), None);
+}
