@@ -260,6 +260,87 @@ struct StatusReport {
     verify: Vec<TicketVerify>,
     /// Why the tickets' verify results could not be read from the tracker.
     verify_error: Option<String>,
+    /// Questions agents asked that are still open on their tickets (issue #34).
+    questions: Vec<OpenQuestionRow>,
+    /// Why the open questions could not be read from the tracker.
+    questions_error: Option<String>,
+}
+
+/// A question still open on its ticket, as `pipeline status` shows it.
+#[derive(Debug, Serialize)]
+struct OpenQuestionRow {
+    ticket: String,
+    role: String,
+    question_id: String,
+    asked_at: chrono::DateTime<Utc>,
+    deadline: Option<chrono::DateTime<Utc>>,
+    /// `waiting`, `answered by <author>` (the next tick goes on), or `timed out`.
+    state: String,
+}
+
+/// How many recent runs `pipeline status` looks through for questions.
+const QUESTION_RUNS: usize = 200;
+
+/// The questions still open on the tickets whose recent runs asked one (at most
+/// [`VERIFY_TICKETS`] tickets): one comment read per ticket, none when no run asked.
+fn open_questions(
+    config: &Config,
+    ledger: &dyn crate::ledger::Ledger,
+) -> anyhow::Result<Vec<OpenQuestionRow>> {
+    use crate::pipeline::decide::question::{state, QuestionState};
+    let tracker_name = config.tracker.name();
+    let runs = ledger.recent_runs(Scope::Tracker(&tracker_name), QUESTION_RUNS)?;
+    let mut asked: Vec<(String, String)> = Vec::new();
+    for r in runs
+        .iter()
+        .filter(|r| r.outcome.as_deref() == Some("question"))
+    {
+        let key = (r.key.ticket_id.clone(), r.key.role.clone());
+        if !asked.contains(&key) && asked.len() < VERIFY_TICKETS {
+            asked.push(key);
+        }
+    }
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let tracker = crate::tracker::open(config)?;
+        let identity = tracker.identity().await?;
+        let trusted: std::collections::HashSet<String> = std::iter::once(identity.clone())
+            .chain(config.trusted_authors.iter().cloned())
+            .collect();
+        let who = crate::pipeline::history::Answerers {
+            identity: &identity,
+            trusted_authors: &config.trusted_authors,
+        };
+        let ids: Vec<String> = asked.iter().map(|(t, _)| t.clone()).collect();
+        let now = Utc::now();
+        let mut out = Vec::new();
+        for ((ticket, role), comments) in asked.iter().zip(tracker.comments_of(&ids).await) {
+            let history =
+                crate::pipeline::history::TicketHistory::from_comments(&comments?, &trusted);
+            let Some(open) = history.open_question(role, &who) else {
+                continue;
+            };
+            let state = match state(&open, now) {
+                QuestionState::Waiting => "waiting".to_string(),
+                QuestionState::Answered { by, .. } => format!("answered by {by}"),
+                QuestionState::Unanswered => "timed out".to_string(),
+            };
+            out.push(OpenQuestionRow {
+                ticket: ticket.clone(),
+                role: role.clone(),
+                question_id: open.block.question_id.clone(),
+                asked_at: open.posted_at,
+                deadline: open.block.deadline,
+                state,
+            });
+        }
+        Ok(out)
+    })
 }
 
 /// A ticket's last `verify` result, as its blocks record it (issue #33).
@@ -327,7 +408,13 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
         Ok(verify) => (verify, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
+    let (questions, questions_error) = match open_questions(&config, &*ledger) {
+        Ok(questions) => (questions, None),
+        Err(err) => (Vec::new(), Some(format!("{err:#}"))),
+    };
     let report = StatusReport {
+        questions,
+        questions_error,
         claims: ledger.claims(Scope::Tracker(&tracker))?,
         retries: ledger.retries(Scope::Tracker(&tracker))?,
         holds: ledger.holds(Scope::Tracker(&tracker))?,
@@ -427,6 +514,24 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     }
     for v in &report.verify {
         writeln!(out, "  {} {}", v.ticket, v.result.to_text())?;
+    }
+    writeln!(out, "open questions ({}):", report.questions.len())?;
+    if let Some(err) = &report.questions_error {
+        writeln!(out, "  not read from the tracker: {err}")?;
+    }
+    for q in &report.questions {
+        writeln!(
+            out,
+            "  {} {} {} asked {}{}: {}",
+            q.ticket,
+            q.role,
+            q.question_id,
+            q.asked_at.to_rfc3339(),
+            q.deadline
+                .map(|d| format!(", times out {}", d.to_rfc3339()))
+                .unwrap_or_default(),
+            q.state
+        )?;
     }
     writeln!(out, "recent runs ({}):", report.recent_runs.len())?;
     for r in &report.recent_runs {

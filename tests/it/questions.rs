@@ -79,6 +79,20 @@ fn an_agent_asks_the_ticket_waits_and_a_persons_answer_resumes_the_run() {
         "{text}"
     );
 
+    // `pipeline status` lists it.
+    let status = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
+    let line = status
+        .lines()
+        .find(|l| l.contains("architect-1-q1"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(status.contains("open questions (1):"), "{status}");
+    assert!(
+        line.trim_start()
+            .starts_with(&format!("{id} architect architect-1-q1 asked ")),
+        "{line}"
+    );
+    assert!(line.ends_with(": waiting"), "{line}");
+
     // sortie's own comment and a stranger's do not answer it, and say why.
     comment(&sb, &id, sortie::tracker::local::IDENTITY, "/answer 1");
     comment(&sb, &id, "mallory", "/answer 1");
