@@ -303,44 +303,33 @@ fn open_questions(
     if asked.is_empty() {
         return Ok(Vec::new());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let tracker = crate::tracker::open(config)?;
-        let identity = tracker.identity().await?;
-        let trusted: std::collections::HashSet<String> = std::iter::once(identity.clone())
-            .chain(config.trusted_authors.iter().cloned())
-            .collect();
-        let who = crate::pipeline::history::Answerers {
-            identity: &identity,
-            trusted_authors: &config.trusted_authors,
+    let ids: Vec<String> = asked.iter().map(|(t, _)| t.clone()).collect();
+    let (identity, histories) = read_histories(config, &ids)?;
+    let who = crate::pipeline::history::Answerers {
+        identity: &identity,
+        trusted_authors: &config.trusted_authors,
+    };
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for ((ticket, role), history) in asked.iter().zip(&histories) {
+        let Some(open) = history.open_question(role, &who) else {
+            continue;
         };
-        let ids: Vec<String> = asked.iter().map(|(t, _)| t.clone()).collect();
-        let now = Utc::now();
-        let mut out = Vec::new();
-        for ((ticket, role), comments) in asked.iter().zip(tracker.comments_of(&ids).await) {
-            let history =
-                crate::pipeline::history::TicketHistory::from_comments(&comments?, &trusted);
-            let Some(open) = history.open_question(role, &who) else {
-                continue;
-            };
-            let state = match state(&open, now) {
-                QuestionState::Waiting => "waiting".to_string(),
-                QuestionState::Answered { by, .. } => format!("answered by {by}"),
-                QuestionState::Unanswered => "timed out".to_string(),
-            };
-            out.push(OpenQuestionRow {
-                ticket: ticket.clone(),
-                role: role.clone(),
-                question_id: open.block.question_id.clone(),
-                asked_at: open.posted_at,
-                deadline: open.block.deadline,
-                state,
-            });
-        }
-        Ok(out)
-    })
+        let state = match state(&open, now) {
+            QuestionState::Waiting => "waiting".to_string(),
+            QuestionState::Answered { by, .. } => format!("answered by {by}"),
+            QuestionState::Unanswered => "timed out".to_string(),
+        };
+        out.push(OpenQuestionRow {
+            ticket: ticket.clone(),
+            role: role.clone(),
+            question_id: open.block.question_id.clone(),
+            asked_at: open.posted_at,
+            deadline: open.block.deadline,
+            state,
+        });
+    }
+    Ok(out)
 }
 
 /// A ticket's last `verify` result, as its blocks record it (issue #33).
@@ -373,29 +362,44 @@ fn verify_results(config: &Config, runs: &[RunRecord]) -> anyhow::Result<Vec<Tic
     if tickets.is_empty() {
         return Ok(Vec::new());
     }
+    let (_, histories) = read_histories(config, &tickets)?;
+    let mut out = Vec::new();
+    for (ticket, history) in tickets.iter().zip(histories) {
+        let result = crate::pipeline::report::VerifyResult::last_of(
+            history.blocks().iter().filter(|b| verifies(b.role())),
+        );
+        if let Some(result) = result {
+            out.push(TicketVerify {
+                ticket: ticket.clone(),
+                result,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// sortie's identity on the tracker and the histories of `tickets` (their trusted blocks,
+/// questions and answers), read with one `comments_of` call; any read failing is the error.
+fn read_histories(
+    config: &Config,
+    tickets: &[String],
+) -> anyhow::Result<(String, Vec<crate::pipeline::history::TicketHistory>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let tracker = crate::tracker::open(config)?;
-        let trusted: std::collections::HashSet<String> = std::iter::once(tracker.identity().await?)
+        let identity = tracker.identity().await?;
+        let trusted: std::collections::HashSet<String> = std::iter::once(identity.clone())
             .chain(config.trusted_authors.iter().cloned())
             .collect();
-        let mut out = Vec::new();
-        for (ticket, comments) in tickets.iter().zip(tracker.comments_of(&tickets).await) {
-            let history =
-                crate::pipeline::history::TicketHistory::from_comments(&comments?, &trusted);
-            let result = crate::pipeline::report::VerifyResult::last_of(
-                history.blocks().iter().filter(|b| verifies(b.role())),
-            );
-            if let Some(result) = result {
-                out.push(TicketVerify {
-                    ticket: ticket.clone(),
-                    result,
-                });
-            }
+        let mut histories = Vec::new();
+        for comments in tracker.comments_of(tickets).await {
+            histories.push(crate::pipeline::history::TicketHistory::from_comments(
+                &comments?, &trusted,
+            ));
         }
-        Ok(out)
+        Ok((identity, histories))
     })
 }
 

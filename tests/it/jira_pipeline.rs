@@ -152,12 +152,17 @@ impl Harness {
         Report::of(&r, r.to_text())
     }
 
-    /// The outcome blocks sortie's own account wrote on an issue.
-    pub(crate) fn blocks(&self, key: &str) -> Vec<OutcomeBlock> {
-        let me = match self.model.mode {
+    /// sortie's own account, as the mode's comments name their author.
+    fn me(&self) -> &'static str {
+        match self.model.mode {
             Mode::Cloud => BOT_ACCOUNT,
             Mode::DataCenter => BOT_NAME,
-        };
+        }
+    }
+
+    /// The outcome blocks sortie's own account wrote on an issue.
+    pub(crate) fn blocks(&self, key: &str) -> Vec<OutcomeBlock> {
+        let me = self.me();
         self.model
             .issue(key)
             .comments
@@ -662,8 +667,7 @@ impl crate::pipeline_suite::Asks for Harness {
     fn comment_as(&self, key: &String, who: crate::pipeline_suite::Who, text: &str) {
         use crate::pipeline_suite::Who;
         let (author, display) = match (who, self.model.mode) {
-            (Who::Sortie, Mode::Cloud) => (BOT_ACCOUNT, BOT_DISPLAY),
-            (Who::Sortie, Mode::DataCenter) => (BOT_NAME, BOT_DISPLAY),
+            (Who::Sortie, _) => (self.me(), BOT_DISPLAY),
             (Who::Person, _) => ("alice-id", "Alice"),
             (Who::Stranger, _) => ("mallory-id", "Mallory"),
         };
@@ -677,10 +681,7 @@ impl crate::pipeline_suite::Asks for Harness {
     /// Question blocks in sortie's comments, read back from wiki markup or ADF as the
     /// adapter reads them.
     fn questions(&self, key: &String) -> usize {
-        let me = match self.model.mode {
-            Mode::Cloud => BOT_ACCOUNT,
-            Mode::DataCenter => BOT_NAME,
-        };
+        let me = self.me();
         self.model
             .issue(key)
             .comments
