@@ -549,21 +549,24 @@ pub async fn prepare_worktree(
         }
         created = true;
     }
-    let start = git(dir, &["rev-parse", "HEAD"], timeout)
-        .await?
-        .trim()
-        .to_string();
-    let start_changes = uncommitted_digest(dir, timeout).await?;
-    Ok(Worktree {
+    let mut worktree = Worktree {
         dir: dir.to_path_buf(),
         branch: branch.to_string(),
         base: git_cfg.base.clone(),
-        start,
-        start_changes,
+        start: String::new(),
+        start_changes: String::new(),
         created,
         mirror,
         url: git_cfg.url.clone(),
-    })
+    };
+    // A sandboxed run that sortie did not see end (a crash) left HEAD detached.
+    leave_sandbox(&worktree, timeout).await?;
+    worktree.start = git(dir, &["rev-parse", "HEAD"], timeout)
+        .await?
+        .trim()
+        .to_string();
+    worktree.start_changes = uncommitted_digest(dir, timeout).await?;
+    Ok(worktree)
 }
 
 /// What the run left in `worktree`: the new commits since `worktree.start` and the
@@ -793,6 +796,112 @@ pub fn prune_stale_worktrees(state_root: &Path) -> Vec<PathBuf> {
     }
     pruned.sort();
     pruned
+}
+
+/// The directory inside a worktree's administrative directory that holds the objects a
+/// sandboxed agent wrote; while it exists, `HEAD` is detached ([`enter_sandbox`]).
+const SANDBOX_OBJECTS: &str = "sortie-objects";
+
+/// Make `worktree` ready for a sandboxed agent that sees its mirror read-only: `HEAD`
+/// detached at the branch's commit (the branch ref lives in the mirror, which the agent
+/// cannot write) and an object directory of its own in the worktree's administrative
+/// directory. The administrative directory is checked to be the mirror's own record of
+/// this worktree, so a `.git` file the agent rewrote never binds anything else.
+pub async fn enter_sandbox(
+    worktree: &Worktree,
+    timeout: Duration,
+) -> Result<crate::agent::sandbox::SandboxGit, GitError> {
+    leave_sandbox(worktree, timeout).await?;
+    let admin = worktree_admin(worktree)?;
+    let objects = admin.join(SANDBOX_OBJECTS);
+    std::fs::create_dir_all(&objects).map_err(GitError::Spawn)?;
+    git(&worktree.dir, &["checkout", "--quiet", "--detach"], timeout).await?;
+    Ok(crate::agent::sandbox::SandboxGit {
+        mirror: worktree.mirror.clone(),
+        admin,
+        objects,
+    })
+}
+
+/// After a sandboxed run (or at the next preparation, should sortie have stopped during
+/// one): the agent's objects are moved into the mirror and the ticket's branch is set to
+/// the commit `HEAD` is at, which it is attached to again. Nothing to do for a worktree
+/// not in a sandbox.
+pub async fn leave_sandbox(worktree: &Worktree, timeout: Duration) -> Result<(), GitError> {
+    let Ok(admin) = worktree_admin(worktree) else {
+        return Ok(());
+    };
+    let objects = admin.join(SANDBOX_OBJECTS);
+    if !objects.is_dir() {
+        return Ok(());
+    }
+    move_objects(&objects, &worktree.mirror.join("objects")).map_err(GitError::Spawn)?;
+    let head = git(
+        &worktree.dir,
+        &["rev-parse", "--verify", "HEAD^{commit}"],
+        timeout,
+    )
+    .await?
+    .trim()
+    .to_string();
+    let branch = format!("refs/heads/{}", worktree.branch);
+    git(
+        &worktree.dir,
+        &["update-ref", "-m", "sortie: sandboxed run", &branch, &head],
+        timeout,
+    )
+    .await?;
+    git(&worktree.dir, &["symbolic-ref", "HEAD", &branch], timeout).await?;
+    std::fs::remove_dir_all(&objects).map_err(GitError::Spawn)?;
+    Ok(())
+}
+
+/// The worktree's administrative directory, `<mirror>/worktrees/<name>`, as its `.git`
+/// file names it, refused unless it is a directory of this mirror's `worktrees/`.
+fn worktree_admin(worktree: &Worktree) -> Result<PathBuf, GitError> {
+    let refused = || GitError::NotAWorktree(worktree.dir.clone());
+    let text = std::fs::read_to_string(worktree.dir.join(".git")).map_err(|_| refused())?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:").ok_or_else(refused)?.trim());
+    let meta = std::fs::symlink_metadata(&gitdir).map_err(|_| refused())?;
+    let worktrees = worktree
+        .mirror
+        .join("worktrees")
+        .canonicalize()
+        .map_err(|_| refused())?;
+    let real = gitdir.canonicalize().map_err(|_| refused())?;
+    if !meta.is_dir() || real.parent() != Some(worktrees.as_path()) {
+        return Err(refused());
+    }
+    Ok(real)
+}
+
+/// Copy every object file under `from` (loose objects, packs) into `to` where it is not
+/// there yet (written beside, then renamed: objects are named by their content).
+fn move_objects(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut stack = vec![from.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let rel = path.strip_prefix(from).map_err(std::io::Error::other)?;
+                let dest = to.join(rel);
+                if dest.exists() {
+                    continue;
+                }
+                if let Some(parent) = dest.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                let tmp = dest.with_extension("sortie-tmp");
+                std::fs::copy(&path, &tmp)?;
+                std::fs::rename(&tmp, &dest)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod process;
 mod program;
 mod progress;
 mod prompt;
+pub mod sandbox;
 pub mod verify;
 mod workspace;
 
@@ -97,6 +98,9 @@ pub struct RunPlan {
     pub resume_command: Option<Vec<String>>,
     /// How the preset's stream is judged (permission denials, Codex's resumed usage).
     pub stream: StreamOptions,
+    /// The bubblewrap confinement (`agent.sandbox`, `kind: bubblewrap`); `None` runs the
+    /// agent unconfined.
+    pub sandbox: Option<sandbox::SandboxPlan>,
 }
 
 /// `argv` letting the agent write its result file: Codex's `workspace-write` sandbox
@@ -141,6 +145,7 @@ impl RunPlan {
                 usage_baseline: None,
                 progress: None,
             },
+            sandbox: None,
         }
     }
 

@@ -163,7 +163,11 @@ pub async fn run_agent(
         })
     };
 
-    if let Err(err) = prepare_dirs(plan, &prompt_path) {
+    let prepared = prepare_dirs(plan, &prompt_path).and_then(|()| match &plan.sandbox {
+        Some(sandbox) => sandbox.prepare(),
+        None => Ok(()),
+    });
+    if let Err(err) = prepared {
         return finished(
             AgentOutcome::failure(
                 "workspace.unavailable",
@@ -351,20 +355,45 @@ async fn run_process(
     let Some((program, args)) = command.split_first() else {
         return Err(spawn_failed("", "agent.command is empty"));
     };
-    let mut cmd = Command::new(program);
-    for name in plan
-        .env_remove
-        .iter()
-        .filter(|n| !plan.env.contains_key(*n))
-    {
-        cmd.env_remove(name);
-    }
-    cmd.args(args)
-        .current_dir(&plan.workspace)
-        .envs(&plan.env)
-        .envs(&spec.vars)
-        .env("SORTIE_PROMPT_FILE", &prompt_path)
-        .env("SORTIE_RESULT_FILE", &result_path)
+    let mut cmd = match &plan.sandbox {
+        None => {
+            let mut cmd = Command::new(program);
+            for name in plan
+                .env_remove
+                .iter()
+                .filter(|n| !plan.env.contains_key(*n))
+            {
+                cmd.env_remove(name);
+            }
+            cmd.args(args)
+                .envs(&plan.env)
+                .envs(&spec.vars)
+                .env("SORTIE_PROMPT_FILE", &prompt_path)
+                .env("SORTIE_RESULT_FILE", &result_path);
+            cmd
+        }
+        // Nothing of sortie's environment goes in but what the sandbox names.
+        Some(sandbox) => {
+            let mut vars = spec.vars.clone();
+            vars.insert(
+                "SORTIE_PROMPT_FILE".into(),
+                prompt_path.display().to_string(),
+            );
+            vars.insert(
+                "SORTIE_RESULT_FILE".into(),
+                result_path.display().to_string(),
+            );
+            let mut cmd = Command::new(&sandbox.program);
+            cmd.args(sandbox.bwrap_args(&plan.workspace, &plan.run_dir))
+                .arg("--")
+                .arg(program)
+                .args(args)
+                .env_clear()
+                .envs(sandbox.environment(&plan.env, &vars));
+            cmd
+        }
+    };
+    cmd.current_dir(&plan.workspace)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -63,6 +63,11 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
             .await
             .map(|l| l.tickets.len());
         check_forge(&config, &mut report).await;
+        report.push(
+            "sandbox",
+            true,
+            crate::config::sandbox_report(config.agent.bubblewrap.as_ref()),
+        );
         Ok::<_, crate::tracker::TrackerError>((report, counted))
     })?;
     let mut out = std::io::stdout().lock();

@@ -468,6 +468,11 @@ pub fn describe(cfg: &Config) -> String {
         a.command.join(" "),
         a.timeout.as_secs()
     );
+    let _ = writeln!(
+        out,
+        "sandbox: {}",
+        crate::config::sandbox_report(a.bubblewrap.as_ref())
+    );
     let r = &cfg.retry;
     let _ = writeln!(
         out,

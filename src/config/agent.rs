@@ -76,6 +76,12 @@ pub(super) fn normalize_agent(
             ),
         }
     }
+    let bubblewrap = match &agent.sandbox {
+        Some(value @ Value::Mapping(_)) => {
+            super::sandbox::bubblewrap(value, &path.key("sandbox"), base, problems)
+        }
+        _ => None,
+    };
     Some(AgentConfig {
         preset,
         command,
@@ -83,7 +89,8 @@ pub(super) fn normalize_agent(
         permission_mode: agent.permission_mode,
         max_turns: agent.max_turns,
         allowed_tools: agent.allowed_tools.unwrap_or_default(),
-        sandbox: agent.sandbox,
+        sandbox: codex_sandbox(agent.sandbox.as_ref()),
+        bubblewrap,
         extra_args,
         timeout: Duration::from_secs(timeout),
         stall_timeout: (stall > 0).then(|| Duration::from_secs(stall)),
@@ -143,6 +150,14 @@ const PRESET_OPTIONS: &[(&str, &[AgentPreset])] = &[
     ("extra_args", &[AgentPreset::ClaudeCode, AgentPreset::Codex]),
 ];
 
+/// Codex's `--sandbox` value in `sandbox:`: the string itself, or a mapping's `codex`.
+pub(super) fn codex_sandbox(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::Mapping(map) => map.get("codex").and_then(scalar_text),
+        other => scalar_text(other),
+    }
+}
+
 /// Codex `--sandbox` values.
 const CODEX_SANDBOXES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
 
@@ -158,7 +173,7 @@ pub(super) fn check_preset_options(
         agent.permission_mode.is_some(),
         agent.max_turns.is_some(),
         agent.allowed_tools.is_some(),
-        agent.sandbox.is_some(),
+        codex_sandbox(agent.sandbox.as_ref()).is_some(),
         agent.extra_args.is_some(),
     ];
     for ((key, presets), _) in PRESET_OPTIONS.iter().zip(set).filter(|(_, set)| *set) {
@@ -219,10 +234,14 @@ pub(super) fn check_preset_options(
             );
         }
     }
-    if let Some(sandbox) = &agent.sandbox {
+    if let Some(sandbox) = codex_sandbox(agent.sandbox.as_ref()) {
+        let at = match &agent.sandbox {
+            Some(Value::Mapping(_)) => path.key("sandbox").key("codex"),
+            _ => path.key("sandbox"),
+        };
         if !CODEX_SANDBOXES.contains(&sandbox.as_str()) {
             problems.at_value(
-                &path.key("sandbox"),
+                &at,
                 format!(
                     "unknown sandbox {sandbox:?} (expected one of: `{}`)",
                     CODEX_SANDBOXES.join("`, `")

@@ -19,6 +19,7 @@ mod raw;
 mod reactions;
 mod review;
 mod routes;
+mod sandbox;
 mod stages;
 mod tracker;
 mod values;
@@ -37,6 +38,7 @@ pub use model::*;
 pub use reactions::{MergeMethod, ReactionKind, ReactionRule, ReactionsConfig, DEFAULT_HOLD_LABEL};
 pub use review::{model_in_argv, model_of};
 pub use routes::{AgentOverrides, Route};
+pub use sandbox::{sandbox_report, usable_bwrap, BWRAP_ENV};
 pub(crate) use values::expand_home;
 
 use diagnostic::Problems;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::names::same_name;
 
@@ -463,8 +463,12 @@ pub struct AgentConfig {
     pub max_turns: Option<u32>,
     /// Claude Code `--allowedTools` entries, joined with commas. Default empty (flag omitted).
     pub allowed_tools: Vec<String>,
-    /// Codex `--sandbox` value (`read-only`, `workspace-write`, `danger-full-access`). Default none.
+    /// Codex `--sandbox` value (`read-only`, `workspace-write`, `danger-full-access`):
+    /// `agent.sandbox` written as a string, or `agent.sandbox.codex`. Default none.
     pub sandbox: Option<String>,
+    /// `agent.sandbox` with `kind: bubblewrap`: every run confined by bubblewrap
+    /// (docs/sandbox.md). `None` (kind `none`, the default): the agent runs unconfined.
+    pub bubblewrap: Option<Bubblewrap>,
     /// Further arguments appended after the preset's flags (CLI presets only). Default empty.
     pub extra_args: Vec<String>,
     /// Kill the agent after this long. Default 3600 s.
@@ -510,6 +514,48 @@ impl AgentConfig {
             self.command.clone()
         }
     }
+}
+
+/// How a run is confined with bubblewrap (`agent.sandbox`, `kind: bubblewrap`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bubblewrap {
+    /// The `bwrap` program found at load (`$SORTIE_BWRAP`, else `bwrap` on `PATH`).
+    pub program: PathBuf,
+    /// Whether the agent shares the host's network. Default `host`.
+    pub network: SandboxNetwork,
+    /// Extra host paths the agent may read (`~` expanded, relative to the config file).
+    /// Default empty.
+    pub read_only: Vec<PathBuf>,
+    /// Extra host paths the agent may write. Default empty.
+    pub writable: Vec<PathBuf>,
+    /// Variables of sortie's environment passed in, by name; nothing else of it is.
+    /// Default empty.
+    pub env: Vec<String>,
+    /// The agent's home directory. Default `ephemeral`.
+    pub home: SandboxHome,
+}
+
+/// `agent.sandbox.network`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxNetwork {
+    /// The host's network (the model provider's API is reachable, and so is the rest).
+    #[default]
+    Host,
+    /// A network namespace of its own with only a loopback device.
+    None,
+}
+
+/// `agent.sandbox.home`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxHome {
+    /// A fresh directory for each run, removed after it.
+    #[default]
+    Ephemeral,
+    /// One directory per ticket under `state_root/sandbox/homes/`, kept (an agent's
+    /// sessions survive for `--resume`).
+    Persistent,
 }
 
 /// Retry policy for transient failures.

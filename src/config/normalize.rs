@@ -217,6 +217,9 @@ pub(crate) fn normalize(
     }
 
     let agent = normalize_agent(raw.agent.take(), base, problems);
+    if let Some(jail) = agent.as_ref().and_then(|a| a.bubblewrap.as_ref()) {
+        super::sandbox::check_state_root(jail, &state_root, problems);
+    }
     super::review::check_reviews(&stages, agent.as_ref(), &roles_dir, problems);
     let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
     let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);

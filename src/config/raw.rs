@@ -181,7 +181,8 @@ pub(crate) struct RawAgent {
     pub(crate) permission_mode: Option<String>,
     pub(crate) max_turns: Option<u32>,
     pub(crate) allowed_tools: Option<Vec<String>>,
-    pub(crate) sandbox: Option<String>,
+    /// A string (Codex's `--sandbox`) or a mapping ([`RawSandbox`]); read by hand.
+    pub(crate) sandbox: Option<Value>,
     pub(crate) extra_args: Option<Value>,
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) stall_timeout_seconds: Option<u64>,
@@ -192,6 +193,21 @@ pub(crate) struct RawAgent {
     /// not asked for again.
     #[serde(skip)]
     pub(crate) unreadable: bool,
+}
+
+/// `agent.sandbox:` written as a mapping.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSandbox {
+    pub(crate) kind: Option<String>,
+    pub(crate) network: Option<String>,
+    pub(crate) read_only: Option<Vec<String>>,
+    pub(crate) writable: Option<Vec<String>>,
+    pub(crate) env: Option<Vec<String>>,
+    pub(crate) home: Option<String>,
+    /// Read from the value by `agent::codex_sandbox`; here so the key is known.
+    #[allow(dead_code)]
+    pub(crate) codex: Option<String>,
 }
 
 /// `budgets:`.

@@ -238,6 +238,13 @@ fn overrides(
             "preset `command` needs a `command` (the agent's argv) in the route",
         );
     }
+    if let Some(Value::Mapping(_)) = &raw.sandbox {
+        problems.at_value(
+            &path.key("sandbox"),
+            "a route sets only Codex's `--sandbox` (a string such as `workspace-write`); \
+             bubblewrap settings belong to `agent.sandbox` and apply to every route",
+        );
+    }
     let command = raw
         .command
         .map(|value| argv_value(problems, &path.key("command"), value, base));
@@ -276,7 +283,7 @@ fn overrides(
         permission_mode: raw.permission_mode,
         max_turns: raw.max_turns,
         allowed_tools: raw.allowed_tools,
-        sandbox: raw.sandbox,
+        sandbox: super::agent::codex_sandbox(raw.sandbox.as_ref()),
         extra_args,
         timeout: raw.timeout_seconds.map(Duration::from_secs),
         stall_timeout: raw

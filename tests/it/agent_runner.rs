@@ -23,6 +23,7 @@ fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPl
         resume: None,
         resume_command: None,
         stream: Default::default(),
+        sandbox: None,
     }
 }
 

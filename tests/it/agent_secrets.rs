@@ -26,6 +26,7 @@ async fn agent_sees(dir: &std::path::Path, env: BTreeMap<String, String>) -> Str
         resume: None,
         resume_command: None,
         stream: Default::default(),
+        sandbox: None,
     };
     match run_agent(
         AgentSpec {

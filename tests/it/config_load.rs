@@ -89,6 +89,7 @@ fn three_stage_fixture_loads_with_every_field() {
             max_turns: None,
             allowed_tools: Vec::new(),
             sandbox: None,
+            bubblewrap: None,
             extra_args: Vec::new(),
             timeout: Duration::from_secs(3600),
             stall_timeout: None,

@@ -66,6 +66,7 @@ fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
         max_turns: None,
         allowed_tools: Vec::new(),
         sandbox: None,
+        bubblewrap: None,
         extra_args: Vec::new(),
         timeout: Duration::from_secs(120),
         stall_timeout: Some(Duration::from_secs(60)),

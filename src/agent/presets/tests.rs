@@ -22,6 +22,7 @@ fn agent(preset: AgentPreset) -> AgentConfig {
         max_turns: None,
         allowed_tools: Vec::new(),
         sandbox: None,
+        bubblewrap: None,
         extra_args: Vec::new(),
         timeout: Duration::from_secs(60),
         stall_timeout: None,

@@ -31,6 +31,9 @@ pub struct RunFacts<'a> {
     /// The stage route the run took (name, or index when unnamed), written into the
     /// block as `route`; none for the stage's defaults.
     pub route: Option<&'a str>,
+    /// How the agent was confined (`bubblewrap` or `none`), written into the block as
+    /// `sandbox`; `None` writes nothing (tests of the decision alone).
+    pub sandbox: Option<&'a str>,
     /// Failures of this role on the ticket since its last success (from the ticket's
     /// blocks): the retry budget counts failures, so runs an operator cancelled, which
     /// post no block, never use it up.
@@ -83,11 +86,24 @@ pub fn decide(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome)
         };
         extra.insert(ROUTE_FIELD.to_string(), value);
     }
+    if let Some(sandbox) = facts.sandbox {
+        let extra = match &mut decision.block {
+            OutcomeBlock::Success(b) => &mut b.extra,
+            OutcomeBlock::Failure(b) => &mut b.extra,
+        };
+        extra.insert(
+            SANDBOX_FIELD.to_string(),
+            serde_yaml::Value::String(sandbox.to_string()),
+        );
+    }
     decision
 }
 
 /// The block field naming the stage route a run took.
 pub const ROUTE_FIELD: &str = "route";
+
+/// The block field saying how the run's agent was confined (docs/sandbox.md).
+pub const SANDBOX_FIELD: &str = "sandbox";
 
 fn decide_block(retry: &RetryConfig, facts: &RunFacts<'_>, outcome: &AgentOutcome) -> Decision {
     let stage = facts.stage;
@@ -359,6 +375,7 @@ mod tests {
             run_id: "r1",
             duration_seconds: Some(1.5),
             route: None,
+            sandbox: None,
             failures_before,
             rework_rounds: Vec::new(),
             evidence: None,
@@ -411,12 +428,14 @@ mod tests {
         };
         let named = RunFacts {
             route: Some("hard"),
+            sandbox: None,
             ..facts(&s, 1, 0)
         };
         let text = crate::block::render_comment("", &decide(&retry(), &named, &success).block);
         assert!(text.contains("\nroute: hard\n"), "{text}");
         let unnamed = RunFacts {
             route: Some("0"),
+            sandbox: None,
             ..facts(&s, 1, 0)
         };
         let text =

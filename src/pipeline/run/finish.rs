@@ -93,6 +93,10 @@ impl Finish<'_> {
             run_id: &claim.run_id,
             duration_seconds: duration,
             route: self.route.as_deref(),
+            sandbox: Some(match ctx.config.agent.bubblewrap {
+                Some(_) => crate::agent::sandbox::SANDBOX_BUBBLEWRAP,
+                None => crate::agent::sandbox::SANDBOX_NONE,
+            }),
             failures_before: self
                 .history
                 .failures_this_round(&stage.role, stage.rework_target()),

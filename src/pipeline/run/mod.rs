@@ -256,6 +256,21 @@ async fn run_stage(
             .await
         }
     };
+    // A sandboxed agent committed on a detached HEAD into objects of its own: onto the
+    // ticket's branch before anything reads the branch.
+    if let Some(sandbox) = &plan.sandbox {
+        if let Some(worktree) = &worktree {
+            if let Err(err) =
+                crate::agent::git::leave_sandbox(worktree, ctx.config.agent.timeout).await
+            {
+                tracing::warn!(%err, "could not move the sandboxed run's commits onto the branch");
+                if let RunEnd::Finished(report) = &mut end {
+                    report.outcome = err.outcome();
+                }
+            }
+        }
+        sandbox.clean_up();
+    }
     // The checks run while the claim is still watched (its lease renewed, a person's
     // move or a shutdown stopping them).
     let mut checks = Vec::new();

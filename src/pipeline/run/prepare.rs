@@ -184,6 +184,24 @@ pub(super) async fn prepare<'s>(
             plan.resume_session(&agent, session, earlier);
         }
     }
+    if let Some(jail) = &agent.bubblewrap {
+        let env = |name: &str| std::env::var(name).ok();
+        let mut sandbox = crate::agent::sandbox::SandboxPlan::new(
+            jail,
+            &agent,
+            &ctx.config.state_root,
+            &ticket.id,
+            &claim.run_id,
+            &env,
+        );
+        if let Some(worktree) = &worktree {
+            match crate::agent::git::enter_sandbox(worktree, ctx.config.agent.timeout).await {
+                Ok(git) => sandbox.git = Some(git),
+                Err(err) => return Prepared::Failed(err.outcome()),
+            }
+        }
+        plan.sandbox = Some(sandbox);
+    }
     Prepared::Ready(Box::new(Ready {
         moved_to,
         worktree,
