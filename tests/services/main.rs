@@ -33,3 +33,4 @@ mod pulls_contract;
 mod reactions_postgres;
 mod redmine_contract;
 mod redmine_e2e;
+mod sandbox_clis;
