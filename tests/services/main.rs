@@ -34,3 +34,4 @@ mod reactions_postgres;
 mod redmine_contract;
 mod redmine_e2e;
 mod sandbox;
+mod sandbox_clis;
