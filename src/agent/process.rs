@@ -383,14 +383,14 @@ async fn run_process(
                 "SORTIE_RESULT_FILE".into(),
                 result_path.display().to_string(),
             );
-            let mut cmd = Command::new(&sandbox.program);
-            cmd.args(sandbox.bwrap_args(&plan.workspace, &plan.run_dir))
-                .arg("--")
-                .arg(program)
-                .args(args)
-                .env_clear()
-                .envs(sandbox.environment(&plan.env, &vars));
-            cmd
+            sandbox.command(
+                program,
+                args,
+                &plan.workspace,
+                &plan.run_dir,
+                &plan.env,
+                &vars,
+            )
         }
     };
     cmd.current_dir(&plan.workspace)

@@ -21,8 +21,6 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{AgentConfig, AgentPreset, Bubblewrap, SandboxHome, SandboxNetwork};
 
-/// What a run's block records in `sandbox:`.
-pub const SANDBOX_NONE: &str = "none";
 /// What a confined run's block records in `sandbox:`.
 pub const SANDBOX_BUBBLEWRAP: &str = "bubblewrap";
 
@@ -124,11 +122,6 @@ impl SandboxPlan {
             preset_env: BTreeMap::new(),
             git: None,
         };
-        if let Some(program) = agent.program_argv().first() {
-            let path_var = env("PATH");
-            plan.read_only
-                .extend(program_dirs(program, path_var.as_deref()));
-        }
         plan.preset_needs(agent, env);
         plan
     }
@@ -264,6 +257,36 @@ impl SandboxPlan {
             env.insert("GIT_CONFIG_COUNT".into(), "2".into());
         }
         env
+    }
+
+    /// `program args` under `bwrap` in `workspace` (also binding `run_dir`), with exactly
+    /// the environment `environment` builds from `agent_env` and `vars`.
+    pub fn command(
+        &self,
+        program: &str,
+        args: &[String],
+        workspace: &Path,
+        run_dir: &Path,
+        agent_env: &BTreeMap<String, String>,
+        vars: &BTreeMap<String, String>,
+    ) -> tokio::process::Command {
+        // The home and mount points exist before anything starts in the sandbox (a
+        // `before_run` hook runs before the agent); a failure shows as bwrap's own error.
+        if let Err(err) = self.prepare() {
+            tracing::warn!(%err, "could not prepare the sandbox's home");
+        }
+        // Whatever runs in the sandbox (the agent, a hook, a check) brings its own program.
+        let mut binds = self.clone();
+        let path_var = self.env.get("PATH").map(String::as_str);
+        binds.read_only.extend(program_dirs(program, path_var));
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(binds.bwrap_args(workspace, run_dir))
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .env_clear()
+            .envs(self.environment(agent_env, vars));
+        cmd
     }
 
     /// Create the private home and the mount points of the preset's files.

@@ -36,6 +36,8 @@ pub struct VerifyEnv<'a> {
     /// Fired when the run is stopped from outside (the ticket left the stage, the lease
     /// was lost, a shutdown): the running command's group is killed, none after it runs.
     pub cancel: Option<&'a tokio_util::sync::CancellationToken>,
+    /// The run's bubblewrap confinement: the checks run in it, as the agent did.
+    pub sandbox: Option<&'a super::sandbox::SandboxPlan>,
 }
 
 /// How one command ended.
@@ -97,20 +99,28 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
     let Some((program, args)) = argv.split_first() else {
         return failed_to_start("the command is empty".to_string());
     };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(env.dir)
+    let mut cmd = match env.sandbox {
+        Some(sandbox) => {
+            sandbox.command(program, args, env.dir, env.dir, env.env, &BTreeMap::new())
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            for name in env.env_remove {
+                if !env.env.contains_key(name) {
+                    cmd.env_remove(name);
+                }
+            }
+            cmd.envs(env.env);
+            cmd
+        }
+    };
+    cmd.current_dir(env.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    for name in env.env_remove {
-        if !env.env.contains_key(name) {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.envs(env.env);
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => return failed_to_start(format!("cannot start `{program}`: {e}")),
@@ -357,6 +367,7 @@ mod tests {
             env_remove: &[],
             timeout: Duration::from_secs(secs),
             cancel: None,
+            sandbox: None,
         }
     }
 

@@ -261,7 +261,7 @@ pub async fn remove_terminal(
             ("SORTIE_TICKET_ID".to_string(), ticket_id.replace('\0', "")),
             ("SORTIE_WORKSPACE".to_string(), dir.display().to_string()),
         ];
-        if let Err(err) = run_hook(hook, &dir, &env, config.workspace.hook_timeout).await {
+        if let Err(err) = run_hook(hook, &dir, &env, config.workspace.hook_timeout, None).await {
             tracing::warn!(ticket = %ticket_id, %err, "before_remove workspace hook failed; removing the workspace anyway");
         }
     }
@@ -277,14 +277,24 @@ pub async fn run_hook(
     dir: &Path,
     env: &[(String, String)],
     timeout: std::time::Duration,
+    sandbox: Option<&super::sandbox::SandboxPlan>,
 ) -> Result<(), String> {
     let Some((program, args)) = argv.split_first() else {
         return Err("empty hook command".to_string());
     };
-    let child = tokio::process::Command::new(program)
-        .args(args)
+    let mut cmd = match sandbox {
+        Some(sandbox) => {
+            let vars = env.iter().cloned().collect();
+            sandbox.command(program, args, dir, dir, &Default::default(), &vars)
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+            cmd
+        }
+    };
+    let child = cmd
         .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -202,6 +202,31 @@ fn a_confined_agent_reaches_nothing_but_its_own_worktree_and_hands_off_its_commi
         config.replace("env: {}", &format!("env: {{{}}}", probe_env(&sb))),
     )
     .unwrap();
+    // The before_run hook and the stage's checks run in the sandbox too.
+    let ledger = sb.path().canonicalize().unwrap().join("state/ledger.db");
+    let probe = |file: &str| {
+        format!(
+            "[\"sh\", \"-c\", \"if cat {} > /dev/null 2>&1; then echo ESCAPED > {file}; else echo refused > {file}; fi\"]",
+            ledger.display()
+        )
+    };
+    let config = std::fs::read_to_string(sb.config_path()).unwrap();
+    let config = config
+        .replace(
+            "workspace:\n",
+            &format!(
+                "workspace:\n  hooks:\n    before_run: {}\n",
+                probe("hook.txt")
+            ),
+        )
+        .replace(
+            "failure_status: blocked}",
+            &format!(
+                "failure_status: blocked, verify: {{commands: [{}, [\"git\", \"log\", \"-1\"]]}}}}",
+                probe("check.txt")
+            ),
+        );
+    std::fs::write(sb.config_path(), config).unwrap();
     let first = sb.add("First", "todo", &[]);
     let second = sb.add("Second", "todo", &[]);
     let env = [
@@ -210,9 +235,8 @@ fn a_confined_agent_reaches_nothing_but_its_own_worktree_and_hands_off_its_commi
         ("GITHUB_TOKEN", "ghp-not-for-agents"),
         ("SANDBOX_PASSED", "named-in-sandbox-env"),
     ];
-    tick(&sb, &env);
-    tick(&sb, &env);
-    assert_eq!(sb.ticket(&first).status, "review");
+    let ticks = format!("{}{}", tick(&sb, &env), tick(&sb, &env));
+    assert_eq!(sb.ticket(&first).status, "review", "{ticks}");
     assert_eq!(sb.ticket(&second).status, "review");
     assert!(
         victim.try_wait().unwrap().is_none(),
@@ -264,6 +288,10 @@ fn a_confined_agent_reaches_nothing_but_its_own_worktree_and_hands_off_its_commi
         "{attempts}"
     );
     assert!(!attempts.contains("commit: FAILED"), "{attempts}");
+    for file in ["hook.txt", "check.txt"] {
+        let seen = std::fs::read_to_string(ws.join(file)).unwrap();
+        assert_eq!(seen.trim(), "refused", "{file}");
+    }
     assert!(!sb.path().join("escaped").exists());
     assert!(!sb.path().join("state/escaped").exists());
 

@@ -93,10 +93,14 @@ impl Finish<'_> {
             run_id: &claim.run_id,
             duration_seconds: duration,
             route: self.route.as_deref(),
-            sandbox: Some(match ctx.config.agent.bubblewrap {
-                Some(_) => crate::agent::sandbox::SANDBOX_BUBBLEWRAP,
-                None => crate::agent::sandbox::SANDBOX_NONE,
-            }),
+            // Unconfined runs write no `sandbox` field (docs/sandbox.md): their blocks
+            // stay as they were before the sandbox existed.
+            sandbox: ctx
+                .config
+                .agent
+                .bubblewrap
+                .as_ref()
+                .map(|_| crate::agent::sandbox::SANDBOX_BUBBLEWRAP),
             failures_before: self
                 .history
                 .failures_this_round(&stage.role, stage.rework_target()),

@@ -256,21 +256,6 @@ async fn run_stage(
             .await
         }
     };
-    // A sandboxed agent committed on a detached HEAD into objects of its own: onto the
-    // ticket's branch before anything reads the branch.
-    if let Some(sandbox) = &plan.sandbox {
-        if let Some(worktree) = &worktree {
-            if let Err(err) =
-                crate::agent::git::leave_sandbox(worktree, ctx.config.agent.timeout).await
-            {
-                tracing::warn!(%err, "could not move the sandboxed run's commits onto the branch");
-                if let RunEnd::Finished(report) = &mut end {
-                    report.outcome = err.outcome();
-                }
-            }
-        }
-        sandbox.clean_up();
-    }
     // The checks run while the claim is still watched (its lease renewed, a person's
     // move or a shutdown stopping them).
     let mut checks = Vec::new();
@@ -328,11 +313,27 @@ async fn run_stage(
             &plan.workspace,
             &hook_env,
             ctx.config.workspace.hook_timeout,
+            plan.sandbox.as_ref(),
         )
         .await
         {
             tracing::warn!(%err, "after_run workspace hook failed");
         }
+    }
+    // The agent, its checks and the after_run hook committed on a detached HEAD into
+    // objects of their own: onto the ticket's branch before anything reads the branch.
+    if let Some(sandbox) = &plan.sandbox {
+        if let Some(worktree) = &worktree {
+            if let Err(err) =
+                crate::agent::git::leave_sandbox(worktree, ctx.config.agent.timeout).await
+            {
+                tracing::warn!(%err, "could not move the sandboxed run's commits onto the branch");
+                if let RunEnd::Finished(report) = &mut end {
+                    report.outcome = err.outcome();
+                }
+            }
+        }
+        sandbox.clean_up();
     }
 
     let (usage, session) = match &end {

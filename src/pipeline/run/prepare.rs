@@ -117,7 +117,23 @@ pub(super) async fn prepare<'s>(
             workspace.display().to_string(),
         ),
     ];
-    let worktree = match prepare_workspace(ctx, ticket, &hook_env).await {
+    // The role file's front matter overrides the config's agent settings, and a route's
+    // role file and `agent:` override those.
+    let agent = ctx
+        .templates
+        .agent_for(&ctx.config, stage, route.map(|(_, r)| r));
+    let mut sandbox = agent.bubblewrap.as_ref().map(|jail| {
+        let env = |name: &str| std::env::var(name).ok();
+        crate::agent::sandbox::SandboxPlan::new(
+            jail,
+            &agent,
+            &ctx.config.state_root,
+            &ticket.id,
+            &claim.run_id,
+            &env,
+        )
+    });
+    let worktree = match prepare_workspace(ctx, ticket, &hook_env, sandbox.as_mut()).await {
         Ok(worktree) => worktree,
         Err(outcome) => return Prepared::Failed(outcome),
     };
@@ -152,11 +168,6 @@ pub(super) async fn prepare<'s>(
             return Prepared::Failed(outcome);
         }
     };
-    // The role file's front matter overrides the config's agent settings, and a route's
-    // role file and `agent:` override those.
-    let agent = ctx
-        .templates
-        .agent_for(&ctx.config, stage, route.map(|(_, r)| r));
     let mut plan = RunPlan::for_agent(&agent, prompt, workspace, run_dir);
     plan.env_remove = ctx.config.secret_env_names();
     // The daemon shows the agent's last event, turns and usage while it runs.
@@ -184,24 +195,7 @@ pub(super) async fn prepare<'s>(
             plan.resume_session(&agent, session, earlier);
         }
     }
-    if let Some(jail) = &agent.bubblewrap {
-        let env = |name: &str| std::env::var(name).ok();
-        let mut sandbox = crate::agent::sandbox::SandboxPlan::new(
-            jail,
-            &agent,
-            &ctx.config.state_root,
-            &ticket.id,
-            &claim.run_id,
-            &env,
-        );
-        if let Some(worktree) = &worktree {
-            match crate::agent::git::enter_sandbox(worktree, ctx.config.agent.timeout).await {
-                Ok(git) => sandbox.git = Some(git),
-                Err(err) => return Prepared::Failed(err.outcome()),
-            }
-        }
-        plan.sandbox = Some(sandbox);
-    }
+    plan.sandbox = sandbox;
     Prepared::Ready(Box::new(Ready {
         moved_to,
         worktree,
@@ -219,6 +213,7 @@ async fn prepare_workspace(
     ctx: &Context,
     ticket: &Ticket,
     env: &[(String, String)],
+    sandbox: Option<&mut crate::agent::sandbox::SandboxPlan>,
 ) -> Result<Option<crate::agent::git::Worktree>, AgentOutcome> {
     let hook_failed = |detail: String| {
         AgentOutcome::failure(
@@ -248,14 +243,27 @@ async fn prepare_workspace(
     let created = created || worktree.as_ref().is_some_and(|w| w.created);
     if created {
         if let Some(hook) = &hooks.after_create {
-            if let Err(err) = crate::agent::run_hook(hook, &dir, env, timeout).await {
+            if let Err(err) = crate::agent::run_hook(hook, &dir, env, timeout, None).await {
                 let _ = crate::agent::remove_workspace(state_root, &dir);
                 return Err(hook_failed(format!("after_create hook failed: {err}")));
             }
         }
     }
+    // From here on the worktree is the sandbox's (its HEAD detached): the `before_run`
+    // hook runs in the sandbox, as the agent will.
+    let sandbox = match (sandbox, &worktree) {
+        (Some(sandbox), Some(worktree)) => {
+            sandbox.git = Some(
+                crate::agent::git::enter_sandbox(worktree, ctx.config.agent.timeout)
+                    .await
+                    .map_err(|e| e.outcome())?,
+            );
+            Some(&*sandbox)
+        }
+        (sandbox, _) => sandbox.map(|s| &*s),
+    };
     if let Some(hook) = &hooks.before_run {
-        crate::agent::run_hook(hook, &dir, env, timeout)
+        crate::agent::run_hook(hook, &dir, env, timeout, sandbox)
             .await
             .map_err(|err| hook_failed(format!("before_run hook failed: {err}")))?;
     }

@@ -45,6 +45,7 @@ pub(super) async fn verify(
             env_remove: &plan.env_remove,
             timeout: verify.timeout,
             cancel: Some(cancel),
+            sandbox: plan.sandbox.as_ref(),
         },
     )
     .await;
