@@ -13,6 +13,9 @@ fn validate(cwd: &Path, config: &str) -> (i32, String, String) {
         .args(["pipeline", "validate", "--config", config])
         .current_dir(cwd)
         .env_remove("SORTIE_LOG")
+        // The sandbox line says whether this host's `bwrap` could confine agents; a
+        // stand-in that "starts" makes it the same on every host.
+        .env("SORTIE_BWRAP", "/bin/true")
         .output()
         .expect("run sortie");
     (
@@ -49,6 +52,7 @@ terminal states: done, cancelled
 in flight: at most 4 in total, 1 per role by default
 per status: code-review 1
 agent: {d}/scripts/demo-agent --role-file (timeout 3600s, stall detection off)
+sandbox: none: agents run unconfined (/bin/true could confine them: `agent.sandbox: {{kind: bubblewrap}}`)
 retry: 3 attempts, backoff 10s doubling up to 300s
 claim lease: 600s
 "
@@ -100,6 +104,7 @@ roles: {}
 terminal states: done, cancelled
 in flight: at most 2 in total, 1 per role by default
 agent: {agent} --verbose (timeout 3600s, stall 120s)
+sandbox: none: agents run unconfined (/bin/true could confine them: `agent.sandbox: {{kind: bubblewrap}}`)
 retry: 3 attempts, backoff 10s doubling up to 300s
 claim lease: 600s
 ",

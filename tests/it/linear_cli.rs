@@ -85,8 +85,9 @@ async fn tracker_check_reports_the_key_the_team_every_state_and_the_rate_limit()
         lines[6].starts_with("ok   rate limit: requestLimit: "),
         "{stdout}"
     );
+    assert!(lines[7].starts_with("ok   sandbox: none: "), "{stdout}");
     assert!(
-        lines[7].starts_with("rate limit: ") && lines[7].ends_with(" requests left"),
+        lines[8].starts_with("rate limit: ") && lines[8].ends_with(" requests left"),
         "{stdout}"
     );
     assert!(model.refused().is_empty(), "{:?}", model.refused());

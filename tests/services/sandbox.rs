@@ -421,6 +421,39 @@ fn a_timed_out_sandboxed_run_leaves_no_process_behind() {
 }
 
 #[test]
+fn a_stalled_sandboxed_run_leaves_no_process_behind() {
+    bwrap();
+    let marker = format!("33{}", std::process::id() % 10_000);
+    let sb = pipeline(
+        &hanging_agent(&marker),
+        "{kind: bubblewrap}",
+        "",
+        false,
+        120,
+    );
+    let config = std::fs::read_to_string(sb.config_path()).unwrap();
+    std::fs::write(
+        sb.config_path(),
+        config.replace("stall_timeout_seconds: 0", "stall_timeout_seconds: 2"),
+    )
+    .unwrap();
+    let id = sb.add("Stall", "todo", &[]);
+    tick(&sb, &[]);
+    let blocks = sb.blocks(&id);
+    assert!(
+        blocks
+            .iter()
+            .any(|b| matches!(b, OutcomeBlock::Failure(f) if f.reason_code == "agent.stalled")),
+        "{blocks:?}"
+    );
+    wait_for(
+        "the sandbox's processes to end",
+        Duration::from_secs(5),
+        || marked(&format!("sleep {marker}")).is_empty(),
+    );
+}
+
+#[test]
 fn ctrl_c_during_a_sandboxed_run_kills_the_whole_tree() {
     bwrap();
     let marker = format!("32{}", std::process::id() % 10_000);

@@ -176,7 +176,10 @@ pub(super) async fn prepare<'s>(
     // A session of another route ran another agent setup: it is not resumed.
     // A fresh reviewer (`review.fresh_session`, issue #33) resumes nothing: it reads the
     // ticket and its blocks, never a transcript of an earlier attempt.
-    let fresh = stage.review.as_ref().is_some_and(|r| r.fresh_session);
+    // A sandbox with an ephemeral home removed the session's files with the last run's
+    // home: starting fresh saves a start of the CLI that could only fail.
+    let fresh = stage.review.as_ref().is_some_and(|r| r.fresh_session)
+        || sandbox.as_ref().is_some_and(|s| s.remove_home);
     if let Some(prev) = ctx
         .ledger
         .last_session(&claim.key)
