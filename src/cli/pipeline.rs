@@ -337,7 +337,7 @@ fn open_questions(
 struct TicketVerify {
     ticket: String,
     #[serde(flatten)]
-    result: crate::pipeline::report::VerifyResult,
+    result: crate::pipeline::verify_result::VerifyResult,
 }
 
 /// How many tickets `pipeline status` reads verify results for at most.
@@ -365,7 +365,7 @@ fn verify_results(config: &Config, runs: &[RunRecord]) -> anyhow::Result<Vec<Tic
     let (_, histories) = read_histories(config, &tickets)?;
     let mut out = Vec::new();
     for (ticket, history) in tickets.iter().zip(histories) {
-        let result = crate::pipeline::report::VerifyResult::last_of(
+        let result = crate::pipeline::verify_result::VerifyResult::last_of(
             history.blocks().iter().filter(|b| verifies(b.role())),
         );
         if let Some(result) = result {

@@ -14,7 +14,8 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::api_error::{no_pipeline, unauthorized, ApiError};
-use super::state::{render_metrics, FinishedRun, Gauges, TickSummary};
+use super::metrics::{render_metrics, Gauges};
+use super::state::{FinishedRun, TickSummary};
 use super::views::{live_runs, usage, LiveRunView, UsageSince};
 use super::Shared;
 use crate::config::Config;

@@ -12,6 +12,7 @@ pub mod board;
 mod http;
 mod login;
 mod logs;
+mod metrics;
 mod pages;
 pub mod state;
 mod svg;

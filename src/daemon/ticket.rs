@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::api_error::ApiError;
 use super::Shared;
 use crate::ledger::{Hold, ReactionRecord, RetryEntry, RunRecord, Scope};
-use crate::pipeline::report::VerifyResult;
+use crate::pipeline::verify_result::VerifyResult;
 use crate::tracker::PullState;
 
 /// Review comments a ticket's view lists at most, the newest first.

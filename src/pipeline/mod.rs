@@ -38,6 +38,7 @@ mod run;
 mod supervisor;
 mod tick;
 mod unpark;
+pub mod verify_result;
 mod writeback;
 
 use std::sync::Arc;

@@ -109,12 +109,8 @@ impl Tracker for CountingTracker {
         count("transition", &r);
         r
     }
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
-        let r = self.inner.check(statuses, create_missing).await;
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
+        let r = self.inner.check(statuses, create).await;
         count("check", &r);
         r
     }

@@ -392,6 +392,11 @@ pub(crate) fn json_text(value: &Value, pointer: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether `key` of `value` is `true` (absent or not a boolean: no).
+pub(crate) fn json_flag(value: &Value, key: &str) -> bool {
+    value.get(key).and_then(Value::as_bool) == Some(true)
+}
+
 /// The array under `key` of `value`, empty when it is absent or not an array.
 pub(crate) fn json_array<'a>(value: &'a Value, key: &str) -> &'a [Value] {
     value
@@ -411,3 +416,29 @@ pub(crate) fn fmt_adapter(
         .field("name", &name)
         .finish_non_exhaustive()
 }
+
+/// The `Tracker` methods an adapter built on [`ForgeCore`] answers from the core alone:
+/// it is its own forge, its name, statuses as labels (blocking links read only with
+/// `tracker.blockers.enabled: true`: GitLab's need Premium, and on a Free instance every
+/// read is refused, which would hold every ticket), and the rate limit its client last
+/// read. Expands inside `impl Tracker for X`, where `X` has a `core: ForgeCore` field.
+macro_rules! core_tracker_methods {
+    () => {
+        fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn $crate::tracker::Forge>> {
+            Some(self)
+        }
+
+        fn name(&self) -> &str {
+            &self.core.name
+        }
+
+        fn capabilities(&self) -> $crate::tracker::Capabilities {
+            $crate::tracker::Capabilities::status_labels(false)
+        }
+
+        fn rate_limit_remaining(&self) -> Option<u64> {
+            self.core.client.rate_limit_remaining()
+        }
+    };
+}
+pub(crate) use core_tracker_methods;

@@ -142,12 +142,7 @@ impl Tracker for MemoryTracker {
         Ok(self.comment_snapshot(id))
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        _idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, _: &str) -> Result<Comment, TrackerError> {
         if !self.state().tickets.contains_key(id) {
             return Err(TrackerError::NotFound(format!("ticket {id}")));
         }

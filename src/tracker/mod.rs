@@ -337,14 +337,10 @@ pub trait Tracker: Send + Sync {
     }
 
     /// Check that sortie can work with this tracker: credentials, access, and that every
-    /// status in `statuses` exists (creating missing ones when `create_missing` and the
+    /// status in `statuses` exists (creating missing ones when `create` and the
     /// tracker allows it). The default lists the board once.
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
-        let _ = create_missing;
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
+        let _ = create;
         let mut report = CheckReport::default();
         let listing = self.list(statuses).await?;
         report.push(

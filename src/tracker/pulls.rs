@@ -193,6 +193,15 @@ pub enum MergeResult {
     },
 }
 
+/// A JSON object's numeric `id` as text; empty when it has none.
+pub(crate) fn id_of(value: &serde_json::Value) -> String {
+    value
+        .get("id")
+        .and_then(serde_json::Value::as_u64)
+        .map(|id| id.to_string())
+        .unwrap_or_default()
+}
+
 /// The number at the end of a pull request's URL (`.../pull/42`, `.../pulls/42`,
 /// `.../merge_requests/42`), which is how a block's `pull_request` artifact names it.
 pub fn pull_number(url: &str) -> Option<u64> {

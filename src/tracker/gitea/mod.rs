@@ -9,7 +9,6 @@ mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::Method;
@@ -17,11 +16,12 @@ use serde_json::{json, Value};
 
 use self::wire::{more_pages, LabelIds, WireComment, WireIssue, WireLabel, WireUser};
 use super::forge_core::{
-    check_access, check_token, closes, fmt_adapter, not_a, open_adapter, Dialect, ForgeCore,
+    check_access, check_token, closes, core_tracker_methods, fmt_adapter, not_a, open_adapter,
+    Dialect, ForgeCore,
 };
-use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
+use super::http::{adapter_options, encode, ExchangeObserver};
 use super::labels::{LabelMove, LabelScheme};
-use super::{Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+use super::{CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
 /// Items asked per page (Gitea's default `MAX_RESPONSE_ITEMS`).
@@ -79,27 +79,13 @@ impl GiteaSettings {
     }
 }
 
-/// How the adapter talks to Gitea; the defaults suit production.
-#[derive(Clone)]
-pub struct GiteaOptions {
-    /// Per-request timeout. Default 30 s.
-    pub timeout: Duration,
-    /// Where "now" comes from (rate-limit waits). Default the system clock.
-    pub clock: Clock,
-    /// Sees every response (contract tests, diagnostics). Default none.
-    pub observer: Option<ExchangeObserver>,
-    /// The API under the instance URL. Default `/api/v1` (a contract mock serves `""`).
-    pub api_path: String,
-}
-
-impl Default for GiteaOptions {
-    fn default() -> Self {
-        GiteaOptions {
-            timeout: DEFAULT_TIMEOUT,
-            clock: system_clock(),
-            observer: None,
-            api_path: "/api/v1".to_string(),
-        }
+adapter_options! {
+    /// How the adapter talks to Gitea; the defaults suit production.
+    pub struct GiteaOptions {
+        /// Sees every response (contract tests, diagnostics). Default none.
+        pub observer: Option<ExchangeObserver> = None,
+        /// The API under the instance URL. Default `/api/v1` (a contract mock serves `""`).
+        pub api_path: String = "/api/v1".to_string(),
     }
 }
 
@@ -254,21 +240,7 @@ impl GiteaTracker {
 
 #[async_trait]
 impl Tracker for GiteaTracker {
-    fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
-        Some(self)
-    }
-
-    fn name(&self) -> &str {
-        &self.core.name
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::status_labels(false)
-    }
-
-    fn rate_limit_remaining(&self) -> Option<u64> {
-        self.core.client.rate_limit_remaining()
-    }
+    core_tracker_methods!();
 
     async fn identity(&self) -> Result<String, TrackerError> {
         self.core.identity(|user: WireUser| user.login).await
@@ -337,12 +309,7 @@ impl Tracker for GiteaTracker {
         Ok(self.core.comments(id, items, |_: &WireComment| true))
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        _idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, _: &str) -> Result<Comment, TrackerError> {
         self.core
             .post_comment::<WireComment>(&self.core.issue_path(id)?, id, body)
             .await
@@ -376,11 +343,7 @@ impl Tracker for GiteaTracker {
         Ok(())
     }
 
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
         let mut report = CheckReport::default();
         if !check_token(&mut report, self.identity().await)? {
             return Ok(report);
@@ -397,57 +360,7 @@ impl Tracker for GiteaTracker {
         };
         let has = |label: &str| ids.get(label).is_some();
         self.core
-            .check_labels(report, &self.settings.labels, statuses, create_missing, has)
+            .check_labels(report, &self.settings.labels, statuses, create, has)
             .await
-    }
-}
-
-#[async_trait]
-impl super::Forge for GiteaTracker {
-    /// Pull requests: the open one from the branch into `base` (`GET /pulls/{base}/{head}`,
-    /// Gitea 1.21+) is reused; else one is created (a draft gets Gitea's `WIP: ` title
-    /// prefix). A create refused because one exists (409, a race) reads it back.
-    async fn open_pull_request(
-        &self,
-        spec: &super::PullRequestSpec,
-    ) -> Result<super::PullRequest, TrackerError> {
-        let find = format!(
-            "{}/pulls/{}/{}",
-            self.core.project,
-            encode(&spec.base),
-            encode(&spec.head)
-        );
-        let lookup = || async {
-            match self.core.client.get_json::<Value>(&find).await {
-                Ok(v) if v.get("state").and_then(Value::as_str) == Some("open") => {
-                    self.core.pull(&v, true).map(Some)
-                }
-                Ok(_) | Err(TrackerError::NotFound(_)) => Ok(None),
-                Err(err) => Err(err),
-            }
-        };
-        let title = self.core.pull_title(&spec.title, spec.draft);
-        let body =
-            json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
-        self.core.find_or_open(lookup, &body).await
-    }
-
-    /// The pull request, the head's combined status, reviews and their comments
-    /// (`pulls.rs`). A failed status's details are its description (the default).
-    async fn pull_request_state(
-        &self,
-        number: u64,
-    ) -> Result<super::pulls::PullState, TrackerError> {
-        self.pull_state(number).await
-    }
-
-    /// `POST .../merge` with `do` and the expected `head_commit_id`.
-    async fn merge_pull_request(
-        &self,
-        number: u64,
-        expected_head: &str,
-        method: crate::config::MergeMethod,
-    ) -> Result<super::pulls::MergeResult, TrackerError> {
-        self.merge(number, expected_head, method).await
     }
 }

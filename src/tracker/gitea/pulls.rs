@@ -2,18 +2,21 @@
 //! head's combined commit status, reviews and the comments of reviews that have any;
 //! the merge with the expected head commit.
 
+use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::GiteaTracker;
 use crate::config::MergeMethod;
-use crate::tracker::forge_core::{json_array, json_text};
+use crate::tracker::forge_core::{json_array, json_flag, json_text};
+use crate::tracker::http::encode;
 use crate::tracker::pulls::{
-    tail_excerpt, Check, CheckState, MergeResult, Mergeability, PullLifecycle, PullState, Review,
-    ReviewComment, ReviewVerdict,
+    id_of, tail_excerpt, Check, CheckState, MergeResult, Mergeability, PullLifecycle, PullState,
+    Review, ReviewComment, ReviewVerdict,
 };
 use crate::tracker::rest::error_message;
 use crate::tracker::TrackerError;
+use crate::tracker::{Forge, PullRequest, PullRequestSpec};
 
 /// How much of a review's or a comment's body is kept.
 const TEXT_CHARS: usize = 4000;
@@ -24,9 +27,36 @@ const REFUSED: [u16; 3] = [405, 409, 422];
 /// Title prefixes Gitea reads as work in progress (its default `WORK_IN_PROGRESS_PREFIXES`).
 const WIP_PREFIXES: [&str; 2] = ["WIP:", "[WIP]"];
 
-impl GiteaTracker {
-    /// Pull request `index` and what hangs off its head.
-    pub(super) async fn pull_state(&self, index: u64) -> Result<PullState, TrackerError> {
+#[async_trait]
+impl Forge for GiteaTracker {
+    /// Pull requests: the open one from the branch into `base` (`GET /pulls/{base}/{head}`,
+    /// Gitea 1.21+) is reused; else one is created (a draft gets Gitea's `WIP: ` title
+    /// prefix). A create refused because one exists (409, a race) reads it back.
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError> {
+        let find = format!(
+            "{}/pulls/{}/{}",
+            self.core.project,
+            encode(&spec.base),
+            encode(&spec.head)
+        );
+        let lookup = || async {
+            match self.core.client.get_json::<Value>(&find).await {
+                Ok(v) if v.get("state").and_then(Value::as_str) == Some("open") => {
+                    self.core.pull(&v, true).map(Some)
+                }
+                Ok(_) | Err(TrackerError::NotFound(_)) => Ok(None),
+                Err(err) => Err(err),
+            }
+        };
+        let title = self.core.pull_title(&spec.title, spec.draft);
+        let body =
+            json!({ "head": spec.head, "base": spec.base, "title": title, "body": spec.body });
+        self.core.find_or_open(lookup, &body).await
+    }
+
+    /// Pull request `index`, the head's combined status, reviews and their comments. A
+    /// failed status's details are its description (the default `check_details`).
+    async fn pull_request_state(&self, index: u64) -> Result<PullState, TrackerError> {
         let pull_path = format!("{}/pulls/{index}", self.core.project);
         let pull: Value = self.core.client.get_json(&pull_path).await?;
         let mut state = pull_request_state(index, &pull);
@@ -68,7 +98,7 @@ impl GiteaTracker {
 
     /// `POST .../pulls/{index}/merge` with `do` and the expected `head_commit_id`; the
     /// pull request is read again for its merge commit (the merge answers no body).
-    pub(super) async fn merge(
+    async fn merge_pull_request(
         &self,
         index: u64,
         expected_head: &str,
@@ -178,7 +208,7 @@ fn status_state(state: Option<&str>) -> CheckState {
 }
 
 fn review(value: &Value) -> Review {
-    let gone = flag(value, "stale") || flag(value, "dismissed");
+    let gone = json_flag(value, "stale") || json_flag(value, "dismissed");
     let verdict = match value.get("state").and_then(Value::as_str) {
         _ if gone => ReviewVerdict::Other,
         Some("APPROVED") => ReviewVerdict::Approved,
@@ -223,18 +253,6 @@ fn login(value: &Value) -> String {
 /// Gitea's users carry no bot flag: a `[bot]` login suffix is the convention.
 fn is_bot(value: &Value) -> bool {
     login(value).ends_with("[bot]")
-}
-
-fn id_of(value: &Value) -> String {
-    value
-        .get("id")
-        .and_then(Value::as_u64)
-        .map(|id| id.to_string())
-        .unwrap_or_default()
-}
-
-fn flag(value: &Value, key: &str) -> bool {
-    value.get(key).and_then(Value::as_bool) == Some(true)
 }
 
 #[cfg(test)]

@@ -29,9 +29,7 @@ use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::config::{Config, TrackerConfig};
-use crate::tracker::http::{
-    fmt_options, system_clock, ResponseCache, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT,
-};
+use crate::tracker::http::{adapter_options, fmt_options, ResponseCache, DEFAULT_RETRY_BACKOFF};
 
 /// The file under the state root holding the persisted ETag cache.
 pub const ETAG_FILE: &str = "github-etags.json";
@@ -70,31 +68,16 @@ impl GithubSettings {
     }
 }
 
-/// How the adapter talks to GitHub; the defaults suit production.
-#[derive(Clone)]
-pub struct GithubOptions {
-    /// Per-request timeout. Default 30 s.
-    pub timeout: Duration,
-    /// Wait before the one retry after a server or connection error. Default 1 s.
-    pub retry_backoff: Duration,
-    /// Where the ETag cache is persisted; `None` keeps it in memory. Default none
-    /// ([`GithubTracker::open`] uses `state_root/github-etags.json`).
-    pub etag_file: Option<PathBuf>,
-    /// Where "now" comes from (rate-limit waits). Default the system clock.
-    pub clock: Clock,
-    /// Sees every response (tests, diagnostics). Default none.
-    pub observer: Option<ExchangeObserver>,
-}
-
-impl Default for GithubOptions {
-    fn default() -> Self {
-        GithubOptions {
-            timeout: DEFAULT_TIMEOUT,
-            retry_backoff: DEFAULT_RETRY_BACKOFF,
-            etag_file: None,
-            clock: system_clock(),
-            observer: None,
-        }
+adapter_options! {
+    /// How the adapter talks to GitHub; the defaults suit production.
+    pub struct GithubOptions {
+        /// Wait before the one retry after a server or connection error. Default 1 s.
+        pub retry_backoff: Duration = DEFAULT_RETRY_BACKOFF,
+        /// Where the ETag cache is persisted; `None` keeps it in memory. Default none
+        /// ([`GithubTracker::open`] uses `state_root/github-etags.json`).
+        pub etag_file: Option<PathBuf> = None,
+        /// Sees every response (tests, diagnostics). Default none.
+        pub observer: Option<ExchangeObserver> = None,
     }
 }
 
@@ -451,12 +434,7 @@ impl Tracker for GithubTracker {
         Ok(comments)
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        _idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, _: &str) -> Result<Comment, TrackerError> {
         let number = number(id)?;
         let value = self.api.post_comment(number, body).await?;
         serde_json::from_value::<WireComment>(value)
@@ -491,12 +469,8 @@ impl Tracker for GithubTracker {
         }
     }
 
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
-        check::run(self, statuses, create_missing).await
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
+        check::run(self, statuses, create).await
     }
 }
 

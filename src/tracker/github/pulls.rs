@@ -14,8 +14,8 @@ use super::api::GithubApi;
 use crate::config::MergeMethod;
 use crate::tracker::http::Retry;
 use crate::tracker::pulls::{
-    tail_excerpt, Check, CheckState, MergeResult, Mergeability, PullLifecycle, PullState, Review,
-    ReviewComment, ReviewVerdict,
+    id_of, tail_excerpt, Check, CheckState, MergeResult, Mergeability, PullLifecycle, PullState,
+    Review, ReviewComment, ReviewVerdict,
 };
 use crate::tracker::TrackerError;
 
@@ -311,14 +311,6 @@ fn review_comment(value: &Value) -> ReviewComment {
 fn is_bot(value: &Value) -> bool {
     value.pointer("/user/type").and_then(Value::as_str) == Some("Bot")
         || text(value, "/user/login").ends_with("[bot]")
-}
-
-fn id_of(value: &Value) -> String {
-    value
-        .get("id")
-        .and_then(Value::as_u64)
-        .map(|id| id.to_string())
-        .unwrap_or_default()
 }
 
 fn text(value: &Value, pointer: &str) -> String {

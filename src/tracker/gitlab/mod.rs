@@ -8,20 +8,20 @@ pub mod webhook;
 mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use self::wire::{move_body, next_page, WireIssue, WireNote, WireUser};
 use super::forge_core::{
-    check_access, check_token, closes, fmt_adapter, not_a, open_adapter, Dialect, ForgeCore,
+    check_access, check_token, closes, core_tracker_methods, fmt_adapter, not_a, open_adapter,
+    Dialect, ForgeCore,
 };
-use super::http::{encode, system_clock, Clock, ExchangeObserver, DEFAULT_TIMEOUT};
+use super::http::{adapter_options, encode, ExchangeObserver};
 use super::labels::{LabelMove, LabelScheme};
-use super::{Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
+use super::{Blocker, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
 /// Items per page GitLab serves at most.
@@ -83,24 +83,11 @@ impl GitlabSettings {
     }
 }
 
-/// How the adapter talks to GitLab; the defaults suit production.
-#[derive(Clone)]
-pub struct GitlabOptions {
-    /// Per-request timeout. Default 30 s.
-    pub timeout: Duration,
-    /// Where "now" comes from (rate-limit waits). Default the system clock.
-    pub clock: Clock,
-    /// Sees every response (contract tests, diagnostics). Default none.
-    pub observer: Option<ExchangeObserver>,
-}
-
-impl Default for GitlabOptions {
-    fn default() -> Self {
-        GitlabOptions {
-            timeout: DEFAULT_TIMEOUT,
-            clock: system_clock(),
-            observer: None,
-        }
+adapter_options! {
+    /// How the adapter talks to GitLab; the defaults suit production.
+    pub struct GitlabOptions {
+        /// Sees every response (contract tests, diagnostics). Default none.
+        pub observer: Option<ExchangeObserver> = None,
     }
 }
 
@@ -250,24 +237,7 @@ impl GitlabTracker {
 
 #[async_trait]
 impl Tracker for GitlabTracker {
-    fn forge(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn super::Forge>> {
-        Some(self)
-    }
-
-    fn name(&self) -> &str {
-        &self.core.name
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        // Blocking links need GitLab Premium: on a Free instance every read is
-        // refused, which would hold every ticket; read only with
-        // `tracker.blockers.enabled: true`.
-        Capabilities::status_labels(false)
-    }
-
-    fn rate_limit_remaining(&self) -> Option<u64> {
-        self.core.client.rate_limit_remaining()
-    }
+    core_tracker_methods!();
 
     async fn identity(&self) -> Result<String, TrackerError> {
         self.core.identity(|user: WireUser| user.username).await
@@ -353,12 +323,7 @@ impl Tracker for GitlabTracker {
             .comments(id, items, |note: &WireNote| !note.system))
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        _idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, _: &str) -> Result<Comment, TrackerError> {
         self.core
             .post_comment::<WireNote>(&self.core.issue_path(id)?, id, body)
             .await
@@ -381,11 +346,7 @@ impl Tracker for GitlabTracker {
         self.put_issue(id, &body).await
     }
 
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
         let mut report = CheckReport::default();
         if !check_token(&mut report, self.identity().await)? {
             return Ok(report);
@@ -414,63 +375,7 @@ impl Tracker for GitlabTracker {
             .collect();
         let has = |label: &str| existing.contains(&label.to_lowercase());
         self.core
-            .check_labels(report, &self.settings.labels, statuses, create_missing, has)
+            .check_labels(report, &self.settings.labels, statuses, create, has)
             .await
-    }
-}
-
-#[async_trait]
-impl super::Forge for GitlabTracker {
-    /// Merge requests: an open one with the branch as `source_branch` is reused; else
-    /// one is created (a draft gets GitLab's `Draft: ` title prefix). A create refused
-    /// because one exists (409, a race) reads it back.
-    async fn open_pull_request(
-        &self,
-        spec: &super::PullRequestSpec,
-    ) -> Result<super::PullRequest, TrackerError> {
-        let find = format!(
-            "{}/merge_requests?state=opened&source_branch={}",
-            self.core.project,
-            encode(&spec.head)
-        );
-        let find = || async {
-            let items: Vec<Value> = self.core.client.get_json(&find).await?;
-            items.first().map(|v| self.core.pull(v, true)).transpose()
-        };
-        let body = json!({
-            "source_branch": spec.head,
-            "target_branch": spec.base,
-            "title": self.core.pull_title(&spec.title, spec.draft),
-            "description": spec.body,
-        });
-        self.core.find_or_open(find, &body).await
-    }
-
-    /// The merge request, its head pipeline's jobs, discussions and approvals
-    /// (`pulls.rs`).
-    async fn pull_request_state(
-        &self,
-        number: u64,
-    ) -> Result<super::pulls::PullState, TrackerError> {
-        self.pull_state(number).await
-    }
-
-    /// A failed job's trace, its tail kept.
-    async fn check_details(
-        &self,
-        check: &super::pulls::Check,
-        max_chars: usize,
-    ) -> Result<String, TrackerError> {
-        self.job_details(check, max_chars).await
-    }
-
-    /// `PUT .../merge` with the expected head `sha`; `rebase` is refused as unsupported.
-    async fn merge_pull_request(
-        &self,
-        number: u64,
-        expected_head: &str,
-        method: crate::config::MergeMethod,
-    ) -> Result<super::pulls::MergeResult, TrackerError> {
-        self.merge(number, expected_head, method).await
     }
 }

@@ -2,18 +2,21 @@
 //! its head pipeline's jobs, its discussions (diff notes and resolvable threads) and
 //! its approvals; a failed job's trace; the merge with the expected head SHA.
 
+use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::GitlabTracker;
 use crate::config::MergeMethod;
-use crate::tracker::forge_core::{json_array, json_text};
+use crate::tracker::forge_core::{json_array, json_flag, json_text};
+use crate::tracker::http::encode;
 use crate::tracker::pulls::{
     tail_excerpt, Check, CheckState, MergeResult, Mergeability, PullLifecycle, PullState, Review,
     ReviewComment, ReviewVerdict,
 };
 use crate::tracker::rest::error_message;
 use crate::tracker::TrackerError;
+use crate::tracker::{Forge, PullRequest, PullRequestSpec};
 
 /// How much of a note's body or a job's summary is kept.
 const TEXT_CHARS: usize = 4000;
@@ -24,9 +27,32 @@ const REFUSED: [u16; 4] = [405, 406, 409, 422];
 /// The prefix of a job's check id, which `check_details` reads the trace of.
 const JOB: &str = "job:";
 
-impl GitlabTracker {
-    /// Merge request `iid` and what hangs off its head.
-    pub(super) async fn pull_state(&self, iid: u64) -> Result<PullState, TrackerError> {
+#[async_trait]
+impl Forge for GitlabTracker {
+    /// Merge requests: an open one with the branch as `source_branch` is reused; else
+    /// one is created (a draft gets GitLab's `Draft: ` title prefix). A create refused
+    /// because one exists (409, a race) reads it back.
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, TrackerError> {
+        let find = format!(
+            "{}/merge_requests?state=opened&source_branch={}",
+            self.core.project,
+            encode(&spec.head)
+        );
+        let find = || async {
+            let items: Vec<Value> = self.core.client.get_json(&find).await?;
+            items.first().map(|v| self.core.pull(v, true)).transpose()
+        };
+        let body = json!({
+            "source_branch": spec.head,
+            "target_branch": spec.base,
+            "title": self.core.pull_title(&spec.title, spec.draft),
+            "description": spec.body,
+        });
+        self.core.find_or_open(find, &body).await
+    }
+
+    /// Merge request `iid`, its head pipeline's jobs, discussions and approvals.
+    async fn pull_request_state(&self, iid: u64) -> Result<PullState, TrackerError> {
         let mr_path = format!("{}/merge_requests/{iid}", self.core.project);
         let mr: Value = self.core.client.get_json(&mr_path).await?;
         let mut state = merge_request_state(iid, &mr);
@@ -60,36 +86,8 @@ impl GitlabTracker {
         Ok(state)
     }
 
-    /// The id of the pipeline that ran on `head`: the merge request's `head_pipeline`,
-    /// else the newest of its pipelines whose `sha` is the head.
-    async fn head_pipeline(
-        &self,
-        mr_path: &str,
-        mr: &Value,
-        head: &str,
-    ) -> Result<Option<u64>, TrackerError> {
-        let named = mr.pointer("/head_pipeline/id").and_then(Value::as_u64);
-        let on_head = json_text(mr, "/head_pipeline/sha").is_none_or(|sha| sha == head);
-        if let (Some(id), true) = (named, on_head) {
-            return Ok(Some(id));
-        }
-        let pipelines: Vec<Value> = self
-            .core
-            .client
-            .get_json(&format!("{mr_path}/pipelines"))
-            .await?;
-        Ok(pipelines
-            .iter()
-            .find(|p| json_text(p, "/sha").as_deref() == Some(head))
-            .and_then(|p| p.get("id").and_then(Value::as_u64)))
-    }
-
     /// A failed job's trace, its tail kept, without ANSI colours and section markers.
-    pub(super) async fn job_details(
-        &self,
-        check: &Check,
-        max_chars: usize,
-    ) -> Result<String, TrackerError> {
+    async fn check_details(&self, check: &Check, max_chars: usize) -> Result<String, TrackerError> {
         let Some(job) = check.id.strip_prefix(JOB) else {
             return Ok(tail_excerpt(&check.summary, max_chars));
         };
@@ -105,7 +103,7 @@ impl GitlabTracker {
 
     /// `PUT .../merge_requests/{iid}/merge` with the expected head `sha` (and `squash`);
     /// GitLab refuses a head that moved with 409.
-    pub(super) async fn merge(
+    async fn merge_pull_request(
         &self,
         iid: u64,
         expected_head: &str,
@@ -150,6 +148,32 @@ impl GitlabTracker {
     }
 }
 
+impl GitlabTracker {
+    /// The id of the pipeline that ran on `head`: the merge request's `head_pipeline`,
+    /// else the newest of its pipelines whose `sha` is the head.
+    async fn head_pipeline(
+        &self,
+        mr_path: &str,
+        mr: &Value,
+        head: &str,
+    ) -> Result<Option<u64>, TrackerError> {
+        let named = mr.pointer("/head_pipeline/id").and_then(Value::as_u64);
+        let on_head = json_text(mr, "/head_pipeline/sha").is_none_or(|sha| sha == head);
+        if let (Some(id), true) = (named, on_head) {
+            return Ok(Some(id));
+        }
+        let pipelines: Vec<Value> = self
+            .core
+            .client
+            .get_json(&format!("{mr_path}/pipelines"))
+            .await?;
+        Ok(pipelines
+            .iter()
+            .find(|p| json_text(p, "/sha").as_deref() == Some(head))
+            .and_then(|p| p.get("id").and_then(Value::as_u64)))
+    }
+}
+
 /// The merge request's own fields: head, lifecycle, mergeability, labels.
 fn merge_request_state(iid: u64, mr: &Value) -> PullState {
     let head_sha = json_text(mr, "/sha").unwrap_or_default();
@@ -157,7 +181,7 @@ fn merge_request_state(iid: u64, mr: &Value) -> PullState {
     let mut state = PullState::open(iid, &url, &head_sha);
     state.head_branch = json_text(mr, "/source_branch").unwrap_or_default();
     state.base_branch = json_text(mr, "/target_branch").unwrap_or_default();
-    state.draft = flag(mr, "draft") || flag(mr, "work_in_progress");
+    state.draft = json_flag(mr, "draft") || json_flag(mr, "work_in_progress");
     state.labels = json_array(mr, "labels")
         .iter()
         .filter_map(|l| {
@@ -209,7 +233,7 @@ fn mergeability(
 
 /// A pipeline job as a check: a failure allowed to fail is neutral.
 fn job_check(job: &Value) -> Check {
-    let allowed = flag(job, "allow_failure");
+    let allowed = json_flag(job, "allow_failure");
     let state = job_state(job.get("status").and_then(Value::as_str), allowed);
     let mut said = Vec::new();
     if let Some(stage) = json_text(job, "/stage") {
@@ -248,16 +272,16 @@ fn job_state(status: Option<&str>, allow_failure: bool) -> CheckState {
 /// The review comments of one discussion: its diff notes and, in a resolvable
 /// thread, every note; system notes never. `mr_url` links each to its note.
 fn discussion_comments(discussion: &Value, mr_url: &str) -> Vec<ReviewComment> {
-    let thread_resolvable = flag(discussion, "resolvable");
-    let thread_resolved = flag(discussion, "resolved");
+    let thread_resolvable = json_flag(discussion, "resolvable");
+    let thread_resolved = json_flag(discussion, "resolved");
     json_array(discussion, "notes")
         .iter()
-        .filter(|note| !flag(note, "system"))
+        .filter(|note| !json_flag(note, "system"))
         .filter(|note| {
             note.get("position").is_some_and(|p| !p.is_null())
                 || note.get("type").and_then(Value::as_str) == Some("DiffNote")
                 || thread_resolvable
-                || flag(note, "resolvable")
+                || json_flag(note, "resolvable")
         })
         .map(|note| diff_note(note, thread_resolved, mr_url))
         .collect()
@@ -284,7 +308,7 @@ fn diff_note(note: &Value, thread_resolved: bool, mr_url: &str) -> ReviewComment
         line,
         body: tail_excerpt(&json_text(note, "/body").unwrap_or_default(), TEXT_CHARS),
         url: (!mr_url.is_empty()).then(|| format!("{mr_url}#note_{id}")),
-        resolved: thread_resolved || flag(note, "resolved"),
+        resolved: thread_resolved || json_flag(note, "resolved"),
         outdated,
         updated_at: json_text(note, "/updated_at").or_else(|| json_text(note, "/created_at")),
     }
@@ -381,10 +405,6 @@ fn strip_sections(line: &str) -> String {
             None => "",
         };
     }
-}
-
-fn flag(value: &Value, key: &str) -> bool {
-    value.get(key).and_then(Value::as_bool) == Some(true)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod client;
 mod clock;
 mod conditional;
 mod observer;
+mod options;
 mod paging;
 mod rate_limit;
 mod retry;
@@ -24,6 +25,7 @@ pub use self::url::encode;
 pub(crate) use self::client::{fmt_options, no_answer, HttpClient};
 pub use self::client::{Reply, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT};
 pub(crate) use self::conditional::{CachedPage, ResponseCache};
+pub(crate) use self::options::adapter_options;
 pub(crate) use self::rate_limit::{
     header_u64, refuse_until, round_up, Remaining, WaitGate, DEFAULT_WAIT, MAX_WAIT,
 };

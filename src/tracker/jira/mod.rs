@@ -335,10 +335,9 @@ impl Tracker for JiraTracker {
         statuses: &[String],
         filter: &TicketFilter,
     ) -> Result<Listing, TrackerError> {
-        if statuses.is_empty() {
-            return Ok(Listing::default());
-        }
-        let jql = self.listing_jql(statuses, filter);
+        let Some(jql) = self.listing_jql(statuses, filter) else {
+            return Ok(Listing::default()); // no status, no request
+        };
         let mut listing = self.search(&jql).await?;
         listing
             .tickets
@@ -390,12 +389,7 @@ impl Tracker for JiraTracker {
         Ok(out)
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        _idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, _: &str) -> Result<Comment, TrackerError> {
         let key = self.key(id)?;
         let payload = if self.cloud() {
             json!({ "body": adf::from_markdown(body) })
@@ -484,11 +478,14 @@ mod tests {
             project: None,
         };
         assert_eq!(
-            t.listing_jql(&["In Design".into(), "To Do".into()], &filter),
-            "project = \"PROJ\" AND status in (\"In Design\", \"To Do\") AND \
+            t.listing_jql(&["In Design".into(), "To Do".into()], &filter)
+                .as_deref(),
+            Some(
+                "project = \"PROJ\" AND status in (\"In Design\", \"To Do\") AND \
              (labels = agent-ok OR priority = High) AND labels = \"x\" AND \
              (labels is EMPTY OR labels not in (\"wip\")) AND assignee = currentUser() \
              ORDER BY key ASC"
+            )
         );
     }
 
@@ -496,9 +493,11 @@ mod tests {
     fn statuses_are_searched_trimmed_as_the_config_spells_them() {
         let t = tracker(None);
         assert_eq!(
-            t.listing_jql(&[" in design ".into()], &TicketFilter::default()),
-            "project = \"PROJ\" AND status in (\"in design\") ORDER BY key ASC"
+            t.listing_jql(&[" in design ".into()], &TicketFilter::default())
+                .as_deref(),
+            Some("project = \"PROJ\" AND status in (\"in design\") ORDER BY key ASC")
         );
+        assert_eq!(t.listing_jql(&[], &TicketFilter::default()), None);
     }
 
     #[test]

@@ -14,8 +14,11 @@ impl JiraTracker {
     /// the tracker contract has server-side filters; JQL matches status names ignoring
     /// case), then the
     /// config's clause and the filter, each parenthesised so an `OR` inside cannot
-    /// widen the search.
-    pub fn listing_jql(&self, statuses: &[String], filter: &TicketFilter) -> String {
+    /// widen the search. No status, no query: `status in ()` is not JQL.
+    pub fn listing_jql(&self, statuses: &[String], filter: &TicketFilter) -> Option<String> {
+        if statuses.is_empty() {
+            return None;
+        }
         let names: Vec<String> = statuses.iter().map(|s| quote(s.trim())).collect();
         let mut jql = format!(
             "project = {} AND status in ({})",
@@ -41,7 +44,7 @@ impl JiraTracker {
             None => {}
         }
         jql.push_str(" ORDER BY key ASC");
-        jql
+        Some(jql)
     }
 
     pub(super) async fn search(&self, jql: &str) -> Result<Listing, TrackerError> {

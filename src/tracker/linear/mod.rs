@@ -31,7 +31,7 @@ pub use self::comments::comment_id;
 // state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
 use self::transport::LinearClient;
 use crate::tracker::http::{
-    fmt_options, next_cursor, system_clock, Retry, DEFAULT_RETRY_BACKOFF, DEFAULT_TIMEOUT,
+    adapter_options, fmt_options, next_cursor, Retry, DEFAULT_RETRY_BACKOFF,
 };
 
 use self::states::TeamStates;
@@ -41,28 +41,14 @@ use super::{
 };
 use crate::config::{Config, LinearTokenType, TicketFilter, TrackerConfig};
 
-/// How the adapter talks to Linear; the defaults suit production.
-#[derive(Clone)]
-pub struct LinearOptions {
-    /// Per-request timeout. Default 30 s.
-    pub timeout: Duration,
-    /// Wait before the one retry after a server or connection error. Default 1 s.
-    pub retry_backoff: Duration,
-    /// Where "now" comes from (rate-limit waits). Default the system clock.
-    pub clock: Clock,
-    /// Where a rate-limit wait is persisted for the next process; `None` keeps it in
-    /// memory. Default none ([`LinearTracker::open`] uses `state_root/linear-ratelimit.json`).
-    pub wait_file: Option<PathBuf>,
-}
-
-impl Default for LinearOptions {
-    fn default() -> Self {
-        LinearOptions {
-            timeout: DEFAULT_TIMEOUT,
-            retry_backoff: DEFAULT_RETRY_BACKOFF,
-            clock: system_clock(),
-            wait_file: None,
-        }
+adapter_options! {
+    /// How the adapter talks to Linear; the defaults suit production.
+    pub struct LinearOptions {
+        /// Wait before the one retry after a server or connection error. Default 1 s.
+        pub retry_backoff: Duration = DEFAULT_RETRY_BACKOFF,
+        /// Where a rate-limit wait is persisted for the next process; `None` keeps it in
+        /// memory. Default none ([`LinearTracker::open`] uses `state_root/linear-ratelimit.json`).
+        pub wait_file: Option<PathBuf> = None,
     }
 }
 
@@ -405,15 +391,10 @@ impl Tracker for LinearTracker {
         Ok(comments)
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
         let viewer = self.viewer().await?.id.clone();
         let issue_id = self.issue_id(id).await?;
-        let comment_id = comment_id(idempotency_key).to_string();
+        let comment_id = comment_id(key).to_string();
         let input = json!({ "id": comment_id, "issueId": issue_id, "body": body });
         // The id makes a repeat harmless: a retry after a lost answer is refused as a
         // duplicate and found below.
@@ -498,12 +479,8 @@ impl Tracker for LinearTracker {
         Ok(())
     }
 
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
-        check::run(self, statuses, create_missing).await
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
+        check::run(self, statuses, create).await
     }
 }
 

@@ -454,13 +454,8 @@ impl Tracker for LocalBoard {
         LOCAL_READ_AHEAD
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
-        let (id, body, key) = (id.to_owned(), body.to_owned(), idempotency_key.to_owned());
+    async fn post_comment(&self, id: &str, body: &str, key: &str) -> Result<Comment, TrackerError> {
+        let (id, body, key) = (id.to_owned(), body.to_owned(), key.to_owned());
         self.blocking(move |board| board.add_comment_once(&id, IDENTITY, &body, &key))
             .await
     }

@@ -362,12 +362,7 @@ impl Tracker for RedmineTracker {
         self.comments_of(&issue).await
     }
 
-    async fn post_comment(
-        &self,
-        id: &str,
-        body: &str,
-        _idempotency_key: &str,
-    ) -> Result<Comment, TrackerError> {
+    async fn post_comment(&self, id: &str, body: &str, _: &str) -> Result<Comment, TrackerError> {
         let number = issue_number(id)?;
         self.issue(id, false).await?; // only this project's issues
         self.api
@@ -434,11 +429,7 @@ impl Tracker for RedmineTracker {
         }
     }
 
-    async fn check(
-        &self,
-        statuses: &[String],
-        create_missing: bool,
-    ) -> Result<CheckReport, TrackerError> {
+    async fn check(&self, statuses: &[String], create: bool) -> Result<CheckReport, TrackerError> {
         let mut report = CheckReport::default();
         match self.me().await {
             Ok(me) => report.push(
@@ -492,7 +483,7 @@ impl Tracker for RedmineTracker {
                 }
                 None => {
                     let mut detail = catalogue.unknown_status(name, self.api.base());
-                    if create_missing {
+                    if create {
                         detail.push_str(
                             "; Redmine statuses cannot be created through its API, so \
                              --create-missing-labels does not apply",

@@ -1,0 +1,372 @@
+//! The Prometheus text `/metrics` serves: the daemon's counters and histograms, and the
+//! gauges read at scrape time.
+
+use std::fmt::Write as _;
+
+use super::state::{DaemonStatus, RUN_BUCKETS, TICK_BUCKETS};
+
+/// Gauges read at scrape time.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Runs of this daemon whose agent may be running.
+    pub runs_in_flight: usize,
+    /// Unexpired claims in the ledger for this tracker (any process).
+    pub claims_held: usize,
+    /// Queued retries.
+    pub retries_queued: usize,
+    /// Held tickets.
+    pub held_tickets: usize,
+    /// Hook deliveries that failed and are not yet delivered.
+    pub hook_failures: usize,
+    /// 1 when the config on disk is invalid and the last good one runs.
+    pub config_error: bool,
+    /// Tracker requests of this process by `(kind, result)`.
+    pub tracker_requests: Vec<((String, String), u64)>,
+    /// The tracker's rate limit left, when it has one.
+    pub rate_limit_remaining: Option<u64>,
+    /// Agent tokens in and out, and cost, recorded in run history for this tracker.
+    pub agent_tokens_in: u64,
+    /// See `agent_tokens_in`.
+    pub agent_tokens_out: u64,
+    /// See `agent_tokens_in`.
+    pub agent_cost_usd: f64,
+}
+
+/// Escape a Prometheus label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Render counters and gauges in the Prometheus text exposition format.
+pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
+    let g = gauges;
+    let c = &status.counters;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP sortie_ticks_total Ticks run by the daemon, by result."
+    );
+    let _ = writeln!(out, "# TYPE sortie_ticks_total counter");
+    for result in ["ok", "error"] {
+        let n = c.ticks.get(result).copied().unwrap_or(0);
+        let _ = writeln!(out, "sortie_ticks_total{{result=\"{result}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_tick_duration_seconds How long ticks took (runs not included)."
+    );
+    let _ = writeln!(out, "# TYPE sortie_tick_duration_seconds histogram");
+    let mut cumulative = 0;
+    for (i, bound) in TICK_BUCKETS.iter().enumerate() {
+        cumulative += c.tick_buckets.get(i).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "sortie_tick_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+        );
+    }
+    cumulative += c.tick_buckets.get(TICK_BUCKETS.len()).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "sortie_tick_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+    );
+    let _ = writeln!(out, "sortie_tick_duration_seconds_sum {}", c.tick_sum);
+    let _ = writeln!(out, "sortie_tick_duration_seconds_count {cumulative}");
+    let _ = writeln!(
+        out,
+        "# HELP sortie_run_duration_seconds How long runs took, from start to write-back."
+    );
+    let _ = writeln!(out, "# TYPE sortie_run_duration_seconds histogram");
+    let mut cumulative = 0;
+    for (i, bound) in RUN_BUCKETS.iter().enumerate() {
+        cumulative += c.run_buckets.get(i).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "sortie_run_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+        );
+    }
+    cumulative += c.run_buckets.get(RUN_BUCKETS.len()).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "sortie_run_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+    );
+    let _ = writeln!(out, "sortie_run_duration_seconds_sum {}", c.run_sum);
+    let _ = writeln!(out, "sortie_run_duration_seconds_count {cumulative}");
+    for (name, help, map) in [
+        (
+            "sortie_runs_total",
+            "Runs ended, by role and outcome.",
+            &c.runs,
+        ),
+        (
+            "sortie_handoffs_total",
+            "Outcomes written back to the tracker, by role and outcome.",
+            &c.handoffs,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for ((role, outcome), n) in map {
+            let _ = writeln!(
+                out,
+                "{name}{{role=\"{}\",outcome=\"{}\"}} {n}",
+                label(role),
+                label(outcome)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_verify_total Verify commands run after an agent's success, by role and result."
+    );
+    let _ = writeln!(out, "# TYPE sortie_verify_total counter");
+    for ((role, result), n) in &c.verify {
+        let _ = writeln!(
+            out,
+            "sortie_verify_total{{role=\"{}\",result=\"{}\"}} {n}",
+            label(role),
+            label(result)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_reactions_total Reactions to watched pull requests, by kind and outcome."
+    );
+    let _ = writeln!(out, "# TYPE sortie_reactions_total counter");
+    for ((kind, outcome), n) in &c.reactions {
+        let _ = writeln!(
+            out,
+            "sortie_reactions_total{{kind=\"{}\",outcome=\"{}\"}} {n}",
+            label(kind),
+            label(outcome)
+        );
+    }
+    let counters = [
+        (
+            "sortie_config_reload_failures_total",
+            "Config edits that failed validation (the last good config kept running).",
+            c.reload_failures,
+        ),
+        (
+            "sortie_config_reloads_total",
+            "Config edits applied.",
+            c.reloads,
+        ),
+    ];
+    for (name, help, n) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {n}");
+    }
+    let gauges = [
+        (
+            "sortie_runs_in_flight",
+            "Runs of this daemon still going.",
+            gauges.runs_in_flight,
+        ),
+        (
+            "sortie_claims_held",
+            "Unexpired claims on this tracker, any holder.",
+            gauges.claims_held,
+        ),
+        (
+            "sortie_retries_queued",
+            "Failed attempts waiting for their retry.",
+            gauges.retries_queued,
+        ),
+        (
+            "sortie_held_tickets",
+            "Tickets held until a person changes their status.",
+            gauges.held_tickets,
+        ),
+        (
+            "sortie_hook_failures",
+            "Hook deliveries that failed and are not delivered yet.",
+            gauges.hook_failures,
+        ),
+        (
+            "sortie_config_error",
+            "1 while the config on disk is invalid.",
+            usize::from(gauges.config_error),
+        ),
+    ];
+    for (name, help, n) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {n}");
+    }
+    let _ = writeln!(out, "# HELP sortie_tracker_requests_total Tracker requests of this process, by kind and result.");
+    let _ = writeln!(out, "# TYPE sortie_tracker_requests_total counter");
+    for ((kind, result), n) in &g.tracker_requests {
+        let _ = writeln!(
+            out,
+            "sortie_tracker_requests_total{{kind=\"{}\",result=\"{}\"}} {n}",
+            label(kind),
+            label(result)
+        );
+    }
+    if let Some(left) = g.rate_limit_remaining {
+        let _ = writeln!(out, "# HELP sortie_tracker_rate_limit_remaining Requests left in the tracker's rate-limit window, as last seen.");
+        let _ = writeln!(out, "# TYPE sortie_tracker_rate_limit_remaining gauge");
+        let _ = writeln!(out, "sortie_tracker_rate_limit_remaining {left}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP sortie_agent_tokens_total Tokens agents reported, in run history, by direction."
+    );
+    let _ = writeln!(out, "# TYPE sortie_agent_tokens_total counter");
+    let _ = writeln!(
+        out,
+        "sortie_agent_tokens_total{{direction=\"in\"}} {}",
+        g.agent_tokens_in
+    );
+    let _ = writeln!(
+        out,
+        "sortie_agent_tokens_total{{direction=\"out\"}} {}",
+        g.agent_tokens_out
+    );
+    let _ = writeln!(
+        out,
+        "# HELP sortie_agent_cost_usd_total Cost agents reported, in run history, in US dollars."
+    );
+    let _ = writeln!(out, "# TYPE sortie_agent_cost_usd_total counter");
+    let _ = writeln!(out, "sortie_agent_cost_usd_total {}", g.agent_cost_usd);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+
+    use crate::daemon::state::TickSummary;
+    use crate::pipeline::report::ReactionLine;
+    use crate::pipeline::report::RunLine;
+
+    fn line(role: &str, outcome: &str, to: Option<&str>) -> RunLine {
+        RunLine {
+            outcome: outcome.into(),
+            to_status: to.map(str::to_string),
+            ..RunLine::not_started("T-1", role, 1, "todo")
+        }
+    }
+
+    #[test]
+    fn cancelled_runs_count_as_runs_but_not_handoffs() {
+        let mut s = DaemonStatus::default();
+        s.record_run(line("backend", "success", Some("qa")), Utc::now());
+        s.record_run(line("backend", "cancelled", None), Utc::now());
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"success\"} 1"));
+        assert!(text.contains("sortie_runs_total{role=\"backend\",outcome=\"cancelled\"} 1"));
+        assert!(text.contains("sortie_handoffs_total{role=\"backend\",outcome=\"success\"} 1"));
+        assert!(!text.contains("sortie_handoffs_total{role=\"backend\",outcome=\"cancelled\"}"));
+    }
+
+    /// Issue #33: each verify command a run ran is counted by role and result.
+    #[test]
+    fn verify_results_are_counted_by_role_and_result() {
+        let mut s = DaemonStatus::default();
+        let mut passed = line("backend", "success", Some("code-review"));
+        passed.verify = vec!["passed".into(), "passed".into()];
+        let mut failed = line("backend", "failure", Some("design-approved"));
+        failed.verify = vec!["passed".into(), "timed_out".into()];
+        s.record_run(passed, Utc::now());
+        s.record_run(failed, Utc::now());
+        s.record_run(line("qa", "success", Some("done")), Utc::now());
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(
+            text.contains("# TYPE sortie_verify_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_verify_total{role=\"backend\",result=\"passed\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_verify_total{role=\"backend\",result=\"timed_out\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("sortie_verify_total{role=\"qa\""),
+            "a stage without verify is not counted: {text}"
+        );
+    }
+
+    #[test]
+    fn tick_histogram_is_cumulative() {
+        let mut s = DaemonStatus::default();
+        for d in [0.01, 0.3, 100.0] {
+            s.record_tick(
+                TickSummary {
+                    started_at: Utc::now(),
+                    duration_seconds: d,
+                    ok: true,
+                    error: None,
+                    runs_started: 0,
+                    questions: Vec::new(),
+                    skipped: 0,
+                    cancels: 0,
+                    replays: 0,
+                    reactions: vec![
+                        ReactionLine {
+                            ticket: "1".into(),
+                            pull_request: Some(7),
+                            kind: Some("ci_failure".into()),
+                            outcome: "reacted".into(),
+                            round: Some(1),
+                            detail: String::new(),
+                        },
+                        ReactionLine {
+                            ticket: "2".into(),
+                            pull_request: Some(8),
+                            kind: None,
+                            outcome: "waiting".into(),
+                            round: None,
+                            detail: "checks running".into(),
+                        },
+                    ],
+                },
+                Utc::now(),
+            );
+        }
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.05\"} 1\n"));
+        assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"0.5\"} 2\n"));
+        assert!(text.contains("sortie_tick_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("sortie_ticks_total{result=\"ok\"} 3\n"));
+        assert!(
+            text.contains("sortie_reactions_total{kind=\"ci_failure\",outcome=\"reacted\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("outcome=\"waiting\""),
+            "waiting is not a reaction"
+        );
+    }
+
+    #[test]
+    fn run_durations_land_in_their_histogram() {
+        let mut s = DaemonStatus::default();
+        for secs in [0.4, 0.6, 7.0] {
+            let mut l = line("qa", "success", Some("done"));
+            l.duration_seconds = Some(secs);
+            s.record_run(l, Utc::now());
+        }
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(
+            text.contains("sortie_run_duration_seconds_bucket{le=\"0.5\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_run_duration_seconds_bucket{le=\"1\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sortie_run_duration_seconds_count 3\n"),
+            "{text}"
+        );
+    }
+}
