@@ -369,7 +369,11 @@ impl TickReport {
             );
         }
         if self.runs.is_empty() && self.replays.is_empty() && self.cancels.is_empty() {
-            let listed = self.tickets_listed;
+            // A ticket parked in `questions.waiting_status` is no stage's claim status,
+            // but it is the pipeline's: its skip line above says why it waits.
+            let waiting: std::collections::BTreeSet<&str> =
+                self.skips.iter().map(|s| s.ticket.as_str()).collect();
+            let listed = self.tickets_listed.max(waiting.len());
             if listed == 0 {
                 let _ = writeln!(out, "nothing to do: no tickets on the pipeline's statuses");
             } else {

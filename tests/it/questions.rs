@@ -388,6 +388,14 @@ fn with_a_waiting_status_the_ticket_waits_there_and_goes_back_once_answered() {
         "{reason}"
     );
     assert_eq!(sb.ticket(&id).status, "needs-answer");
+    // The person at the terminal is told it is on the pipeline and why it waits, not
+    // that the pipeline's statuses are empty (the waiting status is no stage's).
+    let text = sb.ok(&["pipeline", "tick", "--config", "pipeline.yaml"]);
+    assert!(
+        text.contains("nothing to dispatch: 1 ticket(s) on the pipeline's statuses, none eligible"),
+        "{text}"
+    );
+    assert!(!text.contains("nothing to do"), "{text}");
 
     // Answered: the same tick moves it back and runs the stage with the answer.
     comment(&sb, &id, "ana", "/answer 2");
