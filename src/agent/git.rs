@@ -561,12 +561,47 @@ pub async fn prepare_worktree(
     };
     // A sandboxed run that sortie did not see end (a crash) left HEAD detached.
     leave_sandbox(&worktree, timeout).await?;
+    catch_up(&worktree, timeout).await?;
     worktree.start = git(dir, &["rev-parse", "HEAD"], timeout)
         .await?
         .trim()
         .to_string();
     worktree.start_changes = uncommitted_digest(dir, timeout).await?;
     Ok(worktree)
+}
+
+/// Bring a worktree up to its branch on the remote when someone pushed on top of it
+/// since this host last ran the ticket (another host sharing the pipeline, a person):
+/// with `origin/<branch>` ahead of `HEAD`, fast-forward, so the run starts from the
+/// branch's head and its push is not refused. Uncommitted changes (the notes an earlier
+/// role left) come along; git refuses a fast-forward that would overwrite one, and then,
+/// as for a branch that diverged, the worktree is left as it is (its push is refused,
+/// `git.push_rejected`, never forced), with a warning.
+async fn catch_up(worktree: &Worktree, timeout: Duration) -> Result<(), GitError> {
+    let remote = format!("refs/remotes/origin/{}", worktree.branch);
+    if !has_ref(&worktree.mirror, &remote, timeout).await? {
+        return Ok(());
+    }
+    let head = git(&worktree.dir, &["rev-parse", "HEAD"], timeout).await?;
+    let theirs = git(&worktree.dir, &["rev-parse", &remote], timeout).await?;
+    let (head, theirs) = (head.trim(), theirs.trim());
+    if head == theirs || !is_ancestor(worktree, head, theirs, timeout).await {
+        return Ok(());
+    }
+    let args = ["merge", "--ff-only", "--quiet", &remote];
+    match git(&worktree.dir, &args, timeout).await {
+        Ok(_) => tracing::info!(
+            branch = %worktree.branch, from = head, to = theirs,
+            "worktree fast-forwarded to the branch on the remote"
+        ),
+        Err(GitError::Failed { stderr, .. }) => tracing::warn!(
+            branch = %worktree.branch, %stderr,
+            "the branch on the remote is ahead of this worktree, which git cannot \
+             fast-forward without overwriting an uncommitted change"
+        ),
+        Err(err) => return Err(err),
+    }
+    Ok(())
 }
 
 /// What the run left in `worktree`: the new commits since `worktree.start` and the

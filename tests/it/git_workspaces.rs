@@ -440,6 +440,50 @@ fn a_push_the_remote_rejects_is_a_transient_failure_with_git_s_words() {
     );
 }
 
+/// Found by the two-host reaction test (#32): a host reused its own worktree of the
+/// ticket's branch after another host (or a person) had pushed on top of it, and its
+/// push was refused on every retry.
+#[test]
+fn a_worktree_behind_its_branch_on_the_remote_is_fast_forwarded_before_the_run() {
+    let (sb, remote) = sandbox(Backend::Commits);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    sb.tick(); // the architect's commit is pushed; this host keeps its worktree
+    let branch = format!("sortie/{id}");
+    let other = sb.path().join("other");
+    git(sb.path(), &["clone", "--quiet", "remote.git", "other"]);
+    git(&other, &["checkout", "--quiet", &branch]);
+    std::fs::write(other.join("theirs.txt"), "theirs\n").unwrap();
+    git(&other, &["add", "theirs.txt"]);
+    git(
+        &other,
+        &["commit", "--quiet", "-m", "a person's fix on top"],
+    );
+    git(&other, &["push", "--quiet", "origin", &branch]);
+
+    sb.tick(); // backend
+    let blocks = sb.blocks(&id);
+    let Some(OutcomeBlock::Success(backend)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(backend.role, "backend");
+    let log = git(&remote, &["log", "--format=%s", &branch, "--"]);
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [
+            format!("backend: work on {id}"),
+            "a person's fix on top".to_string(),
+            format!("architect: work on {id}"),
+            "initial".to_string()
+        ],
+        "backend worked on top of the pushed fix and its push went through"
+    );
+    let worktree = sb.path().join("state/workspaces").join(&id);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("theirs.txt")).unwrap(),
+        "theirs\n"
+    );
+}
+
 #[test]
 fn ticket_text_in_the_branch_template_becomes_a_valid_ref_and_never_an_option() {
     let (sb, remote) = sandbox(Backend::Commits);
