@@ -561,11 +561,7 @@ pub async fn prepare_worktree(
     };
     // A sandboxed run that sortie did not see end (a crash) left HEAD detached.
     leave_sandbox(&worktree, timeout).await?;
-    catch_up(&worktree, timeout).await?;
-    worktree.start = git(dir, &["rev-parse", "HEAD"], timeout)
-        .await?
-        .trim()
-        .to_string();
+    worktree.start = catch_up(&worktree, timeout).await?;
     worktree.start_changes = uncommitted_digest(dir, timeout).await?;
     Ok(worktree)
 }
@@ -576,32 +572,48 @@ pub async fn prepare_worktree(
 /// branch's head and its push is not refused. Uncommitted changes (the notes an earlier
 /// role left) come along; git refuses a fast-forward that would overwrite one, and then,
 /// as for a branch that diverged, the worktree is left as it is (its push is refused,
-/// `git.push_rejected`, never forced), with a warning.
-async fn catch_up(worktree: &Worktree, timeout: Duration) -> Result<(), GitError> {
+/// `git.push_rejected`, never forced), with a warning. Returns where `HEAD` is then.
+async fn catch_up(worktree: &Worktree, timeout: Duration) -> Result<String, GitError> {
+    let dir = &worktree.dir;
+    let head = git(dir, &["rev-parse", "HEAD"], timeout)
+        .await?
+        .trim()
+        .to_string();
     let remote = format!("refs/remotes/origin/{}", worktree.branch);
-    if !has_ref(&worktree.mirror, &remote, timeout).await? {
-        return Ok(());
-    }
-    let head = git(&worktree.dir, &["rev-parse", "HEAD"], timeout).await?;
-    let theirs = git(&worktree.dir, &["rev-parse", &remote], timeout).await?;
-    let (head, theirs) = (head.trim(), theirs.trim());
-    if head == theirs || !is_ancestor(worktree, head, theirs, timeout).await {
-        return Ok(());
+    let verify = [
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        &remote,
+    ];
+    let theirs = match git(dir, &verify, timeout).await {
+        Ok(out) => out.trim().to_string(),
+        Err(GitError::Failed { .. }) => return Ok(head), // the remote has no such branch
+        Err(err) => return Err(err),
+    };
+    if head == theirs || !is_ancestor(worktree, &head, &theirs, timeout).await {
+        return Ok(head);
     }
     let args = ["merge", "--ff-only", "--quiet", &remote];
-    match git(&worktree.dir, &args, timeout).await {
-        Ok(_) => tracing::info!(
-            branch = %worktree.branch, from = head, to = theirs,
-            "worktree fast-forwarded to the branch on the remote"
-        ),
-        Err(GitError::Failed { stderr, .. }) => tracing::warn!(
-            branch = %worktree.branch, %stderr,
-            "the branch on the remote is ahead of this worktree, which git cannot \
-             fast-forward without overwriting an uncommitted change"
-        ),
-        Err(err) => return Err(err),
+    match git(dir, &args, timeout).await {
+        Ok(_) => {
+            tracing::info!(
+                branch = %worktree.branch, from = %head, to = %theirs,
+                "worktree fast-forwarded to the branch on the remote"
+            );
+            Ok(theirs)
+        }
+        Err(GitError::Failed { stderr, .. }) => {
+            tracing::warn!(
+                branch = %worktree.branch, %stderr,
+                "the branch on the remote is ahead of this worktree, which git cannot \
+                 fast-forward without overwriting an uncommitted change"
+            );
+            Ok(head)
+        }
+        Err(err) => Err(err),
     }
-    Ok(())
 }
 
 /// What the run left in `worktree`: the new commits since `worktree.start` and the

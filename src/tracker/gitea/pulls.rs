@@ -1,6 +1,6 @@
-//! A Gitea pull request's state for the reactions (issue #32): the pull request, the
-//! head's combined commit status, reviews and the comments of reviews that have any;
-//! the merge with the expected head commit.
+//! The Gitea `Forge`: a pull request opened once per branch, and its state for the
+//! reactions (issue #32): the pull request, the head's combined commit status, reviews
+//! and the comments of reviews that have any; the merge with the expected head commit.
 
 use async_trait::async_trait;
 use reqwest::Method;

@@ -1,6 +1,7 @@
-//! A GitLab merge request's state for the reactions (issue #32): the merge request,
-//! its head pipeline's jobs, its discussions (diff notes and resolvable threads) and
-//! its approvals; a failed job's trace; the merge with the expected head SHA.
+//! The GitLab `Forge`: a merge request opened once per branch, and its state for the
+//! reactions (issue #32): the merge request, its head pipeline's jobs, its discussions
+//! (diff notes and resolvable threads) and its approvals; a failed job's trace; the
+//! merge with the expected head SHA.
 
 use async_trait::async_trait;
 use reqwest::Method;
