@@ -73,6 +73,7 @@ fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
         env: BTreeMap::new(),
         resume: true,
         allow_permission_denials: false,
+        permissions: Default::default(),
     }
 }
 

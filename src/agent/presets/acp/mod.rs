@@ -1,0 +1,809 @@
+//! The Agent Client Protocol client, without I/O: JSON-RPC 2.0 messages, one per line, are
+//! fed in as the agent prints them; the answers and requests to write back are taken out.
+//!
+//! One run is one prompt turn: `initialize`, then `session/load` of the previous session
+//! (when resuming and the agent offers `loadSession`; `session/new` when the load fails) or
+//! `session/new`, the model when one is configured, then `session/prompt`. Meanwhile the
+//! agent's `session/update` notifications feed the live run, its permission requests are
+//! answered by the `permissions` policy, and its file requests are served inside the
+//! workspace. The prompt's stop reason decides the outcome with the result file.
+
+mod policy;
+mod usage;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use super::{clip, Taken, MAX_STREAM_TEXT_BYTES};
+use crate::agent::outcome::{AgentOutcome, Usage};
+use crate::block::{Category, NextAction};
+use crate::config::AcpPermissions;
+use policy::{Confinement, ToolFacts};
+
+/// The ACP version sortie speaks.
+const PROTOCOL_VERSION: u64 = 1;
+/// Largest file a client-side read returns (agents read source files, not data sets).
+const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
+/// Tool calls remembered for permission requests that name only their id.
+const MAX_TOOLS: usize = 4096;
+
+/// What an ACP run needs besides the argv (`StreamOptions::acp`).
+#[derive(Debug, Clone, Default)]
+pub struct AcpOptions {
+    /// How permission requests and file requests are answered.
+    pub permissions: AcpPermissions,
+    /// The model to select (`session/set_model`, else `session/set_config_option`).
+    pub model: Option<String>,
+    /// The session to resume with `session/load`.
+    pub resume: Option<String>,
+    /// The session's working directory (the ticket's workspace).
+    pub workspace: PathBuf,
+    /// Where the agent writes its result (`SORTIE_RESULT_FILE`).
+    pub result_file: PathBuf,
+    /// The rendered role prompt.
+    pub prompt: String,
+}
+
+/// A request sortie sent and awaits the answer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Initialize,
+    Load,
+    New,
+    SetModel,
+    SetConfigModel,
+    Prompt,
+}
+
+impl Pending {
+    fn method(self) -> &'static str {
+        match self {
+            Pending::Initialize => "initialize",
+            Pending::Load => "session/load",
+            Pending::New => "session/new",
+            Pending::SetModel => "session/set_model",
+            Pending::SetConfigModel => "session/set_config_option",
+            Pending::Prompt => "session/prompt",
+        }
+    }
+}
+
+/// Where the conversation is.
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Waiting for the answer to a request of the handshake or the turn.
+    Awaiting(Pending),
+    /// The prompt turn ended with this stop reason.
+    Stopped(String),
+    /// The conversation failed before the turn could end.
+    Failed(AgentOutcome),
+}
+
+/// One agent's side of the conversation, as sortie sees it.
+#[derive(Debug)]
+pub(crate) struct AcpSession {
+    options: AcpOptions,
+    room: Confinement,
+    next_id: u64,
+    pending: BTreeMap<u64, Pending>,
+    phase: Phase,
+    outgoing: Vec<String>,
+    log: Vec<String>,
+    notes: Vec<String>,
+    session_id: Option<String>,
+    cancel_sent: bool,
+    tools: BTreeMap<String, ToolFacts>,
+    denials: Vec<String>,
+    /// The agent's current message, and whether it was cut.
+    message: String,
+    message_cut: bool,
+    last_output: Option<&'static str>,
+    event: Option<(&'static str, String)>,
+    events_seen: u64,
+    rounds: u32,
+    after_tool: bool,
+    update_usage: Option<Usage>,
+    usage_updates: u32,
+    answer_usage: Option<Usage>,
+}
+
+impl AcpSession {
+    /// A client for one run; `initialize` is queued at once.
+    pub(crate) fn new(options: AcpOptions) -> Self {
+        let room = Confinement::new(&options.workspace, &options.result_file);
+        let mut session = AcpSession {
+            options,
+            room,
+            next_id: 0,
+            pending: BTreeMap::new(),
+            phase: Phase::Awaiting(Pending::Initialize),
+            outgoing: Vec::new(),
+            log: Vec::new(),
+            notes: Vec::new(),
+            session_id: None,
+            cancel_sent: false,
+            tools: BTreeMap::new(),
+            denials: Vec::new(),
+            message: String::new(),
+            message_cut: false,
+            last_output: None,
+            event: None,
+            events_seen: 0,
+            rounds: 0,
+            after_tool: false,
+            update_usage: None,
+            usage_updates: 0,
+            answer_usage: None,
+        };
+        session.request(
+            Pending::Initialize,
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": true, "writeTextFile": true},
+                    "terminal": false
+                },
+                "clientInfo": {"name": "sortie", "version": env!("CARGO_PKG_VERSION")}
+            }),
+        );
+        session
+    }
+
+    /// Lines to write to the agent's stdin, in order (each without its newline).
+    pub(crate) fn take_outgoing(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.outgoing)
+    }
+
+    /// Lines for the run log (permission answers, file requests refused, fallbacks).
+    pub(crate) fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// Things a person reading the run should know (a resume that fell back).
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Whether the conversation is over: the turn stopped, or it failed.
+    pub(crate) fn finished(&self) -> bool {
+        !matches!(self.phase, Phase::Awaiting(_))
+    }
+
+    /// The handshake request still unanswered (`initialize`, `session/new`, ...), if the
+    /// prompt was not sent yet.
+    pub(crate) fn handshake_waiting(&self) -> Option<&'static str> {
+        match self.phase {
+            Phase::Awaiting(Pending::Prompt) => None,
+            Phase::Awaiting(p) => Some(p.method()),
+            _ => None,
+        }
+    }
+
+    /// Ask the agent to stop the turn (`session/cancel`), once, if a turn is running.
+    pub(crate) fn cancel(&mut self) {
+        if self.cancel_sent || self.phase != Phase::Awaiting(Pending::Prompt) {
+            return;
+        }
+        if let Some(session) = self.session_id.clone() {
+            self.cancel_sent = true;
+            self.send(json!({"jsonrpc": "2.0", "method": "session/cancel",
+                "params": {"sessionId": session}}));
+        }
+    }
+
+    /// The session in use (the loaded one, or the new one).
+    pub(crate) fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// Model calls so far: Qwen Code's usage reports (one per call), else the rounds seen
+    /// (a round starts with the first output after a tool result).
+    pub(crate) fn turns(&self) -> Option<u32> {
+        let n = if self.usage_updates > 0 {
+            self.usage_updates
+        } else {
+            self.rounds
+        };
+        (n > 0).then_some(n)
+    }
+
+    /// The last event worth showing, and how many were seen.
+    pub(crate) fn last_event(&self) -> (u64, Option<(&'static str, &str)>) {
+        let event = self.event.as_ref().map(|(k, t)| (*k, t.as_str()));
+        (self.events_seen, event)
+    }
+
+    /// Tokens as the agent reported them: summed per-call usage (Qwen Code), else the
+    /// prompt answer's (Gemini CLI's quota, else the standard `usage`); `None` when the
+    /// agent reported none.
+    pub(crate) fn usage(&self) -> Option<Usage> {
+        self.update_usage.or(self.answer_usage)
+    }
+
+    /// A failure that decides the run whatever the result file says: a stop reason other
+    /// than `end_turn`, or a conversation that failed. A `cancelled` stop after sortie's own
+    /// `session/cancel` is not one (the run is cancelled).
+    pub(crate) fn decisive(&self) -> Option<AgentOutcome> {
+        let stop = match &self.phase {
+            Phase::Failed(outcome) => return Some(outcome.clone()),
+            Phase::Awaiting(_) => return None,
+            Phase::Stopped(stop) => stop.as_str(),
+        };
+        let (code, category, next, why) = match stop {
+            "end_turn" => return None,
+            "cancelled" if self.cancel_sent => return None,
+            "max_tokens" => (
+                "agent.max_tokens",
+                Category::Policy,
+                NextAction::Escalate,
+                "the model reached its token limit",
+            ),
+            "max_turn_requests" => (
+                "agent.max_turns",
+                Category::Policy,
+                NextAction::Escalate,
+                "the agent reached its limit of model requests in one turn",
+            ),
+            "refusal" => (
+                "agent.refusal",
+                Category::Policy,
+                NextAction::Manual,
+                "the model refused to go on",
+            ),
+            "cancelled" => (
+                "agent.cancelled_by_agent",
+                Category::Transient,
+                NextAction::Retry,
+                "the agent cancelled the turn though sortie did not ask it to",
+            ),
+            _ => (
+                "agent.stop_reason",
+                Category::Unknown,
+                NextAction::Escalate,
+                "the agent ended the turn with a stop reason sortie does not know",
+            ),
+        };
+        let mut detail = format!("{why} (stop reason `{stop}`)");
+        self.append_last_words(&mut detail);
+        Some(AgentOutcome::failure(code, category, next, clip(&detail)))
+    }
+
+    /// The outcome when the agent wrote no result file. `ended` says how the process ended
+    /// (for a conversation that did not finish); `stderr_tail` goes into that detail.
+    pub(crate) fn outcome(&self, ended: &str, stderr_tail: &str, counts: &str) -> AgentOutcome {
+        if let Some(outcome) = self.decisive() {
+            return outcome;
+        }
+        match &self.phase {
+            Phase::Stopped(_) if !self.denials.is_empty() => {
+                let detail = format!(
+                    "the turn ended without a result file after sortie denied (policy {}):\n{}",
+                    self.options.permissions.as_str(),
+                    self.denials.join("\n")
+                );
+                AgentOutcome::failure(
+                    "agent.permission_denied",
+                    Category::Policy,
+                    NextAction::Manual,
+                    clip(&detail),
+                )
+            }
+            Phase::Stopped(_) => AgentOutcome::Success {
+                summary: match self.message.trim() {
+                    "" => "the agent ended its turn without a final message".to_string(),
+                    text => clip(text),
+                },
+                artifacts: BTreeMap::new(),
+            },
+            Phase::Awaiting(pending) => {
+                let mut detail = format!(
+                    "the agent's ACP conversation ended before it answered `{}` ({ended}; {counts})",
+                    pending.method()
+                );
+                self.append_last_words(&mut detail);
+                if !stderr_tail.trim().is_empty() {
+                    detail.push_str(&format!("\nstderr:\n{}", stderr_tail.trim()));
+                }
+                AgentOutcome::failure(
+                    "agent.stream_incomplete",
+                    Category::Transient,
+                    NextAction::Retry,
+                    clip(&detail),
+                )
+            }
+            Phase::Failed(outcome) => outcome.clone(),
+        }
+    }
+
+    /// The failure of a run stalled or timed out during the handshake, if it was.
+    pub(crate) fn handshake_failure(&self, waited: &str) -> Option<AgentOutcome> {
+        let method = self.handshake_waiting()?;
+        Some(AgentOutcome::failure(
+            "agent.acp_handshake",
+            Category::Transient,
+            NextAction::Retry,
+            format!("the agent did not answer `{method}` within {waited} and was killed"),
+        ))
+    }
+
+    fn append_last_words(&self, detail: &mut String) {
+        let words = self.message.trim();
+        if !words.is_empty() {
+            detail.push_str(&format!("\nlast words:\n{words}"));
+        }
+    }
+
+    /// Take one line of the agent's stdout.
+    pub(crate) fn line(&mut self, line: &str) -> Taken {
+        let Ok(message) = serde_json::from_str::<Value>(line) else {
+            return Taken::Noise;
+        };
+        let Some(object) = message.as_object() else {
+            return Taken::Noise;
+        };
+        let id = object.get("id").filter(|id| !id.is_null()).cloned();
+        match (object.get("method"), id) {
+            (Some(Value::String(method)), Some(id)) => {
+                let params = object.get("params").cloned().unwrap_or(Value::Null);
+                self.on_request(method, id, &params);
+                Taken::Event
+            }
+            (Some(Value::String(method)), None) => {
+                let params = object.get("params").cloned().unwrap_or(Value::Null);
+                self.on_notification(method, &params);
+                Taken::Event
+            }
+            (Some(_), Some(id)) => {
+                self.reply_error(id, -32600, "invalid request: `method` is not a string");
+                Taken::Noise
+            }
+            (None, Some(id)) => {
+                let Some(pending) = id.as_u64().and_then(|n| self.pending.remove(&n)) else {
+                    return Taken::Noise;
+                };
+                match (object.get("result"), object.get("error")) {
+                    (_, Some(error)) => self.on_error(pending, error),
+                    (Some(result), None) => self.on_result(pending, result),
+                    (None, None) => self.on_error(
+                        pending,
+                        &json!({"message": "an answer with neither `result` nor `error`"}),
+                    ),
+                }
+                Taken::Event
+            }
+            _ => Taken::Noise,
+        }
+    }
+
+    fn send(&mut self, message: Value) {
+        self.outgoing.push(message.to_string());
+    }
+
+    fn request(&mut self, pending: Pending, params: Value) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, pending);
+        self.phase = Phase::Awaiting(pending);
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": pending.method(), "params": params}),
+        );
+    }
+
+    fn reply(&mut self, id: Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn reply_error(&mut self, id: Value, code: i64, message: &str) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}));
+    }
+
+    fn fail(&mut self, code: &str, category: Category, next: NextAction, detail: String) {
+        if !self.finished() {
+            self.phase = Phase::Failed(AgentOutcome::failure(code, category, next, clip(&detail)));
+        }
+    }
+
+    fn note(&mut self, text: String) {
+        tracing::warn!("{text}");
+        self.log.push(text.clone());
+        self.notes.push(text);
+    }
+
+    fn on_result(&mut self, pending: Pending, result: &Value) {
+        match pending {
+            Pending::Initialize => {
+                let loads = result
+                    .pointer("/agentCapabilities/loadSession")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                match self.options.resume.clone() {
+                    Some(session) if loads => self.request(
+                        Pending::Load,
+                        json!({"sessionId": session, "cwd": self.room.workspace(), "mcpServers": []}),
+                    ),
+                    Some(session) => {
+                        self.note(format!(
+                            "the agent does not offer session/load; session {session} is not \
+                             resumed, a new session starts"
+                        ));
+                        self.new_session();
+                    }
+                    None => self.new_session(),
+                }
+            }
+            Pending::Load => {
+                self.session_id = self.options.resume.clone();
+                self.log.push(format!(
+                    "resumed session {} with session/load",
+                    self.session_id.as_deref().unwrap_or("")
+                ));
+                self.choose_model();
+            }
+            Pending::New => match result.get("sessionId").and_then(Value::as_str) {
+                Some(session) => {
+                    self.session_id = Some(session.to_string());
+                    self.choose_model();
+                }
+                None => self.fail(
+                    "agent.acp_protocol",
+                    Category::Permanent,
+                    NextAction::Manual,
+                    format!("the agent's answer to session/new has no sessionId: {result}"),
+                ),
+            },
+            Pending::SetModel | Pending::SetConfigModel => self.prompt(),
+            Pending::Prompt => {
+                self.answer_usage = usage::of_answer(result);
+                let stop = result
+                    .get("stopReason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                self.phase = Phase::Stopped(stop.to_string());
+            }
+        }
+    }
+
+    fn on_error(&mut self, pending: Pending, error: &Value) {
+        let code = error.get("code").and_then(Value::as_i64);
+        let mut text = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message")
+            .to_string();
+        if let Some(data) = error.get("data").filter(|d| !d.is_null()) {
+            text.push_str(&format!(" ({data})"));
+        }
+        let method = pending.method();
+        match pending {
+            Pending::Load => {
+                let session = self.options.resume.clone().unwrap_or_default();
+                self.note(format!(
+                    "session/load of session {session} failed ({text}); starting a new session"
+                ));
+                self.new_session();
+            }
+            Pending::SetModel => {
+                let model = self.options.model.clone().unwrap_or_default();
+                self.log.push(format!(
+                    "session/set_model {model} refused ({text}); trying session/set_config_option"
+                ));
+                let session = self.session_id.clone();
+                self.request(
+                    Pending::SetConfigModel,
+                    json!({"sessionId": session, "configId": "model", "value": model}),
+                );
+            }
+            Pending::SetConfigModel => self.fail(
+                "agent.config",
+                Category::Permanent,
+                NextAction::Manual,
+                format!(
+                    "the agent took model {:?} neither with session/set_model nor with \
+                     session/set_config_option ({text}); see docs/agents.md for how this agent \
+                     chooses its model",
+                    self.options.model.as_deref().unwrap_or("")
+                ),
+            ),
+            // ACP's "authentication required".
+            _ if code == Some(-32000) => self.fail(
+                "agent.auth",
+                Category::Permanent,
+                NextAction::Manual,
+                format!("the agent refused `{method}`: {text}"),
+            ),
+            Pending::Prompt => self.fail(
+                "agent.error_result",
+                Category::Transient,
+                NextAction::Retry,
+                format!("the agent answered `{method}` with an error: {text}"),
+            ),
+            Pending::Initialize | Pending::New => self.fail(
+                "agent.acp_protocol",
+                Category::Permanent,
+                NextAction::Manual,
+                format!("the agent refused `{method}`: {text}"),
+            ),
+        }
+    }
+
+    fn new_session(&mut self) {
+        let cwd = self.room.workspace().to_path_buf();
+        self.request(Pending::New, json!({"cwd": cwd, "mcpServers": []}));
+    }
+
+    fn choose_model(&mut self) {
+        match self.options.model.clone() {
+            Some(model) => {
+                let session = self.session_id.clone();
+                self.request(
+                    Pending::SetModel,
+                    json!({"sessionId": session, "modelId": model}),
+                );
+            }
+            None => self.prompt(),
+        }
+    }
+
+    fn prompt(&mut self) {
+        let mut text = self.options.prompt.clone();
+        let result = self.options.result_file.display().to_string();
+        if !result.is_empty() && !text.contains(&result) {
+            text.push_str(&format!(
+                "\n\n---\nsortie: write your result file (`SORTIE_RESULT_FILE`) at {result}\n"
+            ));
+        }
+        let session = self.session_id.clone();
+        self.request(
+            Pending::Prompt,
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+    }
+
+    fn on_notification(&mut self, method: &str, params: &Value) {
+        if method != "session/update" {
+            return;
+        }
+        // A loaded session's history is replayed before the load is answered: not this run.
+        if self.phase != Phase::Awaiting(Pending::Prompt) {
+            return;
+        }
+        if let Some(usage) = usage::of_update(params) {
+            self.update_usage
+                .get_or_insert_with(Usage::default)
+                .add(&usage);
+            self.usage_updates += 1;
+        }
+        let Some(update) = params.get("update") else {
+            return;
+        };
+        let kind = update
+            .get("sessionUpdate")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match kind {
+            "agent_message_chunk" => {
+                let text = update
+                    .pointer("/content/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                self.output("message");
+                self.push_message(text);
+                self.saw("message", self.message.clone());
+            }
+            "agent_thought_chunk" => {
+                self.output("thought");
+                let text = update
+                    .pointer("/content/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !text.trim().is_empty() {
+                    self.saw("thought", text.to_string());
+                }
+            }
+            "tool_call" => {
+                self.output("tool_call");
+                let id = tool_id(update);
+                let facts = self.remember(id, update);
+                self.saw("tool_call", facts.describe());
+            }
+            "tool_call_update" => {
+                let id = tool_id(update);
+                let facts = self.remember(id, update);
+                let status = update.get("status").and_then(Value::as_str).unwrap_or("");
+                if matches!(status, "completed" | "failed") {
+                    self.after_tool = true;
+                    let title = facts.title.unwrap_or_else(|| "tool call".into());
+                    self.saw("tool_result", format!("{title}: {status}"));
+                }
+            }
+            "plan" => {
+                let entries = update.get("entries").and_then(Value::as_array);
+                let entries = entries.map(Vec::as_slice).unwrap_or_default();
+                let current = entries
+                    .iter()
+                    .find(|e| e.get("status").and_then(Value::as_str) == Some("in_progress"))
+                    .or_else(|| {
+                        entries
+                            .iter()
+                            .find(|e| e.get("status").and_then(Value::as_str) == Some("pending"))
+                    })
+                    .and_then(|e| e.get("content").and_then(Value::as_str))
+                    .unwrap_or("all done");
+                self.saw("plan", format!("{} steps; now: {current}", entries.len()));
+            }
+            _ => {}
+        }
+    }
+
+    /// An output of the model: a new round when it follows a tool result.
+    fn output(&mut self, kind: &'static str) {
+        if self.rounds == 0 || self.after_tool {
+            self.rounds += 1;
+            self.after_tool = false;
+        }
+        if kind != "message" && kind != "thought" {
+            self.last_output = Some(kind);
+            return;
+        }
+        if kind == "message" && self.last_output != Some("message") {
+            self.message.clear();
+            self.message_cut = false;
+        }
+        if kind == "message" {
+            self.last_output = Some(kind);
+        }
+    }
+
+    fn push_message(&mut self, text: &str) {
+        if self.message_cut {
+            return;
+        }
+        let room = MAX_STREAM_TEXT_BYTES.saturating_sub(self.message.len());
+        if text.len() <= room {
+            self.message.push_str(text);
+            return;
+        }
+        let mut end = room;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.message.push_str(&text[..end]);
+        self.message_cut = true;
+    }
+
+    fn saw(&mut self, kind: &'static str, text: String) {
+        self.event = Some((kind, crate::agent::progress::short_text(&text)));
+        self.events_seen += 1;
+    }
+
+    fn remember(&mut self, id: Option<String>, call: &Value) -> ToolFacts {
+        let Some(id) = id else {
+            let mut facts = ToolFacts::default();
+            facts.merge(call);
+            return facts;
+        };
+        if self.tools.len() >= MAX_TOOLS && !self.tools.contains_key(&id) {
+            self.tools.clear();
+        }
+        let facts = self.tools.entry(id).or_default();
+        facts.merge(call);
+        facts.clone()
+    }
+
+    fn on_request(&mut self, method: &str, id: Value, params: &Value) {
+        match method {
+            "session/request_permission" => self.answer_permission(id, params),
+            "fs/read_text_file" => self.read_file(id, params),
+            "fs/write_text_file" => self.write_file(id, params),
+            _ => self.reply_error(id, -32601, &format!("sortie does not offer `{method}`")),
+        }
+    }
+
+    fn answer_permission(&mut self, id: Value, params: &Value) {
+        let call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        let facts = self.remember(tool_id(&call), &call);
+        let verdict = policy::decide(self.options.permissions, &facts, &self.room);
+        let options = params.get("options").cloned().unwrap_or(Value::Null);
+        let chosen = policy::choose(&options, verdict.allow);
+        let (word, allowed) = match (&chosen, verdict.allow) {
+            (Some(_), true) => ("allowed", true),
+            (None, true) => ("denied (no allow option was offered)", false),
+            (_, false) => ("denied", false),
+        };
+        let answer = chosen
+            .clone()
+            .map(|option| json!({"outcome": {"outcome": "selected", "optionId": option}}))
+            .unwrap_or_else(|| json!({"outcome": {"outcome": "cancelled"}}));
+        let line = format!(
+            "permission {word} (policy {}): {}; {}; answered {}",
+            self.options.permissions.as_str(),
+            facts.describe(),
+            verdict.why,
+            chosen.as_deref().unwrap_or("cancelled"),
+        );
+        tracing::info!(allowed, tool = %facts.describe(), why = %verdict.why, "ACP permission request answered");
+        if !allowed {
+            self.denials
+                .push(format!("- {}: {}", facts.describe(), verdict.why));
+        }
+        self.log.push(line);
+        self.saw("permission", format!("{word}: {}", facts.describe()));
+        self.reply(id, answer);
+    }
+
+    fn read_file(&mut self, id: Value, params: &Value) {
+        let Some(path) = params.get("path").and_then(Value::as_str) else {
+            return self.reply_error(id, -32602, "fs/read_text_file needs a `path`");
+        };
+        if !policy::may_read(self.options.permissions, path, &self.room) {
+            self.log.push(format!(
+                "file read refused: {path} is outside the workspace"
+            ));
+            return self.reply_error(id, -32000, &format!("{path} is outside the workspace"));
+        }
+        let resolved = self.room.resolve(path);
+        let text = match std::fs::metadata(&resolved) {
+            Ok(meta) if meta.len() > MAX_READ_BYTES => {
+                return self.reply_error(id, -32000, &format!("{path} is over 8 MiB"));
+            }
+            // Gemini CLI cannot create a file whose read failed: a new file reads empty.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+            _ => match std::fs::read_to_string(&resolved) {
+                Ok(text) => text,
+                Err(err) => return self.reply_error(id, -32000, &format!("{path}: {err}")),
+            },
+        };
+        let line = params
+            .get("line")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
+        let limit = params.get("limit").and_then(Value::as_u64);
+        let content = if line == 1 && limit.is_none() {
+            text
+        } else {
+            let skip = usize::try_from(line - 1).unwrap_or(usize::MAX);
+            let take = limit.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+            text.split_inclusive('\n').skip(skip).take(take).collect()
+        };
+        self.reply(id, json!({"content": content}));
+    }
+
+    fn write_file(&mut self, id: Value, params: &Value) {
+        let (Some(path), Some(content)) = (
+            params.get("path").and_then(Value::as_str),
+            params.get("content").and_then(Value::as_str),
+        ) else {
+            return self.reply_error(id, -32602, "fs/write_text_file needs `path` and `content`");
+        };
+        if !policy::may_write(self.options.permissions, path, &self.room) {
+            let why = format!(
+                "{path} is outside what policy {} lets the agent write",
+                self.options.permissions.as_str()
+            );
+            self.log.push(format!("file write refused: {why}"));
+            self.denials.push(format!("- write {path}: {why}"));
+            return self.reply_error(id, -32000, &why);
+        }
+        let resolved = self.room.resolve(path);
+        let written = resolved
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&resolved, content));
+        match written {
+            Ok(()) => self.reply(id, json!({})),
+            Err(err) => self.reply_error(id, -32000, &format!("{path}: {err}")),
+        }
+    }
+}
+
+fn tool_id(call: &Value) -> Option<String> {
+    call.get("toolCallId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests;
