@@ -4,7 +4,8 @@
 //! rendered prompt on stdin and in `SORTIE_PROMPT_FILE`, runs in the ticket's
 //! workspace, and reports through `SORTIE_RESULT_FILE` or its exit status; with a CLI
 //! preset (`claude-code`, `codex`) sortie also reads the CLI's JSON event stream on stdout
-//! for the outcome, summary and usage (`presets`).
+//! for the outcome, summary and usage (`presets`); with `acp` it converses with the agent in
+//! the Agent Client Protocol over stdin and stdout (`presets::acp`).
 
 pub mod baseline;
 mod confine;

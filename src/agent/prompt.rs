@@ -137,7 +137,7 @@ pub struct RoleSettings {
     /// Added to (and overriding) `agent.env`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Replaces `agent.preset` (`command`, `claude-code`, `codex`).
+    /// Replaces `agent.preset` (`command`, `claude-code`, `codex`, `acp`).
     pub preset: Option<String>,
     /// Replaces `agent.model`.
     pub model: Option<String>,

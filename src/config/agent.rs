@@ -227,8 +227,11 @@ pub(super) fn check_preset_options(
         let names = presets
             .iter()
             .map(|p| format!("`{}`", p.as_str()))
-            .collect::<Vec<_>>()
-            .join(" and ");
+            .collect::<Vec<_>>();
+        let names = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.concat(),
+        };
         let message = if preset == AgentPreset::Command {
             format!(
                 "`{key}` is an option of preset {names}; this agent has preset `command` \

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sortie::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan, RunReport, Usage};
 use sortie::block::{Category, NextAction};
-use sortie::config::{AgentConfig, Config};
+use sortie::config::{AcpPermissions, AgentConfig, AgentPreset, Config};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{self, Sandbox};
@@ -490,4 +490,56 @@ fn a_retry_loads_the_previous_session() {
         .as_str()
         .unwrap()
         .starts_with("sess-new-"));
+}
+
+// ---- config ----
+
+fn problems(agent_yaml: &str) -> Vec<String> {
+    let text = format!(
+        "tracker: {{kind: local, path: board}}\nagent:\n{agent_yaml}active_states: [todo]\n"
+    );
+    match Config::parse_str(&text, Some(Path::new("/srv/sortie/pipeline.yaml"))) {
+        Ok(cfg) => panic!("should be refused: {:#?}", cfg.agent),
+        Err(err) => err.diagnostics().iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn the_acp_preset_takes_a_policy_a_model_and_extra_args() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = agent("success", dir.path(), "", "");
+    assert_eq!(plain.permissions, AcpPermissions::Workspace, "the default");
+    let set = agent(
+        "success",
+        dir.path(),
+        "  permissions: deny_all\n  model: qwen3-coder\n  extra_args: [--debug]\n",
+        "",
+    );
+    assert_eq!(set.preset, AgentPreset::Acp);
+    assert_eq!(set.permissions, AcpPermissions::DenyAll);
+    assert_eq!(set.model.as_deref(), Some("qwen3-coder"));
+    // The model goes over the protocol, not on the command line.
+    assert_eq!(
+        sortie::agent::preset_argv(&set),
+        [fake(), "--debug".to_string()]
+    );
+}
+
+#[test]
+fn bad_acp_settings_are_refused_at_their_key() {
+    let got = problems("  preset: acp\n  command: [gemini, --acp]\n  permissions: workspaces\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("/srv/sortie/pipeline.yaml:5:16: agent.permissions: unknown permissions policy \"workspaces\" (expected one of: `workspace`, `allow_all`, `deny_all`)"),
+        "{got:?}"
+    );
+    let got = problems("  preset: claude-code\n  permissions: allow_all\n");
+    assert!(
+        got[0].contains("4:3: agent.permissions: `permissions` is an option of preset `acp`, not of `claude-code`"),
+        "{got:?}"
+    );
+    // An ACP agent is any program: it must be named.
+    let got = problems("  preset: acp\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].contains("missing required key `command`"), "{got:?}");
 }
