@@ -67,10 +67,7 @@ fn sent_method<'a>(messages: &'a [serde_json::Value], method: &str) -> Vec<&'a s
 }
 
 /// The answer sortie gave to the agent's request `id`.
-fn answer_to<'a>(
-    messages: &'a [serde_json::Value],
-    id: serde_json::Value,
-) -> &'a serde_json::Value {
+fn answer_to(messages: &[serde_json::Value], id: serde_json::Value) -> &serde_json::Value {
     messages
         .iter()
         .find(|m| m["id"] == id && m.get("method").is_none())
