@@ -493,7 +493,7 @@ pub struct AgentConfig {
 }
 
 /// How sortie answers an ACP agent's `session/request_permission` (`agent.permissions`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AcpPermissions {
     /// Allow reading, editing and commands inside the workspace (and writing the result

@@ -540,3 +540,58 @@ fn bad_acp_settings_are_refused_at_their_key() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].contains("missing required key `command`"), "{got:?}");
 }
+
+#[test]
+fn validate_shows_the_policy_and_a_role_file_can_change_it() {
+    let out = tempfile::tempdir().unwrap();
+    let sb = pipeline("success", &out.path().join("received"), "none");
+    let shown = sb.ok(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    assert!(
+        shown.contains(&format!(
+            "agent: {}, over ACP, permissions workspace (timeout 3600s, stall 300s)",
+            fake()
+        )),
+        "{shown}"
+    );
+    // A role whose front matter denies everything: the edit inside the workspace is refused.
+    let roles = sb.path().join("roles");
+    std::fs::create_dir_all(&roles).unwrap();
+    std::fs::write(
+        roles.join("architect.md"),
+        "---\npermissions: deny_all\n---\nDesign {{ ticket.title }}.\n",
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(sb.config_path()).unwrap();
+    let config = config
+        .lines()
+        .map(|l| {
+            if l.starts_with("roles_dir:") {
+                "roles_dir: roles".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(sb.config_path(), config).unwrap();
+    let id = sb.add("Design it", "ready-for-design", &[]);
+    sb.tick();
+    assert_eq!(sb.ticket(&id).status, "done");
+    let got = received(out.path());
+    assert_eq!(
+        answer_to(&got, serde_json::json!(1001))["result"]["outcome"]["optionId"],
+        "no",
+        "{got:#?}"
+    );
+    std::fs::write(
+        roles.join("architect.md"),
+        "---\npermissions: none\n---\nDesign.\n",
+    )
+    .unwrap();
+    let refused = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("architect.md") && stderr.contains("unknown variant `none`"),
+        "{stderr}"
+    );
+}
