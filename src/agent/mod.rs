@@ -18,6 +18,7 @@ mod program;
 mod progress;
 mod prompt;
 pub mod sandbox;
+mod streams;
 pub mod verify;
 mod workspace;
 

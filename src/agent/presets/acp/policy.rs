@@ -261,3 +261,10 @@ pub(crate) fn may_write(policy: AcpPermissions, path: &str, room: &Confinement) 
         AcpPermissions::DenyAll => room.is_result_file(path),
     }
 }
+
+/// The `toolCallId` of a `ToolCall` or `ToolCallUpdate` object.
+pub(crate) fn tool_id(call: &Value) -> Option<String> {
+    call.get("toolCallId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
