@@ -42,12 +42,31 @@ fn plan(agent: &AgentConfig, dir: &Path) -> RunPlan {
 }
 
 async fn run_plan(plan: &RunPlan, cancel: CancellationToken) -> RunEnd {
-    let vars = BTreeMap::from([("SORTIE_TICKET_ID".to_string(), "42".to_string())]);
-    run_agent(AgentSpec { plan, vars }, cancel, |_| {}).await
+    run_watched(plan, cancel).await.0
 }
 
+/// The run's end, and the process ids it started.
+async fn run_watched(plan: &RunPlan, cancel: CancellationToken) -> (RunEnd, Vec<u32>) {
+    let vars = BTreeMap::from([("SORTIE_TICKET_ID".to_string(), "42".to_string())]);
+    let mut pids = Vec::new();
+    let end = run_agent(AgentSpec { plan, vars }, cancel, |pid| pids.push(pid)).await;
+    (end, pids)
+}
+
+/// Whether process `pid` still exists (the runner reaps its agent, so no zombie is left).
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Run to the end; whatever ended it, the agent (which keeps running after its turn) is
+/// gone.
 async fn run(agent: &AgentConfig, dir: &Path) -> RunReport {
-    match run_plan(&plan(agent, dir), CancellationToken::new()).await {
+    let (end, pids) = run_watched(&plan(agent, dir), CancellationToken::new()).await;
+    assert!(
+        !pids.is_empty() && !pids.iter().any(|p| alive(*p)),
+        "{pids:?}"
+    );
+    match end {
         RunEnd::Finished(report) => report,
         RunEnd::Cancelled { .. } => panic!("unexpected cancel"),
     }
@@ -251,7 +270,14 @@ async fn an_agent_that_never_answers_initialize_is_killed_and_classified() {
 async fn a_silent_model_is_stalled_cancelled_then_killed() {
     let dir = tempfile::tempdir().unwrap();
     let stalled = agent("stall", dir.path(), "  stall_timeout_seconds: 1\n", "");
-    let report = run(&stalled, dir.path()).await;
+    let (end, pids) = run_watched(&plan(&stalled, dir.path()), CancellationToken::new()).await;
+    let RunEnd::Finished(report) = end else {
+        panic!("cancelled")
+    };
+    assert!(
+        !pids.is_empty() && !pids.iter().any(|p| alive(*p)),
+        "{pids:?}"
+    );
     let (code, _, _, detail) = failure(&report);
     assert_eq!(code, "agent.stalled");
     assert!(detail.contains("no ACP message for 1s"), "{detail}");
@@ -283,8 +309,13 @@ async fn a_cancelled_run_sends_session_cancel_and_stops_the_agent() {
         }
         trigger.cancel();
     });
-    let end = run_plan(&plan, cancel).await;
+    let (end, pids) = run_watched(&plan, cancel).await;
     assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
+    // The agent kept running after its turn ended: the runner stopped it.
+    assert!(
+        !pids.is_empty() && !pids.iter().any(|p| alive(*p)),
+        "{pids:?}"
+    );
     let got = received(dir.path());
     let cancels = sent_method(&got, "session/cancel");
     assert_eq!(cancels.len(), 1, "{got:#?}");

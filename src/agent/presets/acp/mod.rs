@@ -423,7 +423,7 @@ impl AcpSession {
                 match self.options.resume.clone() {
                     Some(session) if loads => self.request(
                         Pending::Load,
-                        json!({"sessionId": session, "cwd": self.room.workspace(), "mcpServers": []}),
+                        json!({"sessionId": session, "cwd": self.options.workspace, "mcpServers": []}),
                     ),
                     Some(session) => {
                         self.note(format!(
@@ -531,7 +531,8 @@ impl AcpSession {
     }
 
     fn new_session(&mut self) {
-        let cwd = self.room.workspace().to_path_buf();
+        // The path as the run knows it (a sandbox binds it there), not its resolved form.
+        let cwd = self.options.workspace.clone();
         self.request(Pending::New, json!({"cwd": cwd, "mcpServers": []}));
     }
 
