@@ -626,3 +626,37 @@ fn validate_shows_the_policy_and_a_role_file_can_change_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_route_may_change_the_policy_and_only_for_an_acp_agent() {
+    let text = |preset: &str| {
+        format!(
+            "tracker: {{kind: local, path: board}}\nagent:\n  preset: {preset}\n  \
+             command: [my-agent]\npipeline_stages:\n  - role: backend\n    claim_status: todo\n    \
+             success_status: review\n    routes:\n      - when: {{labels: [trusted]}}\n        \
+             agent: {{permissions: allow_all}}\n"
+        )
+    };
+    let cfg = Config::parse_str(&text("acp"), Some(Path::new("/srv/sortie/pipeline.yaml")))
+        .expect("valid config");
+    let route = &cfg.stages[0].routes[0];
+    assert_eq!(route.agent.permissions, Some(AcpPermissions::AllowAll));
+    assert_eq!(
+        route.agent.apply(&cfg.agent).permissions,
+        AcpPermissions::AllowAll
+    );
+    assert_eq!(cfg.agent.permissions, AcpPermissions::Workspace);
+    let refused = Config::parse_str(&text("codex"), Some(Path::new("/srv/sortie/pipeline.yaml")))
+        .expect_err("permissions belong to acp");
+    let got: Vec<String> = refused
+        .diagnostics()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        got[0].contains(
+            "agent.permissions: `permissions` is an option of preset `acp`, not of `codex`"
+        ),
+        "{got:?}"
+    );
+}
