@@ -660,3 +660,26 @@ fn a_route_may_change_the_policy_and_only_for_an_acp_agent() {
         "{got:?}"
     );
 }
+
+#[tokio::test]
+async fn the_live_run_shows_the_last_event_turns_and_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let qwen = agent("success", dir.path(), "", "    FAKE_USAGE: qwen\n");
+    let mut plan = plan(&qwen, dir.path());
+    let progress = sortie::agent::ProgressHandle::default();
+    plan.stream.progress = Some(progress.clone());
+    let RunEnd::Finished(report) = run_plan(&plan, CancellationToken::new()).await else {
+        panic!("cancelled")
+    };
+    assert_eq!(summary(&report), "fixed the empty-input case");
+    let seen = progress.snapshot();
+    let last = seen.last_event.expect("an event");
+    assert_eq!(
+        (last.kind.as_str(), last.text.as_str()),
+        ("stop", "end_turn")
+    );
+    // Three model calls reported usage (one per message chunk in the fake).
+    assert_eq!(seen.turns, Some(3));
+    assert_eq!(seen.usage, report.usage);
+    assert_eq!(seen.usage.map(|u| u.input_tokens), Some(3000));
+}

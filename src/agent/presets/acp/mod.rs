@@ -462,6 +462,8 @@ impl AcpSession {
                     .get("stopReason")
                     .and_then(Value::as_str)
                     .unwrap_or("");
+                // An event of its own, so the live run shows the answer's usage too.
+                self.saw("stop", stop.to_string());
                 self.phase = Phase::Stopped(stop.to_string());
             }
         }
