@@ -4,7 +4,8 @@
 //! rendered prompt on stdin and in `SORTIE_PROMPT_FILE`, runs in the ticket's
 //! workspace, and reports through `SORTIE_RESULT_FILE` or its exit status; with a CLI
 //! preset (`claude-code`, `codex`) sortie also reads the CLI's JSON event stream on stdout
-//! for the outcome, summary and usage (`presets`).
+//! for the outcome, summary and usage (`presets`); with `acp` it converses with the agent in
+//! the Agent Client Protocol over stdin and stdout (`presets::acp`).
 
 pub mod baseline;
 mod confine;
@@ -17,6 +18,7 @@ mod program;
 mod progress;
 mod prompt;
 pub mod sandbox;
+mod streams;
 pub mod verify;
 mod workspace;
 
@@ -34,7 +36,7 @@ pub use outcome::{
     NO_CHANGE_NEEDED,
 };
 pub use presets::{
-    preset_argv, resume_argv, EventStream, StreamOptions, MAX_EVENT_LINE_BYTES,
+    preset_argv, resume_argv, AcpOptions, EventStream, StreamOptions, MAX_EVENT_LINE_BYTES,
     MAX_STREAM_TEXT_BYTES, SESSION_NOT_FOUND,
 };
 pub use process::{
@@ -128,6 +130,14 @@ impl RunPlan {
         workspace: PathBuf,
         run_dir: PathBuf,
     ) -> RunPlan {
+        let acp = AcpOptions {
+            permissions: agent.permissions,
+            model: agent.model.clone(),
+            resume: None,
+            workspace: workspace.clone(),
+            result_file: run_dir.join("result.yaml"),
+            prompt: String::new(),
+        };
         RunPlan {
             command: result_dir_writable(agent, preset_argv(agent), &run_dir),
             preset: agent.preset,
@@ -144,6 +154,7 @@ impl RunPlan {
                 allow_permission_denials: agent.allow_permission_denials,
                 usage_baseline: None,
                 progress: None,
+                acp,
             },
             sandbox: None,
         }
@@ -163,6 +174,12 @@ impl RunPlan {
             return;
         }
         self.resume = Some(session.to_string());
+        if agent.preset == AgentPreset::Acp {
+            // The same process loads the session over the protocol (`session/load`) and
+            // falls back to `session/new` itself.
+            self.stream.acp.resume = Some(session.to_string());
+            return;
+        }
         self.resume_command = Some(result_dir_writable(
             agent,
             resume_argv(agent, Some(session)),

@@ -10,25 +10,26 @@ use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::orphans::{kill_tree, tree_cpu_ticks};
 use super::outcome::{classify_exit, parse_result_file, AgentOutcome, Usage};
 use super::presets::{EventStream, StreamOptions, SESSION_NOT_FOUND};
+use super::streams::{spawn_reader, spawn_writer, summary_from_tail, Conversation, TAIL_BYTES};
 use super::RunPlan;
 use crate::block::{Category, NextAction};
+use crate::config::AgentPreset;
 
 /// How long a killed agent gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 /// The pause before the second scan for a run's processes once its agent exited.
 const RESCAN_AFTER: Duration = Duration::from_millis(20);
-/// Output kept in memory for the summary of an agent that wrote no result file.
-const TAIL_BYTES: usize = 4096;
-/// Lines of that tail that make the summary.
-const SUMMARY_LINES: usize = 20;
+/// How long an ACP agent gets to end its turn after `session/cancel` before it is killed.
+const ACP_CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// What to run and with which `SORTIE_*` variables.
 #[derive(Debug, Clone)]
@@ -116,6 +117,8 @@ pub fn read_session_record(run_dir: &Path) -> Option<SessionRecord> {
 /// What ended the watch over one process.
 enum Watch {
     Exited(Option<i32>),
+    /// An ACP conversation ended (its turn stopped, or it failed); the agent still runs.
+    ConversationOver,
     Cancelled,
     TimedOut,
     Stalled,
@@ -234,6 +237,9 @@ pub async fn run_agent(
                 )
             });
         if !lost_session {
+            if let Some(stream) = &attempt.stream {
+                notes.extend(stream.notes());
+            }
             break attempt;
         }
         let note = format!(
@@ -285,15 +291,27 @@ pub async fn run_agent(
             tracing::warn!(%err, "could not keep the agent's session id");
         }
     }
-    let outcome = match end {
-        Watch::Cancelled => {
+    // ACP: a handshake left unanswered, or a turn that stopped other than `end_turn`.
+    let waited = match end {
+        Watch::TimedOut => Some(plan.timeout),
+        Watch::Stalled => plan.stall_timeout,
+        _ => None,
+    };
+    let handshake = waited.and_then(|waited| {
+        let waited = format!("{}s", waited.as_secs());
+        stream.as_ref()?.handshake_failure(&waited)
+    });
+    let decisive = stream.as_ref().and_then(EventStream::decisive_outcome);
+    let outcome = match (end, handshake, decisive) {
+        (Watch::Cancelled, ..) => {
             return RunEnd::Cancelled {
                 log_path,
                 usage,
                 session_id,
             }
         }
-        Watch::TimedOut => AgentOutcome::failure(
+        (_, Some(handshake), _) => handshake,
+        (Watch::TimedOut, ..) => AgentOutcome::failure(
             "agent.timeout",
             Category::Transient,
             NextAction::Retry,
@@ -303,7 +321,17 @@ pub async fn run_agent(
                 log_path.display()
             ),
         ),
-        Watch::Stalled => AgentOutcome::failure(
+        (Watch::Stalled, ..) if plan.preset == AgentPreset::Acp => AgentOutcome::failure(
+            "agent.stalled",
+            Category::Transient,
+            NextAction::Retry,
+            format!(
+                "the agent sent no ACP message for {}s, and it was killed; log: {}",
+                plan.stall_timeout.unwrap_or_default().as_secs(),
+                log_path.display()
+            ),
+        ),
+        (Watch::Stalled, ..) => AgentOutcome::failure(
             "agent.stalled",
             Category::Transient,
             NextAction::Retry,
@@ -314,26 +342,29 @@ pub async fn run_agent(
                 log_path.display()
             ),
         ),
-        Watch::Exited(code) => match std::fs::read_to_string(&result_path) {
-            Ok(text) => parse_result_file(&text).unwrap_or_else(|err| {
-                AgentOutcome::failure(
+        (Watch::Exited(_) | Watch::ConversationOver, _, Some(decisive)) => decisive,
+        (Watch::Exited(_) | Watch::ConversationOver, _, None) => {
+            match std::fs::read_to_string(&result_path) {
+                Ok(text) => parse_result_file(&text).unwrap_or_else(|err| {
+                    AgentOutcome::failure(
+                        "agent.bad_result",
+                        Category::Permanent,
+                        NextAction::Escalate,
+                        err.to_string(),
+                    )
+                }),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => match &stream {
+                    Some(stream) => stream.outcome(exit_code, &err_tail),
+                    None => classify_exit(exit_code, &output_tail),
+                },
+                Err(err) => AgentOutcome::failure(
                     "agent.bad_result",
                     Category::Permanent,
                     NextAction::Escalate,
-                    err.to_string(),
-                )
-            }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => match &stream {
-                Some(stream) => stream.outcome(code, &err_tail),
-                None => classify_exit(code, &output_tail),
-            },
-            Err(err) => AgentOutcome::failure(
-                "agent.bad_result",
-                Category::Permanent,
-                NextAction::Escalate,
-                format!("cannot read result file {}: {err}", result_path.display()),
-            ),
-        },
+                    format!("cannot read result file {}: {err}", result_path.display()),
+                ),
+            }
+        }
     };
     finished(outcome, exit_code, usage, session_id, notes)
 }
@@ -407,31 +438,59 @@ async fn run_process(
     on_spawn(pid);
     let run_id = spec.vars.get("SORTIE_RUN_ID").map(String::as_str);
 
+    // An ACP agent converses over stdin and stdout for the whole run, and keeps running
+    // once its turn is over; the other presets read the prompt on stdin and exit.
+    let acp = plan.preset == AgentPreset::Acp;
+    let conversation_over = Arc::new(Notify::new());
+    let cancel_turn = CancellationToken::new();
+    let mut to_agent = None;
     if let Some(mut stdin) = child.stdin.take() {
-        let prompt = plan.prompt.clone();
-        // An agent that never reads stdin must not block us: write in the background
-        // and ignore a closed pipe.
-        tokio::spawn(async move {
-            let _ = stdin.write_all(prompt.as_bytes()).await;
-        });
+        if acp {
+            to_agent = Some(spawn_writer(stdin, log.clone()));
+        } else {
+            let prompt = plan.prompt.clone();
+            // An agent that never reads stdin must not block us: write in the background
+            // and ignore a closed pipe.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(prompt.as_bytes()).await;
+            });
+        }
     }
     let last_output = Arc::new(Mutex::new(Instant::now()));
     let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
     let err_tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_BYTES)));
+    // An ACP agent is alive when it speaks the protocol: what it writes on stderr, like
+    // the CPU its processes use, says nothing of whether its model still answers.
+    let err_output = if acp {
+        Arc::new(Mutex::new(Instant::now()))
+    } else {
+        last_output.clone()
+    };
     let readers = [
         child.stdout.take().map(|out| {
-            let stream = EventStream::with_options(plan.preset, options);
-            spawn_reader(out, log.clone(), last_output.clone(), tail.clone(), stream)
-        }),
-        child.stderr.take().map(|err| {
+            let mut options = options.clone();
+            options.acp.prompt.clone_from(&plan.prompt);
+            options.acp.workspace.clone_from(&plan.workspace);
+            options.acp.result_file.clone_from(&result_path);
+            let stream = EventStream::with_options(plan.preset, &options);
+            let conversation = to_agent.take().map(|to_agent| Conversation {
+                to_agent,
+                over: conversation_over.clone(),
+                cancel: cancel_turn.clone(),
+            });
             spawn_reader(
-                err,
+                out,
                 log.clone(),
                 last_output.clone(),
-                err_tail.clone(),
-                None,
+                tail.clone(),
+                stream,
+                conversation,
             )
         }),
+        child
+            .stderr
+            .take()
+            .map(|err| spawn_reader(err, log.clone(), err_output, err_tail.clone(), None, None)),
     ];
 
     // CPU ticks of the agent's descendants at the last look: growth is liveness.
@@ -442,6 +501,7 @@ async fn run_process(
             .map(|stall| *last_output.lock().expect("last_output lock") + stall);
         tokio::select! {
             status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
+            _ = conversation_over.notified(), if acp => break Watch::ConversationOver,
             _ = cancel.cancelled() => break Watch::Cancelled,
             _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
             _ = sleep_until_opt(stall_at) => {
@@ -449,7 +509,7 @@ async fn run_process(
                 if plan.stall_timeout.is_some_and(|stall| quiet_since.elapsed() >= stall) {
                     // Silent, but a tool call (a compile, a test run) may be working.
                     let now_cpu = tree_cpu_ticks(pid, run_id);
-                    if now_cpu > tree_cpu {
+                    if !acp && now_cpu > tree_cpu {
                         tree_cpu = now_cpu;
                         *last_output.lock().expect("last_output lock") = Instant::now();
                         continue;
@@ -472,7 +532,22 @@ async fn run_process(
             kill_tree(pid, run_id, Signal::SIGKILL);
             code
         }
-        _ => terminate(&mut child, pid, run_id).await,
+        Watch::ConversationOver => terminate(&mut child, pid, run_id).await,
+        _ => {
+            if acp {
+                // Ask for the turn to end before the process does (the agent may save its
+                // session); a turn that does not end in time is ended by the kill.
+                cancel_turn.cancel();
+                let _ = tokio::time::timeout(ACP_CANCEL_GRACE, async {
+                    tokio::select! {
+                        _ = conversation_over.notified() => {}
+                        _ = child.wait() => {}
+                    }
+                })
+                .await;
+            }
+            terminate(&mut child, pid, run_id).await
+        }
     };
     let mut stream = None;
     for reader in readers.into_iter().flatten() {
@@ -511,64 +586,6 @@ async fn sleep_until_opt(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// Copy `stream` to the log, keep its tail, and feed `events` (a CLI preset's stdout parser),
-/// which the task hands back when the stream closes.
-fn spawn_reader(
-    mut stream: impl AsyncRead + Unpin + Send + 'static,
-    log: Arc<Mutex<std::fs::File>>,
-    last_output: Arc<Mutex<Instant>>,
-    tail: Arc<Mutex<VecDeque<u8>>>,
-    mut events: Option<EventStream>,
-) -> tokio::task::JoinHandle<Option<EventStream>> {
-    // The run's span (`pipeline::run`): it gets the agent's session id as soon as the
-    // stream reports it, so every later line of the run carries it.
-    let span = tracing::Span::current();
-    let mut session_known = false;
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 8192];
-        loop {
-            let n = match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            *last_output.lock().expect("last_output lock") = Instant::now();
-            {
-                use std::io::Write;
-                let mut file = log.lock().expect("log lock");
-                let _ = file.write_all(&buf[..n]);
-            }
-            {
-                let mut tail = tail.lock().expect("tail lock");
-                tail.extend(&buf[..n]);
-                let excess = tail.len().saturating_sub(TAIL_BYTES);
-                tail.drain(..excess);
-            }
-            if let Some(events) = &mut events {
-                events.feed(&buf[..n]);
-                if !session_known {
-                    if let Some(session) = events.session_id() {
-                        session_known = true;
-                        span.record("session_id", tracing::field::display(session));
-                        tracing::info!(parent: &span, "agent session started");
-                    }
-                }
-            }
-        }
-        if let Some(events) = &mut events {
-            events.end();
-        }
-        events
-    })
-}
-
-fn summary_from_tail(tail: &VecDeque<u8>) -> String {
-    let bytes: Vec<u8> = tail.iter().copied().collect();
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.trim_end().lines().collect();
-    let start = lines.len().saturating_sub(SUMMARY_LINES);
-    lines[start..].join("\n")
 }
 
 fn kill_group(pid: u32, signal: Signal) {

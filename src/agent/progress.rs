@@ -16,7 +16,8 @@ pub const EVENT_TEXT_CHARS: usize = 160;
 pub struct AgentEvent {
     /// What it was: `init`, `message`, `tool_use`, `tool_result`, `result`, `retry`
     /// (Claude Code); `thread`, `turn`, `message`, `command`, `reasoning`, `file_change`,
-    /// `warning`, `error`, `turn_failed` (Codex); `output` (a log line, for `command`).
+    /// `warning`, `error`, `turn_failed` (Codex); `message`, `thought`, `tool_call`,
+    /// `tool_result`, `plan`, `permission`, `stop` (ACP); `output` (a log line, for `command`).
     pub kind: String,
     /// A short text: one line, at most [`EVENT_TEXT_CHARS`] characters.
     pub text: String,

@@ -137,7 +137,7 @@ pub struct RoleSettings {
     /// Added to (and overriding) `agent.env`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Replaces `agent.preset` (`command`, `claude-code`, `codex`).
+    /// Replaces `agent.preset` (`command`, `claude-code`, `codex`, `acp`).
     pub preset: Option<String>,
     /// Replaces `agent.model`.
     pub model: Option<String>,
@@ -151,6 +151,8 @@ pub struct RoleSettings {
     pub sandbox: Option<String>,
     /// Replaces `agent.allow_permission_denials` (claude-code).
     pub allow_permission_denials: Option<bool>,
+    /// Replaces `agent.permissions` (acp).
+    pub permissions: Option<crate::config::AcpPermissions>,
 }
 
 impl RoleSettings {
@@ -192,6 +194,9 @@ impl RoleSettings {
         }
         if let Some(allow) = self.allow_permission_denials {
             agent.allow_permission_denials = allow;
+        }
+        if let Some(permissions) = self.permissions {
+            agent.permissions = permissions;
         }
         agent
     }

@@ -133,7 +133,9 @@ impl SandboxPlan {
         let lookup = |name: &str| agent.env.get(name).cloned().or_else(|| env(name));
         let host_home = env("HOME").map(PathBuf::from);
         match agent.preset {
-            AgentPreset::Command => {}
+            // An ACP agent's own files are the agent's business (docs/agents.md): a
+            // persistent home keeps its sessions for `session/load`.
+            AgentPreset::Command | AgentPreset::Acp => {}
             AgentPreset::ClaudeCode => {
                 let config = lookup("CLAUDE_CONFIG_DIR")
                     .map(PathBuf::from)

@@ -462,9 +462,21 @@ pub fn describe(cfg: &Config) -> String {
         .map_or("stall detection off".to_string(), |d| {
             format!("stall {}s", d.as_secs())
         });
+    // An ACP agent's policy is the one thing about it the argv does not show.
+    let protocol = match a.preset {
+        crate::config::AgentPreset::Acp => format!(
+            ", over ACP, permissions {}{}",
+            a.permissions.as_str(),
+            a.model
+                .as_deref()
+                .map(|m| format!(", model {m}"))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "agent: {} (timeout {}s, {stall})",
+        "agent: {}{protocol} (timeout {}s, {stall})",
         a.command.join(" "),
         a.timeout.as_secs()
     );

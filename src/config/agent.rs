@@ -9,7 +9,7 @@ use serde_yaml::Value;
 use super::defaults::{DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS};
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::{AgentConfig, AgentPreset};
+use super::model::{AcpPermissions, AgentConfig, AgentPreset};
 use super::raw::RawAgent;
 use super::values::{argv_list, argv_value, at_least, kind_of, scalar_text};
 
@@ -97,7 +97,35 @@ pub(super) fn normalize_agent(
         env,
         resume: agent.resume.unwrap_or(true),
         allow_permission_denials: agent.allow_permission_denials.unwrap_or(false),
+        permissions: acp_permissions(
+            problems,
+            &path.key("permissions"),
+            agent.permissions.as_deref(),
+        )
+        .unwrap_or_default(),
     })
+}
+
+/// `agent.permissions`: one of the policy names; `None` when absent or unknown (reported).
+pub(super) fn acp_permissions(
+    problems: &mut Problems,
+    path: &FieldPath,
+    value: Option<&str>,
+) -> Option<AcpPermissions> {
+    let name = value?;
+    if let Some(policy) = AcpPermissions::ALL.into_iter().find(|p| p.as_str() == name) {
+        return Some(policy);
+    }
+    let known = AcpPermissions::ALL
+        .iter()
+        .map(|p| format!("`{}`", p.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    problems.at_value(
+        path,
+        format!("unknown permissions policy {name:?} (expected one of: {known})"),
+    );
+    None
 }
 
 /// `agent.preset`: one of the known names; `command` when absent; `None` (reported) otherwise.
@@ -142,12 +170,27 @@ pub(super) fn agent_preset(
 
 /// Which presets take each preset option.
 const PRESET_OPTIONS: &[(&str, &[AgentPreset])] = &[
-    ("model", &[AgentPreset::ClaudeCode, AgentPreset::Codex]),
+    (
+        "model",
+        &[
+            AgentPreset::ClaudeCode,
+            AgentPreset::Codex,
+            AgentPreset::Acp,
+        ],
+    ),
     ("permission_mode", &[AgentPreset::ClaudeCode]),
     ("max_turns", &[AgentPreset::ClaudeCode]),
     ("allowed_tools", &[AgentPreset::ClaudeCode]),
     ("sandbox", &[AgentPreset::Codex]),
-    ("extra_args", &[AgentPreset::ClaudeCode, AgentPreset::Codex]),
+    (
+        "extra_args",
+        &[
+            AgentPreset::ClaudeCode,
+            AgentPreset::Codex,
+            AgentPreset::Acp,
+        ],
+    ),
+    ("permissions", &[AgentPreset::Acp]),
 ];
 
 /// Codex's `--sandbox` value in `sandbox:`: the string itself, or a mapping's `codex`.
@@ -175,6 +218,7 @@ pub(super) fn check_preset_options(
         agent.allowed_tools.is_some(),
         codex_sandbox(agent.sandbox.as_ref()).is_some(),
         agent.extra_args.is_some(),
+        agent.permissions.is_some(),
     ];
     for ((key, presets), _) in PRESET_OPTIONS.iter().zip(set).filter(|(_, set)| *set) {
         if presets.contains(&preset) {
@@ -183,8 +227,11 @@ pub(super) fn check_preset_options(
         let names = presets
             .iter()
             .map(|p| format!("`{}`", p.as_str()))
-            .collect::<Vec<_>>()
-            .join(" and ");
+            .collect::<Vec<_>>();
+        let names = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.concat(),
+        };
         let message = if preset == AgentPreset::Command {
             format!(
                 "`{key}` is an option of preset {names}; this agent has preset `command` \

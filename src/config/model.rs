@@ -420,11 +420,14 @@ pub enum AgentPreset {
     ClaudeCode,
     /// OpenAI Codex non-interactive mode (`codex exec --json`).
     Codex,
+    /// Any agent speaking the Agent Client Protocol (JSON-RPC 2.0 over stdio): Gemini CLI,
+    /// Qwen Code, OpenCode, Claude Code's ACP adapter. `command` is required.
+    Acp,
 }
 
 impl AgentPreset {
     /// Every preset, in documentation order.
-    pub const ALL: [AgentPreset; 3] = [Self::Command, Self::ClaudeCode, Self::Codex];
+    pub const ALL: [AgentPreset; 4] = [Self::Command, Self::ClaudeCode, Self::Codex, Self::Acp];
 
     /// The config spelling.
     pub fn as_str(self) -> &'static str {
@@ -432,13 +435,14 @@ impl AgentPreset {
             Self::Command => "command",
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
+            Self::Acp => "acp",
         }
     }
 
     /// The program a CLI preset runs when `agent.command` does not name one.
     pub fn default_program(self) -> Option<&'static str> {
         match self {
-            Self::Command => None,
+            Self::Command | Self::Acp => None,
             Self::ClaudeCode => Some("claude"),
             Self::Codex => Some("codex"),
         }
@@ -483,6 +487,37 @@ pub struct AgentConfig {
     /// Accept a Claude Code run whose tool calls were denied as a success; when false such a
     /// run is an `agent.permission_denied` failure. Default false.
     pub allow_permission_denials: bool,
+    /// How an ACP agent's permission requests are answered (preset `acp`). Default
+    /// `workspace`.
+    pub permissions: AcpPermissions,
+}
+
+/// How sortie answers an ACP agent's `session/request_permission` (`agent.permissions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AcpPermissions {
+    /// Allow reading, editing and commands inside the workspace (and writing the result
+    /// file); deny anything naming a path outside it, web fetches and mode switches.
+    #[default]
+    Workspace,
+    /// Allow every request.
+    AllowAll,
+    /// Deny every request.
+    DenyAll,
+}
+
+impl AcpPermissions {
+    /// Every policy, in documentation order.
+    pub const ALL: [AcpPermissions; 3] = [Self::Workspace, Self::AllowAll, Self::DenyAll];
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Workspace => "workspace",
+            Self::AllowAll => "allow_all",
+            Self::DenyAll => "deny_all",
+        }
+    }
 }
 
 impl AgentConfig {

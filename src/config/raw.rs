@@ -189,6 +189,7 @@ pub(crate) struct RawAgent {
     pub(crate) env: Option<BTreeMap<String, Value>>,
     pub(crate) resume: Option<bool>,
     pub(crate) allow_permission_denials: Option<bool>,
+    pub(crate) permissions: Option<String>,
     /// The section failed to parse and its problem is already reported: required keys are
     /// not asked for again.
     #[serde(skip)]

@@ -28,6 +28,7 @@ pub fn model_in_argv(
     let cli = match preset {
         AgentPreset::ClaudeCode => AgentPreset::ClaudeCode,
         AgentPreset::Codex => AgentPreset::Codex,
+        AgentPreset::Acp => AgentPreset::Acp,
         AgentPreset::Command if program == "claude" => AgentPreset::ClaudeCode,
         AgentPreset::Command if program == "codex" => AgentPreset::Codex,
         // Any other program: sortie cannot know what it runs.

@@ -12,7 +12,7 @@ use serde_yaml::Value;
 use super::agent::{agent_preset, check_preset_options};
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::{AgentConfig, AgentPreset, TicketFilter};
+use super::model::{AcpPermissions, AgentConfig, AgentPreset, TicketFilter};
 use super::raw::{RawAgent, RawFilter};
 use super::values::{argv_list, argv_value, expand_home_or_report, kind_of, resolve, scalar_text};
 
@@ -71,6 +71,8 @@ pub struct AgentOverrides {
     pub resume: Option<bool>,
     /// Replaces `allow_permission_denials`.
     pub allow_permission_denials: Option<bool>,
+    /// Replaces `permissions` (preset `acp`).
+    pub permissions: Option<AcpPermissions>,
 }
 
 impl AgentOverrides {
@@ -108,6 +110,9 @@ impl AgentOverrides {
         }
         if let Some(allow) = self.allow_permission_denials {
             out.allow_permission_denials = allow;
+        }
+        if let Some(permissions) = self.permissions {
+            out.permissions = permissions;
         }
         out
     }
@@ -292,6 +297,11 @@ fn overrides(
         env,
         resume: raw.resume,
         allow_permission_denials: raw.allow_permission_denials,
+        permissions: super::agent::acp_permissions(
+            problems,
+            &path.key("permissions"),
+            raw.permissions.as_deref(),
+        ),
     }
 }
 

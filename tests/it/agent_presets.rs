@@ -339,7 +339,7 @@ fn an_unknown_preset_names_the_known_ones_with_its_position() {
     let got = problems("  preset: claude\n");
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(
-        got[0].starts_with("/srv/sortie/pipeline.yaml:3:11: agent.preset: unknown preset `claude`; did you mean `claude-code`? (expected one of: `command`, `claude-code`, `codex`)"),
+        got[0].starts_with("/srv/sortie/pipeline.yaml:3:11: agent.preset: unknown preset `claude`; did you mean `claude-code`? (expected one of: `command`, `claude-code`, `codex`, `acp`)"),
         "{got:?}"
     );
     let got = problems("  preset: [codex]\n");
@@ -360,7 +360,7 @@ fn options_of_another_preset_are_refused_at_their_key() {
     assert!(got[1].contains("5:3: agent.permission_mode"), "{got:?}");
     let got = problems("  command: [my-agent]\n  model: sonnet\n");
     assert!(
-        got[0].contains("4:3: agent.model: `model` is an option of preset `claude-code` and `codex`; this agent has preset `command`"),
+        got[0].contains("4:3: agent.model: `model` is an option of preset `claude-code`, `codex` and `acp`; this agent has preset `command`"),
         "{got:?}"
     );
     let got = problems("  preset: claude-code\n  sandbox: read-only\n");

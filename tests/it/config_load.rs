@@ -96,6 +96,7 @@ fn three_stage_fixture_loads_with_every_field() {
             env: BTreeMap::from([("AGENT_MODE".to_string(), "careful".to_string())]),
             resume: true,
             allow_permission_denials: false,
+            permissions: Default::default(),
         },
         retry: RetryConfig {
             max_attempts: 3,

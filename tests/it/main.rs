@@ -18,6 +18,7 @@ mod linear_model;
 mod model_plumbing;
 mod pipeline_suite;
 
+mod agent_acp;
 mod agent_presets;
 mod agent_resume;
 mod agent_runner;

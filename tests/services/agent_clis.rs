@@ -57,7 +57,7 @@ impl Sandbox {
     }
 }
 
-fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
+pub fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
     AgentConfig {
         preset,
         command: vec![program],
@@ -73,6 +73,7 @@ fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
         env: BTreeMap::new(),
         resume: true,
         allow_permission_denials: false,
+        permissions: Default::default(),
     }
 }
 
@@ -152,7 +153,7 @@ pub async fn run(plan: &RunPlan) -> RunReport {
     }
 }
 
-fn log_of(report: &RunReport) -> String {
+pub fn log_of(report: &RunReport) -> String {
     std::fs::read_to_string(&report.log_path).unwrap_or_default()
 }
 

@@ -16,6 +16,7 @@ mod ledger_suite;
 mod crash_suite;
 
 mod agent_clis;
+mod agent_clis_acp;
 mod agent_fresh;
 mod agent_pipeline;
 mod agent_questions;

@@ -4,6 +4,7 @@
 //! Parsing is pure: `EventStream` is fed bytes as they arrive and asked for a verdict once the
 //! process has ended; the runner in `process.rs` does the I/O.
 
+mod acp;
 mod claude;
 mod codex;
 mod lines;
@@ -14,6 +15,8 @@ use crate::config::{AgentConfig, AgentPreset};
 use super::outcome::{AgentOutcome, Usage};
 use super::progress::{AgentEvent, Progress, ProgressHandle};
 use lines::{LineSplitter, Piece};
+
+pub use acp::AcpOptions;
 
 pub use lines::MAX_EVENT_LINE_BYTES;
 
@@ -30,6 +33,8 @@ pub const MAX_STREAM_TEXT_BYTES: usize = 16 * 1024;
 ///   then `extra_args`.
 /// - `codex`: `agent.command` (default `codex`), then `exec --json`, `--model M`,
 ///   `--sandbox S`, then `extra_args`, then `-` (read the prompt from stdin).
+/// - `acp`: `agent.command`, then `extra_args` (the model and the prompt go over the
+///   protocol, and so does the session to resume).
 pub fn preset_argv(agent: &AgentConfig) -> Vec<String> {
     resume_argv(agent, None)
 }
@@ -45,6 +50,7 @@ pub fn resume_argv(agent: &AgentConfig, session: Option<&str>) -> Vec<String> {
     let mut argv = agent.program_argv();
     match agent.preset {
         AgentPreset::Command => {}
+        AgentPreset::Acp => argv.extend(agent.extra_args.iter().cloned()),
         AgentPreset::ClaudeCode => {
             argv.extend(["-p", "--output-format", "stream-json", "--verbose"].map(String::from));
             push_flag(&mut argv, "--model", agent.model.clone());
@@ -109,6 +115,7 @@ enum Taken {
 enum Parser {
     Claude(claude::ClaudeStream),
     Codex(codex::CodexStream),
+    Acp(Box<acp::AcpSession>),
 }
 
 /// How a run's stream is judged, beyond the preset, and where its progress goes.
@@ -122,6 +129,9 @@ pub struct StreamOptions {
     /// Where the run's last event, turns and usage so far are published as the stream is
     /// read (the daemon's live runs); `None` publishes nothing.
     pub progress: Option<ProgressHandle>,
+    /// What the `acp` preset's client needs (policy, model, session to load, workspace,
+    /// result file, prompt); unused by the other presets.
+    pub acp: AcpOptions,
 }
 
 /// Reads an agent's stdout as its preset's event stream, one line at a time, in bounded memory.
@@ -154,6 +164,7 @@ impl EventStream {
                 p.baseline = options.usage_baseline;
                 Parser::Codex(p)
             }
+            AgentPreset::Acp => Parser::Acp(Box::new(acp::AcpSession::new(options.acp.clone()))),
         };
         Some(EventStream {
             lines: LineSplitter::new(MAX_EVENT_LINE_BYTES),
@@ -187,11 +198,72 @@ impl EventStream {
         self.publish();
     }
 
+    /// Messages to write to the agent's stdin (the `acp` preset's requests and answers),
+    /// one line each, without the newline; always empty for the other presets.
+    pub fn take_outgoing(&mut self) -> Vec<String> {
+        match &mut self.parser {
+            Parser::Acp(p) => p.take_outgoing(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Lines for the run log about what sortie answered (ACP permission requests).
+    pub fn take_log(&mut self) -> Vec<String> {
+        match &mut self.parser {
+            Parser::Acp(p) => p.take_log(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether an ACP conversation is over (its prompt turn stopped, or it failed): the
+    /// agent, which keeps running, is then stopped. Always false for the other presets,
+    /// whose process ends by itself.
+    pub fn conversation_over(&self) -> bool {
+        match &self.parser {
+            Parser::Acp(p) => p.finished(),
+            _ => false,
+        }
+    }
+
+    /// Ask an ACP agent to stop its turn (`session/cancel`); nothing for the other presets.
+    pub fn cancel_turn(&mut self) {
+        if let Parser::Acp(p) = &mut self.parser {
+            p.cancel();
+        }
+    }
+
+    /// A failure that decides the run whatever its result file says (an ACP stop reason
+    /// such as `max_tokens`, a failed handshake); `None` for the other presets.
+    pub fn decisive_outcome(&self) -> Option<AgentOutcome> {
+        match &self.parser {
+            Parser::Acp(p) => p.decisive(),
+            _ => None,
+        }
+    }
+
+    /// The failure of an ACP run stopped after `waited` (a stall or the run timeout) while
+    /// the handshake was unanswered; `None` otherwise.
+    pub fn handshake_failure(&self, waited: &str) -> Option<AgentOutcome> {
+        match &self.parser {
+            Parser::Acp(p) => p.handshake_failure(waited),
+            _ => None,
+        }
+    }
+
+    /// What the client did that a person should know (an ACP resume that fell back).
+    pub fn notes(&self) -> Vec<String> {
+        match &self.parser {
+            Parser::Acp(p) => p.notes().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Model turns so far, once the stream reported one.
     pub fn turns(&self) -> Option<u32> {
         match &self.parser {
             Parser::Claude(p) => p.turns(),
             Parser::Codex(p) => p.turns(),
+            Parser::Acp(p) => p.turns(),
         }
     }
 
@@ -200,6 +272,7 @@ impl EventStream {
         match &self.parser {
             Parser::Claude(p) => p.last_event().1,
             Parser::Codex(p) => p.last_event().1,
+            Parser::Acp(p) => p.last_event().1,
         }
     }
 
@@ -209,6 +282,7 @@ impl EventStream {
         let seen = match &self.parser {
             Parser::Claude(p) => p.last_event().0,
             Parser::Codex(p) => p.last_event().0,
+            Parser::Acp(p) => p.last_event().0,
         };
         let Some((handle, published)) = self.progress.as_ref() else {
             return;
@@ -240,6 +314,7 @@ impl EventStream {
         match &self.parser {
             Parser::Claude(p) => p.usage(),
             Parser::Codex(p) => p.usage(),
+            Parser::Acp(p) => p.usage(),
         }
     }
 
@@ -249,6 +324,7 @@ impl EventStream {
         match &self.parser {
             Parser::Claude(p) => p.usage(),
             Parser::Codex(p) => p.reported_usage(),
+            Parser::Acp(p) => p.usage(),
         }
     }
 
@@ -258,6 +334,7 @@ impl EventStream {
         match &self.parser {
             Parser::Claude(p) => p.session_id(),
             Parser::Codex(p) => p.thread_id(),
+            Parser::Acp(p) => p.session_id(),
         }
     }
 
@@ -268,6 +345,7 @@ impl EventStream {
         let ended = match &self.parser {
             Parser::Claude(p) => p.outcome(),
             Parser::Codex(p) => p.outcome(),
+            Parser::Acp(_) => None,
         };
         if let Some(outcome) = ended {
             return outcome;
@@ -277,6 +355,22 @@ impl EventStream {
                 return outcome;
             }
         }
+        let LineCounts {
+            events,
+            noise,
+            overlong,
+        } = self.counts;
+        let status = match exit_code {
+            Some(code) => format!("exit status {code}"),
+            None => "killed by a signal".to_string(),
+        };
+        if let Parser::Acp(p) = &self.parser {
+            let counts = format!(
+                "{events} messages, {noise} other lines, {overlong} lines over {} MiB skipped",
+                MAX_EVENT_LINE_BYTES / (1024 * 1024)
+            );
+            return p.outcome(&status, stderr_tail, &counts);
+        }
         let (cli, final_event, last_words) = match &self.parser {
             Parser::Claude(p) => (
                 "Claude Code",
@@ -284,16 +378,8 @@ impl EventStream {
                 p.last_words().map(str::to_string),
             ),
             Parser::Codex(p) => ("Codex", "`turn.completed` or `turn.failed`", p.last_words()),
+            Parser::Acp(_) => ("The ACP agent", "`session/prompt` answer", None),
         };
-        let status = match exit_code {
-            Some(code) => format!("exit status {code}"),
-            None => "killed by a signal".to_string(),
-        };
-        let LineCounts {
-            events,
-            noise,
-            overlong,
-        } = self.counts;
         let mut detail = format!(
             "{cli}'s event stream ended without a {final_event} event ({status}; \
              {events} events, {noise} other lines, {overlong} lines over {} MiB skipped)",
@@ -336,6 +422,7 @@ fn take_piece(parser: &mut Parser, counts: &mut LineCounts, piece: Piece<'_>) {
         match parser {
             Parser::Claude(p) => p.line(line),
             Parser::Codex(p) => p.line(line),
+            Parser::Acp(p) => p.line(line),
         }
     } else {
         Taken::Noise

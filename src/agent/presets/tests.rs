@@ -29,6 +29,7 @@ fn agent(preset: AgentPreset) -> AgentConfig {
         env: Default::default(),
         resume: true,
         allow_permission_denials: false,
+        permissions: Default::default(),
     }
 }
 

@@ -188,7 +188,16 @@ async fn handle(
     match path.as_str() {
         "/v1/messages" => {
             let step = step.unwrap_or(Step::Status(500));
-            anthropic(&shared, step, n, &model, &workspace, body["stream"] == true)
+            let tools = offered_tools(&body);
+            anthropic(
+                &shared,
+                step,
+                n,
+                &model,
+                &workspace,
+                body["stream"] == true,
+                &tools,
+            )
         }
         "/v1/responses" => openai(&shared, step.unwrap_or(Step::Status(500)), n, &model),
         // Anything else the CLIs ask (token counts, metadata): an empty success.
@@ -230,17 +239,40 @@ fn sse(events: Vec<(String, Value)>, cut: bool) -> Response {
         .unwrap()
 }
 
-/// Content blocks of a step: Anthropic JSON blocks.
-fn claude_blocks(step: &Step, n: u64, workspace: &str) -> Vec<Value> {
+/// The names of the tools a request offers (`tools[].name`).
+fn offered_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The offered tool that does `what` (`Write`, `Bash`): Claude Code's own, else one an MCP
+/// server offers under that name (claude-code-acp's `mcp__acp__Write`, which writes through
+/// the ACP client), else the plain name.
+fn tool_named(tools: &[String], what: &str) -> String {
+    let suffix = format!("__{what}");
+    tools
+        .iter()
+        .find(|t| *t == what)
+        .or_else(|| tools.iter().find(|t| t.ends_with(&suffix)))
+        .cloned()
+        .unwrap_or_else(|| what.to_string())
+}
+
+/// Content blocks of a step: Anthropic JSON blocks, calling the tools `tools` offers.
+fn claude_blocks(step: &Step, n: u64, workspace: &str, tools: &[String]) -> Vec<Value> {
     match step {
         Step::WriteFile { file, content } => vec![
             json!({"type": "text", "text": "I'll write the file."}),
-            json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": "Write",
+            json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": tool_named(tools, "Write"),
                    "input": {"file_path": format!("{workspace}/{file}"), "content": content}}),
         ],
         Step::Shell(command) => vec![
             json!({"type": "text", "text": "I'll run a command."}),
-            json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": "Bash",
+            json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": tool_named(tools, "Bash"),
                    "input": {"command": command, "description": "run the command"}}),
         ],
         Step::Text(text) => vec![json!({"type": "text", "text": text})],
@@ -255,6 +287,7 @@ fn anthropic(
     model: &str,
     workspace: &str,
     stream: bool,
+    tools: &[String],
 ) -> Response {
     if let Step::Status(status) = step {
         let kind = match status {
@@ -270,7 +303,7 @@ fn anthropic(
         );
     }
     let [input, cache_write, cache_read, output] = CLAUDE_CALL;
-    let blocks = claude_blocks(&step, n, workspace);
+    let blocks = claude_blocks(&step, n, workspace, tools);
     let stop = if blocks.iter().any(|b| b["type"] == "tool_use") {
         "tool_use"
     } else {
