@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod block;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -144,6 +144,7 @@ impl RunPlan {
                 allow_permission_denials: agent.allow_permission_denials,
                 usage_baseline: None,
                 progress: None,
+                budget: None,
             },
             sandbox: None,
         }

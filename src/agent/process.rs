@@ -119,6 +119,8 @@ enum Watch {
     Cancelled,
     TimedOut,
     Stalled,
+    /// A limit of `budgets:` was reached while it ran.
+    OverBudget,
 }
 
 /// One process run: how it ended and what it printed.
@@ -314,6 +316,22 @@ pub async fn run_agent(
                 log_path.display()
             ),
         ),
+        // Stopped like a stall: the block names the limit and the figures, and the
+        // usage read until then is recorded with the run.
+        Watch::OverBudget => AgentOutcome::failure(
+            "budget.exceeded",
+            Category::Policy,
+            NextAction::Escalate,
+            format!(
+                "{}; the agent was stopped; log: {}",
+                options
+                    .budget
+                    .as_ref()
+                    .and_then(crate::budget::BudgetWatch::tripped)
+                    .map_or_else(|| "a budget limit was reached".to_string(), |e| e.detail()),
+                log_path.display()
+            ),
+        ),
         Watch::Exited(code) => match std::fs::read_to_string(&result_path) {
             Ok(text) => parse_result_file(&text).unwrap_or_else(|err| {
                 AgentOutcome::failure(
@@ -443,6 +461,7 @@ async fn run_process(
         tokio::select! {
             status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
             _ = cancel.cancelled() => break Watch::Cancelled,
+            _ = budget_reached(options) => break Watch::OverBudget,
             _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
             _ = sleep_until_opt(stall_at) => {
                 let quiet_since = *last_output.lock().expect("last_output lock");
@@ -504,6 +523,14 @@ fn spawn_failed(program: &str, err: &str) -> AgentOutcome {
         NextAction::Escalate,
         format!("cannot start agent `{program}`: {err}"),
     )
+}
+
+/// Resolves when the run's budget watch saw a limit reached; never without one.
+async fn budget_reached(options: &StreamOptions) {
+    match &options.budget {
+        Some(watch) => watch.reached().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
