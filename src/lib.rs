@@ -13,4 +13,5 @@ pub mod ledger;
 pub mod names;
 pub mod pipeline;
 pub mod state_file;
+pub mod stats;
 pub mod tracker;

@@ -640,6 +640,8 @@ pub trait Ledger: Send + Sync {
     ) -> Result<Vec<UsageTotal>, LedgerError>;
     /// Totals of one ticket across its roles (runs from run history).
     fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError>;
+    /// The usage rows of the runs of `tracker` started at or after `since`, by run id.
+    fn usage_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunUsage>, LedgerError>;
 
     /// Insert or replace a run-history row (keyed by `run_id`).
     fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError>;

@@ -91,6 +91,7 @@ mod review_prompt;
 mod run_logs;
 mod secrets;
 mod stale_listing;
+mod stats_cli;
 mod status_names;
 mod tick_exit_codes;
 mod tick_signals;

@@ -584,6 +584,42 @@ pub(super) fn ticket_usage(
     }
 }
 
+pub(super) fn usage_since(
+    conn: &mut Conn,
+    tracker: &str,
+    since: Timestamp,
+) -> Result<Vec<RunUsage>, LedgerError> {
+    let count = |row: &Row, i: usize| -> Result<u64, LedgerError> {
+        Ok(u64::try_from(get::<i64>(row, i)?).unwrap_or(0))
+    };
+    conn.rows(
+        "SELECT u.run_id, u.tracker, u.ticket_id, u.role, u.tokens_in, u.tokens_out, \
+         u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.cost_usd, \
+         u.recorded_at FROM run_usage u JOIN runs r ON r.run_id = u.run_id \
+         WHERE r.tracker = $1 AND r.started_at >= $2 ORDER BY u.run_id",
+        &[&tracker, &to_millis(since)],
+    )?
+    .iter()
+    .map(|row| {
+        Ok(RunUsage {
+            run_id: get(row, 0)?,
+            key: crate::ledger::ClaimKey::new(
+                get::<String>(row, 1)?,
+                get::<String>(row, 2)?,
+                get::<String>(row, 3)?,
+            ),
+            tokens_in: count(row, 4)?,
+            tokens_out: count(row, 5)?,
+            cache_read_tokens: count(row, 6)?,
+            cache_write_tokens: count(row, 7)?,
+            reasoning_tokens: count(row, 8)?,
+            cost_usd: get(row, 9)?,
+            recorded_at: from_millis(get(row, 10)?)?,
+        })
+    })
+    .collect()
+}
+
 // ----- hook deliveries -----
 
 macro_rules! hook_columns {
