@@ -21,7 +21,8 @@ pub struct StatsArgs {
     /// this instant (RFC 3339).
     #[arg(long, default_value = "7d")]
     since: String,
-    /// How runs are grouped.
+    /// How runs are grouped (agent and model: as the run's usage row names them,
+    /// `unknown` without one).
     #[arg(long, value_enum, default_value = "role")]
     by: By,
     /// Print JSON.
@@ -35,6 +36,8 @@ enum By {
     Stage,
     Role,
     Ticket,
+    Agent,
+    Model,
 }
 
 /// When `--since` starts, at `now`; a usage error's text when it cannot be read.
@@ -79,6 +82,8 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
         By::Stage => GroupBy::Stage,
         By::Role => GroupBy::Role,
         By::Ticket => GroupBy::Ticket,
+        By::Agent => GroupBy::Agent,
+        By::Model => GroupBy::Model,
     };
     let last_role = config.stages.last().map_or("", |s| s.role.as_str());
     let stats = compute(&runs, &usage, by, last_role, since);
@@ -98,6 +103,8 @@ pub fn render(stats: &Stats, last_role: &str) -> String {
         GroupBy::Stage => "stage",
         GroupBy::Role => "role",
         GroupBy::Ticket => "ticket",
+        GroupBy::Agent => "agent",
+        GroupBy::Model => "model",
     };
     let mut out = format!(
         "runs started since {}, by {by}\n",

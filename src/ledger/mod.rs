@@ -440,10 +440,15 @@ pub struct RunUsage {
     pub cache_write_tokens: u64,
     /// Output tokens spent on reasoning (a part of `tokens_out`, not added to it).
     pub reasoning_tokens: u64,
-    /// Cost in US dollars, when the agent reports one.
+    /// Cost in US dollars: the agent's own figure, else priced from `prices:`; `None`
+    /// when unknown.
     pub cost_usd: Option<f64>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
+    /// The agent preset that ran (`claude-code`, `codex`, `command`), when recorded.
+    pub agent: Option<String>,
+    /// The model it ran, when sortie could tell.
+    pub model: Option<String>,
 }
 
 impl RunUsage {

@@ -20,15 +20,29 @@ pub enum GroupBy {
     Role,
     /// The ticket.
     Ticket,
+    /// The agent preset (`claude-code`, `codex`, `command`) its usage row names.
+    Agent,
+    /// The model its usage row names.
+    Model,
 }
 
+/// The group of a run whose usage row does not name its agent or model (no usage
+/// recorded, or recorded before sortie kept them).
+pub const UNKNOWN_GROUP: &str = "unknown";
+
 impl GroupBy {
-    /// The group a run belongs to.
-    fn of(self, run: &RunRecord) -> &str {
+    /// The group a run (with its usage row, if any) belongs to.
+    fn of<'r>(self, run: &'r RunRecord, usage: Option<&'r RunUsage>) -> &'r str {
         match self {
             GroupBy::Stage => &run.stage,
             GroupBy::Role => &run.key.role,
             GroupBy::Ticket => &run.key.ticket_id,
+            GroupBy::Agent => usage
+                .and_then(|u| u.agent.as_deref())
+                .unwrap_or(UNKNOWN_GROUP),
+            GroupBy::Model => usage
+                .and_then(|u| u.model.as_deref())
+                .unwrap_or(UNKNOWN_GROUP),
         }
     }
 }
@@ -112,7 +126,8 @@ pub fn compute(
 
     let mut groups: BTreeMap<&str, Vec<&RunRecord>> = BTreeMap::new();
     for run in &ordered {
-        groups.entry(by.of(run)).or_default().push(run);
+        let own = usage.get(run.run_id.as_str()).copied();
+        groups.entry(by.of(run, own)).or_default().push(run);
     }
     let figures = |name: &str, runs: &[&RunRecord]| figures(name, runs, &usage, &rework);
     let total = figures("all", &ordered);

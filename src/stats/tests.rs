@@ -53,6 +53,15 @@ fn usage(id: &str, tokens: u64, cost: Option<f64>) -> RunUsage {
         reasoning_tokens: 0,
         cost_usd: cost,
         recorded_at: t0(),
+        agent: Some(
+            if cost.is_some() {
+                "claude-code"
+            } else {
+                "codex"
+            }
+            .into(),
+        ),
+        model: cost.map(|_| "opus".into()),
     }
 }
 
@@ -161,6 +170,26 @@ fn figures_by_ticket_and_by_stage_group_the_same_runs() {
     let names: Vec<&str> = by_stage.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, ["architect-ready", "backend-ready"]);
     assert_eq!(by_stage.total, by_ticket.total);
+}
+
+#[test]
+fn figures_by_agent_and_by_model_come_from_the_usage_rows() {
+    let (runs, usage) = history();
+    let by_model = compute(&runs, &usage, GroupBy::Model, "backend", t0());
+    let names: Vec<(&str, u32)> = by_model
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.runs))
+        .collect();
+    // r3 reported tokens and no cost (no model known); r5 and r7 reported nothing.
+    assert_eq!(names, [("opus", 5), ("unknown", 3)]);
+    let by_agent = compute(&runs, &usage, GroupBy::Agent, "backend", t0());
+    let names: Vec<(&str, u32)> = by_agent
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.runs))
+        .collect();
+    assert_eq!(names, [("claude-code", 5), ("codex", 1), ("unknown", 2)]);
 }
 
 #[test]

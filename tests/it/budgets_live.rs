@@ -168,6 +168,19 @@ fn codex_usage_is_priced_from_the_table_and_an_unknown_model_stays_unknown() {
     let cost = row["cost_usd"].as_f64().unwrap();
     assert!((cost - 0.00225).abs() < 1e-12, "{row}");
     assert_eq!(row["runs_without_cost"], 0, "{row}");
+    // The run's usage names its agent and model: `sortie stats --by model` groups by it.
+    let out = sb.ok(&[
+        "stats",
+        "--config",
+        "pipeline.yaml",
+        "--by",
+        "model",
+        "--json",
+    ]);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stats["groups"][0]["group"], "gpt-5-codex", "{stats:#}");
+    let cost = stats["groups"][0]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.00225).abs() < 1e-12, "{stats:#}");
 
     let sb = sandbox(&codex("gpt-unpriced"), prices);
     let id = sb.add("t", "ready", &[]);

@@ -98,6 +98,8 @@ pipeline_stages:
                     reasoning_tokens: 0,
                     cost_usd,
                     recorded_at: started_at,
+                    agent: Some("codex".into()),
+                    model: cost_usd.map(|_| "gpt-5-codex".into()),
                 })
                 .unwrap();
         }
@@ -178,6 +180,38 @@ fn stats_as_json_by_ticket() {
     let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(stats["total"]["runs"], 0);
     assert_eq!(stats["cost_per_finished_ticket"], serde_json::Value::Null);
+}
+
+#[test]
+fn stats_by_model_groups_runs_by_the_model_their_usage_names() {
+    let sb = seeded();
+    let out = sb.ok(&[
+        "stats",
+        "--config",
+        "pipeline.yaml",
+        "--since",
+        "2026-12-01T00:00:00Z",
+        "--by",
+        "model",
+        "--json",
+    ]);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let groups: Vec<(String, u64)> = stats["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["group"].as_str().unwrap().to_string(),
+                g["runs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // r1, r2, r4 priced; r3 without a price has no model named; r5 reported nothing.
+    assert_eq!(
+        groups,
+        [("gpt-5-codex".to_string(), 3), ("unknown".to_string(), 2)]
+    );
 }
 
 #[test]

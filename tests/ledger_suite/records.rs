@@ -228,6 +228,8 @@ pub fn usage_since_lists_the_usage_of_the_runs_started_in_the_window(backend: &d
         reasoning_tokens: 5,
         cost_usd: cost,
         recorded_at: at(60),
+        agent: Some("codex".into()),
+        model: cost.map(|_| "gpt-5-codex".into()),
     };
     for (id, tracker, started, cost) in [
         ("before", "local", 0, Some(1.0)),

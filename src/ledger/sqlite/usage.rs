@@ -15,8 +15,8 @@ pub(super) fn record(conn: &Connection, u: &RunUsage) -> Result<(), LedgerError>
     let stored = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     conn.prepare_cached(
         "INSERT OR REPLACE INTO run_usage (run_id, tracker, ticket_id, role, tokens_in, tokens_out, \
-         cost_usd, recorded_at, cache_read_tokens, cache_write_tokens, reasoning_tokens) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         cost_usd, recorded_at, cache_read_tokens, cache_write_tokens, reasoning_tokens, \
+         agent, model) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(rusqlite::params![
         &u.run_id,
@@ -30,6 +30,8 @@ pub(super) fn record(conn: &Connection, u: &RunUsage) -> Result<(), LedgerError>
         stored(u.cache_read_tokens),
         stored(u.cache_write_tokens),
         stored(u.reasoning_tokens),
+        &u.agent,
+        &u.model,
     ])?;
     Ok(())
 }
@@ -128,7 +130,7 @@ pub(super) fn since(
     let mut stmt = conn.prepare_cached(
         "SELECT u.run_id, u.tracker, u.ticket_id, u.role, u.tokens_in, u.tokens_out, \
          u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.cost_usd, \
-         u.recorded_at FROM run_usage u JOIN runs r ON r.run_id = u.run_id \
+         u.recorded_at, u.agent, u.model FROM run_usage u JOIN runs r ON r.run_id = u.run_id \
          WHERE r.tracker = ?1 AND r.started_at >= ?2 ORDER BY u.run_id",
     )?;
     let rows = stmt.query_map(rusqlite::params![tracker, to_millis(since)], |row| {
@@ -147,6 +149,8 @@ pub(super) fn since(
                 reasoning_tokens: count(row.get(8)?),
                 cost_usd: row.get(9)?,
                 recorded_at: Timestamp::default(),
+                agent: row.get(11)?,
+                model: row.get(12)?,
             },
             row.get::<_, i64>(10)?,
         ))

@@ -344,11 +344,15 @@ async fn run_stage(
         RunEnd::Finished(report) => (report.usage, report.session_id.clone()),
     };
     // Priced from `prices:` when the agent reported tokens without a cost.
-    let cost = usage.and_then(|u| {
-        let model = crate::config::model_in_argv(plan.preset, &plan.command, &plan.env);
-        crate::budget::run_cost(&u, model.as_deref(), &ctx.config.prices).usd()
-    });
-    record_usage_and_session(&*ctx.ledger, &*ctx.clock, &claim, usage, cost, session);
+    let model = crate::config::model_in_argv(plan.preset, &plan.command, &plan.env);
+    let cost =
+        usage.and_then(|u| crate::budget::run_cost(&u, model.as_deref(), &ctx.config.prices).usd());
+    let ran = Ran {
+        cost_usd: cost,
+        agent: plan.preset.as_str(),
+        model,
+    };
+    record_usage_and_session(&*ctx.ledger, &*ctx.clock, &claim, usage, ran, session);
     match end {
         RunEnd::Cancelled { log_path, .. } => {
             run.cancelled(
@@ -410,15 +414,22 @@ async fn run_stage(
     }
 }
 
-/// Record what the run consumed (also when it failed or was cancelled; `cost_usd` as
-/// reported or priced, `None` when unknown) and the agent
+/// What ran, for the usage row: its cost (reported or priced, `None` when unknown), its
+/// agent preset and its model.
+struct Ran {
+    cost_usd: Option<f64>,
+    agent: &'static str,
+    model: Option<String>,
+}
+
+/// Record what the run consumed (also when it failed or was cancelled) and the agent
 /// session it ended with, which the next attempt of the same ticket and role resumes.
 fn record_usage_and_session(
     ledger: &dyn Ledger,
     clock: &dyn Clock,
     claim: &Claim,
     usage: Option<crate::agent::Usage>,
-    cost_usd: Option<f64>,
+    ran: Ran,
     session: Option<String>,
 ) {
     if let Some(usage) = usage {
@@ -430,8 +441,10 @@ fn record_usage_and_session(
             cache_read_tokens: usage.cache_read_tokens,
             cache_write_tokens: usage.cache_write_tokens,
             reasoning_tokens: usage.reasoning_tokens,
-            cost_usd,
+            cost_usd: ran.cost_usd,
             recorded_at: clock.now(),
+            agent: Some(ran.agent.to_string()),
+            model: ran.model,
         };
         if let Err(err) = ledger.record_usage(&record) {
             tracing::warn!(%err, "could not record the run's usage");
