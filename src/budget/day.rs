@@ -31,6 +31,21 @@ pub fn day_window(now: DateTime<Utc>, zone: DayZone) -> DayWindow {
     }
 }
 
+/// Dollars the runs of `tracker` that started at or after `since` cost, all hosts
+/// sharing the ledger (runs of unknown cost count nothing: the figure is then a lower
+/// bound).
+pub fn day_spent(
+    ledger: &dyn crate::ledger::Ledger,
+    tracker: &str,
+    since: DateTime<Utc>,
+) -> Result<f64, crate::ledger::LedgerError> {
+    Ok(ledger
+        .usage_by_role_since(tracker, since)?
+        .iter()
+        .map(|t| t.cost_usd)
+        .sum())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,5 +7,5 @@ mod day;
 mod live;
 
 pub use cost::{price_usage, run_cost, Cost};
-pub use day::{day_window, DayWindow};
+pub use day::{day_spent, day_window, DayWindow};
 pub use live::{BudgetWatch, Exceeded, Limit, Measure, RunLimits};

@@ -5,7 +5,7 @@
 
 use crate::budget::{day_window, Limit, Measure, RunLimits};
 use crate::config::{Budgets, Stage};
-use crate::ledger::{Ledger, UsageTotal};
+use crate::ledger::UsageTotal;
 use crate::pipeline::context::Context;
 
 /// What the budget says about a run about to start.
@@ -49,7 +49,7 @@ pub(super) fn check(ctx: &Context, stage: &Stage, ticket_id: &str) -> BudgetChec
     }
     if budgets.max_cost_usd_per_day.is_some() {
         let day = day_window(ctx.clock.now(), budgets.timezone);
-        match day_spent(ledger, tracker, day.start) {
+        match crate::budget::day_spent(ledger, tracker, day.start) {
             Ok(spent) => {
                 if let Some(over) = day_over(budgets, spent, day.end) {
                     return BudgetCheck::DayOver(over);
@@ -108,20 +108,6 @@ fn limit(key: String, measure: Measure, max: f64, before: f64) -> Limit {
         max,
         before,
     }
-}
-
-/// Dollars the pipeline's runs that started at or after `since` cost (runs of unknown
-/// cost count nothing: the day total is then a lower bound).
-pub(crate) fn day_spent(
-    ledger: &dyn Ledger,
-    tracker: &str,
-    since: chrono::DateTime<chrono::Utc>,
-) -> Result<f64, crate::ledger::LedgerError> {
-    Ok(ledger
-        .usage_by_role_since(tracker, since)?
-        .iter()
-        .map(|t| t.cost_usd)
-        .sum())
 }
 
 /// Why no run may start today, when the day's spending `spent` is at its limit; it

@@ -468,7 +468,7 @@ pub(super) fn day_hold(
     let budgets = &ctx.config.budgets;
     budgets.max_cost_usd_per_day?;
     let day = crate::budget::day_window(now, budgets.timezone);
-    match budget::day_spent(&*ctx.ledger, ctx.tracker_name(), day.start) {
+    match crate::budget::day_spent(&*ctx.ledger, ctx.tracker_name(), day.start) {
         Ok(spent) => super::decide::budget::day_hold(budgets, spent, now),
         Err(err) => {
             tracing::warn!(%err, "cannot read the day's spending; dispatching without the day limit");
