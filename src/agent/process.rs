@@ -324,11 +324,7 @@ pub async fn run_agent(
             NextAction::Escalate,
             format!(
                 "{}; the agent was stopped; log: {}",
-                options
-                    .budget
-                    .as_ref()
-                    .and_then(crate::budget::BudgetWatch::tripped)
-                    .map_or_else(|| "a budget limit was reached".to_string(), |e| e.detail()),
+                crate::budget::stop_detail(options.budget.as_ref()),
                 log_path.display()
             ),
         ),
@@ -461,7 +457,7 @@ async fn run_process(
         tokio::select! {
             status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
             _ = cancel.cancelled() => break Watch::Cancelled,
-            _ = budget_reached(options) => break Watch::OverBudget,
+            _ = crate::budget::limit_reached(options.budget.as_ref()) => break Watch::OverBudget,
             _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
             _ = sleep_until_opt(stall_at) => {
                 let quiet_since = *last_output.lock().expect("last_output lock");
@@ -523,14 +519,6 @@ fn spawn_failed(program: &str, err: &str) -> AgentOutcome {
         NextAction::Escalate,
         format!("cannot start agent `{program}`: {err}"),
     )
-}
-
-/// Resolves when the run's budget watch saw a limit reached; never without one.
-async fn budget_reached(options: &StreamOptions) {
-    match &options.budget {
-        Some(watch) => watch.reached().await,
-        None => std::future::pending().await,
-    }
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

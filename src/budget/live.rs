@@ -177,6 +177,21 @@ impl BudgetWatch {
     }
 }
 
+/// Resolves once `watch` saw a limit reached; never without a watch.
+pub async fn limit_reached(watch: Option<&BudgetWatch>) {
+    match watch {
+        Some(watch) => watch.reached().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The detail of the failure of a run `watch` stopped: the limit and the figures.
+pub fn stop_detail(watch: Option<&BudgetWatch>) -> String {
+    watch
+        .and_then(BudgetWatch::tripped)
+        .map_or_else(|| "a budget limit was reached".to_string(), |e| e.detail())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

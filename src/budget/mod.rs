@@ -8,4 +8,4 @@ mod live;
 
 pub use cost::{price_usage, run_cost, Cost};
 pub use day::{day_spent, day_window, DayWindow};
-pub use live::{BudgetWatch, Exceeded, Limit, Measure, RunLimits};
+pub use live::{limit_reached, stop_detail, BudgetWatch, Exceeded, Limit, Measure, RunLimits};
