@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod block;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod daemon;
@@ -12,4 +13,5 @@ pub mod ledger;
 pub mod names;
 pub mod pipeline;
 pub mod state_file;
+pub mod stats;
 pub mod tracker;

@@ -155,6 +155,7 @@ impl RunPlan {
                 usage_baseline: None,
                 progress: None,
                 acp,
+                budget: None,
             },
             sandbox: None,
         }

@@ -122,6 +122,8 @@ enum Watch {
     Cancelled,
     TimedOut,
     Stalled,
+    /// A limit of `budgets:` was reached while it ran.
+    OverBudget,
 }
 
 /// One process run: how it ended and what it printed.
@@ -342,6 +344,18 @@ pub async fn run_agent(
                 log_path.display()
             ),
         ),
+        // Stopped like a stall: the block names the limit and the figures, and the
+        // usage read until then is recorded with the run.
+        (Watch::OverBudget, ..) => AgentOutcome::failure(
+            "budget.exceeded",
+            Category::Policy,
+            NextAction::Escalate,
+            format!(
+                "{}; the agent was stopped; log: {}",
+                crate::budget::stop_detail(options.budget.as_ref()),
+                log_path.display()
+            ),
+        ),
         (Watch::Exited(_) | Watch::ConversationOver, _, Some(decisive)) => decisive,
         (Watch::Exited(_) | Watch::ConversationOver, _, None) => {
             match std::fs::read_to_string(&result_path) {
@@ -503,6 +517,7 @@ async fn run_process(
             status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
             _ = conversation_over.notified(), if acp => break Watch::ConversationOver,
             _ = cancel.cancelled() => break Watch::Cancelled,
+            _ = crate::budget::limit_reached(options.budget.as_ref()) => break Watch::OverBudget,
             _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
             _ = sleep_until_opt(stall_at) => {
                 let quiet_since = *last_output.lock().expect("last_output lock");

@@ -7,6 +7,7 @@ pub mod block;
 pub mod board;
 pub mod claims;
 pub mod pipeline;
+pub mod stats;
 pub mod tracker;
 pub mod validate;
 pub mod workspaces;
@@ -56,6 +57,8 @@ pub enum Command {
     /// Manage per-ticket workspaces.
     #[command(subcommand)]
     Workspaces(workspaces::WorkspacesCommand),
+    /// Runs, success rate, durations, tokens, cost and rework over run history.
+    Stats(stats::StatsArgs),
 }
 
 /// An error that is the user's to fix (bad flags, invalid config): exit code 2.
@@ -118,6 +121,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Board(cmd) => board::run(cmd),
         Command::Tracker(cmd) => tracker::run(cmd),
         Command::Workspaces(cmd) => workspaces::run(cmd),
+        Command::Stats(args) => stats::run(args),
     }
 }
 

@@ -7,6 +7,7 @@
 //! Every problem found becomes a `Diagnostic` naming file, line, column and field.
 
 mod agent;
+mod budgets;
 mod defaults;
 mod diagnostic;
 mod expand;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
 
+pub use budgets::{Budgets, DayZone, Price, Prices, StageBudget};
 pub use diagnostic::{Diagnostic, MAX_DIAGNOSTICS};
 pub use git::{
     branch_name_problem, render_ticket_template, sanitize_branch, ticket_branch, DEFAULT_BASE,

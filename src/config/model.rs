@@ -48,8 +48,11 @@ pub struct Config {
     pub workspace: WorkspaceConfig,
     /// Shell and webhook hooks fired on pipeline events (`docs/hooks.md`). Default empty.
     pub hooks: Vec<HookConfig>,
-    /// Per-ticket spending limits.
-    pub budgets: Budgets,
+    /// Spending limits per run, ticket and day (`budgets:`).
+    pub budgets: super::Budgets,
+    /// `prices:`: dollars per million tokens by model, for agents that report tokens
+    /// without a cost. Default empty.
+    pub prices: super::Prices,
     /// Questions agents ask on the ticket (`docs/questions.md`).
     pub questions: QuestionsConfig,
     /// Time between the daemon's ticks (`sortie pipeline run`). Default 30 s.
@@ -150,18 +153,6 @@ pub struct HttpConfig {
     pub linear_webhook_secret_env: Option<String>,
     /// Variable holding the secret a Jira webhook signs deliveries with (`/hooks/jira`).
     pub jira_webhook_secret_env: Option<String>,
-}
-
-/// `budgets:`: limits per ticket across all its roles and attempts; none by default.
-/// A ticket over any of them gets one `budget.exceeded` failure block instead of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Budgets {
-    /// Dollars reported by agents.
-    pub max_cost_usd_per_ticket: Option<f64>,
-    /// Input plus output tokens reported by agents.
-    pub max_tokens_per_ticket: Option<u64>,
-    /// Runs started.
-    pub max_runs_per_ticket: Option<u32>,
 }
 
 /// `questions:`: how long a question an agent asked on the ticket waits for a person,

@@ -13,9 +13,7 @@ use super::diagnostic::Problems;
 use super::hooks::build_hooks;
 use super::locate::FieldPath;
 use super::model::TrackerConfig;
-use super::model::{
-    Budgets, Concurrency, Config, HttpConfig, RetryConfig, WorkspaceConfig, WorkspaceHooks,
-};
+use super::model::{Concurrency, Config, HttpConfig, RetryConfig, WorkspaceConfig, WorkspaceHooks};
 use super::raw::RawConfig;
 use super::stages::{build_stages, check_status};
 use super::tracker::{normalize_blockers, normalize_filter, normalize_forge, normalize_tracker};
@@ -259,33 +257,14 @@ pub(crate) fn normalize(
         },
         problems,
     );
-    let b = std::mem::take(&mut raw.budgets);
-    let budgets_path = root.key("budgets");
-    if b.max_cost_usd_per_ticket
-        .is_some_and(|c| !(c > 0.0 && c.is_finite()))
-    {
-        problems.at_value(
-            &budgets_path.key("max_cost_usd_per_ticket"),
-            "expected a positive number of dollars",
-        );
+    let budgets =
+        super::budgets::normalize_budgets(std::mem::take(&mut raw.budgets), &stages, problems);
+    let prices = super::budgets::normalize_prices(raw.prices.take(), problems);
+    if let Some(agent) = &agent {
+        if budgets.limits_dollars() {
+            super::budgets::warn_unpriced(&budgets, &prices, &stages, agent, &roles_dir, problems);
+        }
     }
-    if b.max_tokens_per_ticket == Some(0) {
-        problems.at_value(
-            &budgets_path.key("max_tokens_per_ticket"),
-            "expected at least 1",
-        );
-    }
-    if b.max_runs_per_ticket == Some(0) {
-        problems.at_value(
-            &budgets_path.key("max_runs_per_ticket"),
-            "expected at least 1",
-        );
-    }
-    let budgets = Budgets {
-        max_cost_usd_per_ticket: b.max_cost_usd_per_ticket,
-        max_tokens_per_ticket: b.max_tokens_per_ticket,
-        max_runs_per_ticket: b.max_runs_per_ticket,
-    };
 
     let q = std::mem::take(&mut raw.questions);
     let questions_path = root.key("questions");
@@ -394,6 +373,7 @@ pub(crate) fn normalize(
         workspace,
         hooks,
         budgets,
+        prices,
         questions,
         poll_interval: Duration::from_secs(poll_s),
         shutdown_grace: Duration::from_secs(grace_s),

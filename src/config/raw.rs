@@ -211,15 +211,6 @@ pub(crate) struct RawSandbox {
     pub(crate) codex: Option<String>,
 }
 
-/// `budgets:`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBudgets {
-    pub(crate) max_cost_usd_per_ticket: Option<f64>,
-    pub(crate) max_tokens_per_ticket: Option<u64>,
-    pub(crate) max_runs_per_ticket: Option<u32>,
-}
-
 /// `questions:`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -390,7 +381,9 @@ pub(crate) struct RawConfig {
     pub(crate) terminal_states: Option<Vec<String>>,
     pub(crate) trusted_authors: Option<Vec<String>>,
     pub(crate) workspace: RawWorkspace,
-    pub(crate) budgets: RawBudgets,
+    pub(crate) budgets: super::budgets::RawBudgets,
+    /// `prices:`: model name -> its prices.
+    pub(crate) prices: Option<BTreeMap<String, super::budgets::RawPrice>>,
     pub(crate) questions: RawQuestions,
     pub(crate) poll_interval_seconds: Option<u64>,
     pub(crate) shutdown_grace_seconds: Option<u64>,
@@ -422,6 +415,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "trusted_authors",
     "workspace",
     "budgets",
+    "prices",
     "questions",
     "poll_interval_seconds",
     "shutdown_grace_seconds",
@@ -502,6 +496,7 @@ pub(crate) fn read_raw(top: serde_yaml::Mapping, problems: &mut Problems) -> Raw
             "trusted_authors" => raw.trusted_authors = section(value, &path, p),
             "workspace" => raw.workspace = section(value, &path, p).unwrap_or_default(),
             "budgets" => raw.budgets = section(value, &path, p).unwrap_or_default(),
+            "prices" => raw.prices = section(value, &path, p),
             "questions" => raw.questions = section(value, &path, p).unwrap_or_default(),
             "poll_interval_seconds" => raw.poll_interval_seconds = section(value, &path, p),
             "shutdown_grace_seconds" => raw.shutdown_grace_seconds = section(value, &path, p),

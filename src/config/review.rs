@@ -147,29 +147,34 @@ impl FrontMatterModel {
 }
 
 /// One way a stage runs: its defaults (`route` none) or one of its routes.
-struct StageRun {
+pub(super) struct StageRun {
     /// `role` or `role route NAME`, as messages name it.
-    who: String,
+    pub(super) who: String,
     /// The model it runs, when that can be told.
-    model: Option<String>,
+    pub(super) model: Option<String>,
+    /// The preset it runs (what its stream reports: a cost, tokens, nothing).
+    pub(super) preset: AgentPreset,
 }
 
 /// Each way `stage` runs and the model of each: `agent`, then the front matter of
 /// `roles_dir/<role>.md`, then a route's `role_file` front matter and `agent:` keys.
-fn runs_of(stage: &Stage, agent: &AgentConfig, roles_dir: &Path) -> Vec<StageRun> {
+pub(super) fn runs_of(stage: &Stage, agent: &AgentConfig, roles_dir: &Path) -> Vec<StageRun> {
     let own = FrontMatterModel::read(&roles_dir.join(format!("{}.md", stage.role))).apply(agent);
     let mut runs = vec![StageRun {
         who: format!("`{}`", stage.role),
         model: model_of(&own),
+        preset: own.preset,
     }];
     for (i, route) in stage.routes.iter().enumerate() {
         let base = match &route.role_file {
             Some(file) => FrontMatterModel::read(file).apply(&own),
             None => own.clone(),
         };
+        let agent = route.agent.apply(&base);
         runs.push(StageRun {
             who: format!("`{}` route {}", stage.role, route.label(i)),
-            model: model_of(&route.agent.apply(&base)),
+            model: model_of(&agent),
+            preset: agent.preset,
         });
     }
     runs

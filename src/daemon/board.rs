@@ -456,6 +456,10 @@ pub fn short_reason(reason: &SkipReason, now: DateTime<Utc>) -> String {
         SkipReason::WaitingForAnswer { question_id, .. } => {
             format!("waiting for an answer to {question_id}")
         }
+        SkipReason::DayBudgetSpent { until, .. } => format!(
+            "day budget spent (until {})",
+            until.format("%Y-%m-%d %H:%M UTC")
+        ),
         SkipReason::TrackerError { .. } => "tracker error".to_string(),
     }
 }

@@ -332,6 +332,8 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         agent_tokens_in: 0,
         agent_tokens_out: 0,
         agent_cost_usd: 0.0,
+        agent_runs_cost_unknown: 0,
+        day_budget: None,
     };
     let mut gauges = gauges;
     if let Ok(usage) = ledger.usage_totals(&tracker) {
@@ -339,6 +341,13 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
             gauges.agent_tokens_in += u.tokens_in;
             gauges.agent_tokens_out += u.tokens_out;
             gauges.agent_cost_usd += u.cost_usd;
+            gauges.agent_runs_cost_unknown += u64::from(u.runs_without_cost);
+        }
+    }
+    if let Some(limit) = config.budgets.max_cost_usd_per_day {
+        let day = crate::budget::day_window(now, config.budgets.timezone);
+        if let Ok(spent) = crate::budget::day_spent(&**ledger, &tracker, day.start) {
+            gauges.day_budget = Some((spent, limit));
         }
     }
     let body = render_metrics(&shared.status(), &gauges);

@@ -30,6 +30,10 @@ pub struct Gauges {
     pub agent_tokens_out: u64,
     /// See `agent_tokens_in`.
     pub agent_cost_usd: f64,
+    /// Runs in run history whose cost is unknown (not counted in `agent_cost_usd`).
+    pub agent_runs_cost_unknown: u64,
+    /// With `budgets.max_cost_usd_per_day`: today's spending and the limit.
+    pub day_budget: Option<(f64, f64)>,
 }
 
 /// Escape a Prometheus label value.
@@ -233,6 +237,34 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
     );
     let _ = writeln!(out, "# TYPE sortie_agent_cost_usd_total counter");
     let _ = writeln!(out, "sortie_agent_cost_usd_total {}", g.agent_cost_usd);
+    let _ = writeln!(
+        out,
+        "# HELP sortie_agent_runs_cost_unknown_total Runs in run history whose cost is unknown (left out of sortie_agent_cost_usd_total)."
+    );
+    let _ = writeln!(out, "# TYPE sortie_agent_runs_cost_unknown_total counter");
+    let _ = writeln!(
+        out,
+        "sortie_agent_runs_cost_unknown_total {}",
+        g.agent_runs_cost_unknown
+    );
+    if let Some((spent, limit)) = g.day_budget {
+        for (name, help, value) in [
+            (
+                "sortie_day_cost_usd",
+                "What the runs that started today cost, in US dollars (budgets.timezone's day).",
+                spent,
+            ),
+            (
+                "sortie_day_budget_usd",
+                "budgets.max_cost_usd_per_day; at it, no run starts until the day ends.",
+                limit,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(out, "{name} {value}");
+        }
+    }
     out
 }
 
@@ -345,6 +377,30 @@ mod tests {
             !text.contains("outcome=\"waiting\""),
             "waiting is not a reaction"
         );
+    }
+
+    /// Issue #37: unknown costs are counted apart, and the day's spending shows with its
+    /// limit when one is set.
+    #[test]
+    fn unknown_costs_and_the_day_budget_are_metrics() {
+        let s = DaemonStatus::default();
+        let gauges = Gauges {
+            agent_runs_cost_unknown: 3,
+            ..Gauges::default()
+        };
+        let text = render_metrics(&s, &gauges);
+        assert!(
+            text.contains("sortie_agent_runs_cost_unknown_total 3\n"),
+            "{text}"
+        );
+        assert!(!text.contains("sortie_day_cost_usd"), "{text}");
+        let gauges = Gauges {
+            day_budget: Some((12.5, 40.0)),
+            ..Gauges::default()
+        };
+        let text = render_metrics(&s, &gauges);
+        assert!(text.contains("sortie_day_cost_usd 12.5\n"), "{text}");
+        assert!(text.contains("sortie_day_budget_usd 40\n"), "{text}");
     }
 
     #[test]

@@ -440,10 +440,15 @@ pub struct RunUsage {
     pub cache_write_tokens: u64,
     /// Output tokens spent on reasoning (a part of `tokens_out`, not added to it).
     pub reasoning_tokens: u64,
-    /// Cost in US dollars, when the agent reports one.
+    /// Cost in US dollars: the agent's own figure, else priced from `prices:`; `None`
+    /// when unknown.
     pub cost_usd: Option<f64>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
+    /// The agent preset that ran (`claude-code`, `codex`, `command`), when recorded.
+    pub agent: Option<String>,
+    /// The model it ran, when sortie could tell.
+    pub model: Option<String>,
 }
 
 impl RunUsage {
@@ -640,6 +645,8 @@ pub trait Ledger: Send + Sync {
     ) -> Result<Vec<UsageTotal>, LedgerError>;
     /// Totals of one ticket across its roles (runs from run history).
     fn ticket_usage(&self, tracker: &str, ticket_id: &str) -> Result<UsageTotal, LedgerError>;
+    /// The usage rows of the runs of `tracker` started at or after `since`, by run id.
+    fn usage_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunUsage>, LedgerError>;
 
     /// Insert or replace a run-history row (keyed by `run_id`).
     fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError>;

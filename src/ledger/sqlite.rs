@@ -439,6 +439,10 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| usage::ticket(conn, tracker, ticket_id))
     }
 
+    fn usage_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunUsage>, LedgerError> {
+        self.with_conn(|conn| usage::since(conn, tracker, since))
+    }
+
     fn hook_failures(&self, limit: usize) -> Result<Vec<HookDelivery>, LedgerError> {
         self.with_conn(|conn| hook_deliveries::failures(conn, limit))
     }

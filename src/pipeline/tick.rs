@@ -86,7 +86,13 @@ impl Pipeline {
         }
 
         // Plan: pure.
-        let plan = planner.finish(&reads.facts(ctx, obs.now));
+        let mut plan = planner.finish(&reads.facts(ctx, obs.now));
+        // The day's spending at `budgets.max_cost_usd_per_day` holds every dispatch.
+        if !plan.dispatches.is_empty() {
+            if let Some(reason) = super::run::day_hold(ctx, obs.now) {
+                super::decide::budget::hold_dispatches(&mut plan, &reason);
+            }
+        }
         report.skips = plan
             .skips
             .iter()

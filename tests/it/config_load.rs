@@ -133,6 +133,7 @@ fn three_stage_fixture_loads_with_every_field() {
         },
         hooks: vec![],
         budgets: Budgets::default(),
+        prices: Default::default(),
         questions: Default::default(),
         poll_interval: Duration::from_secs(30),
         shutdown_grace: Duration::from_secs(30),

@@ -1060,6 +1060,8 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
                 reasoning_tokens: 0,
                 cost_usd: cost,
                 recorded_at: at,
+                agent: None,
+                model: None,
             })
             .unwrap();
     };

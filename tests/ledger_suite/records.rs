@@ -196,3 +196,57 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
     );
     assert!(ledger.recent_runs(Scope::All, 0).unwrap().is_empty());
 }
+
+/// Issue #37: the usage rows of the runs started in a window (what `sortie stats` and
+/// the day limit read), a cost never reported kept as unknown.
+pub fn usage_since_lists_the_usage_of_the_runs_started_in_the_window(backend: &dyn Backend) {
+    use sortie::ledger::RunUsage;
+    let ledger = backend.fresh();
+    let run = |id: &str, tracker: &str, started: i64| RunRecord {
+        run_id: id.into(),
+        key: ClaimKey::new(tracker, "T-1", "backend"),
+        stage: "ready".into(),
+        stage_attempt: 1,
+        claimer_id: "host:1:a".into(),
+        phase: RunPhase::Finished,
+        outcome: Some("success".into()),
+        reason_code: None,
+        log_path: None,
+        started_at: at(started),
+        session_id: None,
+        route: None,
+        title: None,
+        finished_at: Some(at(started + 5)),
+    };
+    let usage = |id: &str, tracker: &str, cost: Option<f64>| RunUsage {
+        run_id: id.into(),
+        key: ClaimKey::new(tracker, "T-1", "backend"),
+        tokens_in: 100,
+        tokens_out: 20,
+        cache_read_tokens: 3,
+        cache_write_tokens: 4,
+        reasoning_tokens: 5,
+        cost_usd: cost,
+        recorded_at: at(60),
+        agent: Some("codex".into()),
+        model: cost.map(|_| "gpt-5-codex".into()),
+    };
+    for (id, tracker, started, cost) in [
+        ("before", "local", 0, Some(1.0)),
+        ("priced", "local", 100, Some(0.25)),
+        ("unknown", "local", 200, None),
+        ("other", "github:o/r", 150, Some(2.0)),
+    ] {
+        ledger.record_run(&run(id, tracker, started)).unwrap();
+        ledger.record_usage(&usage(id, tracker, cost)).unwrap();
+    }
+    let got = ledger.usage_since("local", at(100)).unwrap();
+    assert_eq!(
+        got,
+        [
+            usage("priced", "local", Some(0.25)),
+            usage("unknown", "local", None)
+        ]
+    );
+    assert!(ledger.usage_since("local", at(201)).unwrap().is_empty());
+}

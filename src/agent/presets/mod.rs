@@ -132,6 +132,9 @@ pub struct StreamOptions {
     /// What the `acp` preset's client needs (policy, model, session to load, workspace,
     /// result file, prompt); unused by the other presets.
     pub acp: AcpOptions,
+    /// The run's spending limits, handed the usage as it grows (`budgets:`); `None`
+    /// watches nothing.
+    pub budget: Option<crate::budget::BudgetWatch>,
 }
 
 /// Reads an agent's stdout as its preset's event stream, one line at a time, in bounded memory.
@@ -142,6 +145,8 @@ pub struct EventStream {
     counts: LineCounts,
     /// Where progress goes, and the count of events last published there.
     progress: Option<(ProgressHandle, u64)>,
+    /// The run's limits, checked after every chunk read.
+    budget: Option<crate::budget::BudgetWatch>,
 }
 
 impl EventStream {
@@ -171,6 +176,7 @@ impl EventStream {
             parser,
             counts: LineCounts::default(),
             progress: options.progress.clone().map(|p| (p, 0)),
+            budget: options.budget.clone(),
         })
     }
 
@@ -188,6 +194,24 @@ impl EventStream {
         self.lines
             .push(chunk, &mut |piece| take_piece(parser, counts, piece));
         self.publish();
+        self.watch_budget();
+    }
+
+    /// Hand the usage so far to the run's budget watch, which stops the run at a limit.
+    /// A run whose agent reported its end is not stopped: its spending is over, and it
+    /// counts toward the next run's checks.
+    fn watch_budget(&self) {
+        let ended = match &self.parser {
+            Parser::Claude(p) => p.ended(),
+            Parser::Codex(p) => p.ended(),
+            Parser::Acp(p) => p.finished(),
+        };
+        if ended {
+            return;
+        }
+        if let (Some(watch), Some(usage)) = (&self.budget, self.usage()) {
+            watch.observe(&usage);
+        }
     }
 
     /// stdout closed: parse a last line that had no newline.

@@ -750,3 +750,51 @@ fn codex_in_workspace_write_may_write_the_run_directory_fresh_or_resumed() {
     let p = crate::agent::RunPlan::for_agent(&c, String::new(), "/w".into(), run_dir);
     assert_eq!(at(&p.command), None);
 }
+
+/// Issue #37: the budget watch sees the usage as each event arrives, and trips at the
+/// event that reaches the limit, not before; the final event does not trip it (the
+/// run's spending is over).
+#[test]
+fn the_budget_watch_trips_at_the_usage_event_that_reaches_the_limit() {
+    use crate::budget::{BudgetWatch, Limit, Measure, RunLimits};
+    let watch_for = |max: f64| {
+        BudgetWatch::new(RunLimits {
+            limits: vec![Limit {
+                key: "budgets.per_stage.qa.max_tokens_per_run".into(),
+                measure: Measure::Tokens,
+                max,
+                before: 0.0,
+            }],
+            ..Default::default()
+        })
+    };
+    // claude-success.jsonl: two model calls of 1231 tokens each (lines 2 and 5), then the
+    // result (line 6).
+    let watch = watch_for(2462.0);
+    let options = StreamOptions {
+        budget: Some(watch.clone()),
+        ..Default::default()
+    };
+    let mut s = EventStream::with_options(AgentPreset::ClaudeCode, &options).unwrap();
+    let mut tripped_at = None;
+    for (i, line) in CLAUDE_SUCCESS.split_inclusive(|b| *b == b'\n').enumerate() {
+        s.feed(line);
+        if tripped_at.is_none() && watch.tripped().is_some() {
+            tripped_at = Some(i + 1);
+        }
+    }
+    assert_eq!(tripped_at, Some(5), "the second call reaches 2462 tokens");
+    assert_eq!(watch.tripped().unwrap().run, 2462.0);
+
+    // A limit only the result's figures reach: the run has ended, nothing to stop.
+    let watch = watch_for(2500.0);
+    let options = StreamOptions {
+        budget: Some(watch.clone()),
+        ..Default::default()
+    };
+    let mut s = EventStream::with_options(AgentPreset::ClaudeCode, &options).unwrap();
+    s.feed(CLAUDE_SUCCESS);
+    s.end();
+    assert!(s.usage().unwrap().total_tokens() >= 2500);
+    assert_eq!(watch.tripped(), None);
+}

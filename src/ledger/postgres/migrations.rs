@@ -222,6 +222,8 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (tracker, ticket_id, kind, round)
     );
     "#,
+    // 5: the agent and model of a usage row's run (the SQLite ledger's schema 7).
+    "ALTER TABLE run_usage ADD COLUMN agent TEXT; ALTER TABLE run_usage ADD COLUMN model TEXT;",
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

@@ -356,6 +356,11 @@ impl Ledger for PostgresLedger {
         self.call(move |c| records::ticket_usage(c, &tracker, &ticket_id))
     }
 
+    fn usage_since(&self, tracker: &str, since: Timestamp) -> Result<Vec<RunUsage>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| records::usage_since(c, &tracker, since))
+    }
+
     fn record_run(&self, run: &RunRecord) -> Result<(), LedgerError> {
         let run = run.clone();
         self.call(move |c| records::record_run(c, &run))

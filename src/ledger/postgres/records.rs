@@ -471,14 +471,17 @@ pub(super) fn outbox_get(
 pub(super) fn record_usage(conn: &mut Conn, u: &RunUsage) -> Result<(), LedgerError> {
     conn.exec(
         "INSERT INTO run_usage (run_id, tracker, ticket_id, role, tokens_in, tokens_out, \
-         cost_usd, recorded_at, cache_read_tokens, cache_write_tokens, reasoning_tokens) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (run_id) DO UPDATE SET \
+         cost_usd, recorded_at, cache_read_tokens, cache_write_tokens, reasoning_tokens, \
+         agent, model) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT (run_id) DO UPDATE SET \
          tracker = excluded.tracker, ticket_id = excluded.ticket_id, role = excluded.role, \
          tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out, \
          cost_usd = excluded.cost_usd, recorded_at = excluded.recorded_at, \
          cache_read_tokens = excluded.cache_read_tokens, \
          cache_write_tokens = excluded.cache_write_tokens, \
-         reasoning_tokens = excluded.reasoning_tokens",
+         reasoning_tokens = excluded.reasoning_tokens, agent = excluded.agent, \
+         model = excluded.model",
         &[
             &u.run_id,
             &u.key.tracker,
@@ -491,6 +494,8 @@ pub(super) fn record_usage(conn: &mut Conn, u: &RunUsage) -> Result<(), LedgerEr
             &stored(u.cache_read_tokens),
             &stored(u.cache_write_tokens),
             &stored(u.reasoning_tokens),
+            &u.agent,
+            &u.model,
         ],
     )?;
     Ok(())
@@ -582,6 +587,44 @@ pub(super) fn ticket_usage(
         Some(row) => total_from(&row, 0, ticket_id.to_string(), String::new()),
         None => Ok(UsageTotal::default()),
     }
+}
+
+pub(super) fn usage_since(
+    conn: &mut Conn,
+    tracker: &str,
+    since: Timestamp,
+) -> Result<Vec<RunUsage>, LedgerError> {
+    let count = |row: &Row, i: usize| -> Result<u64, LedgerError> {
+        Ok(u64::try_from(get::<i64>(row, i)?).unwrap_or(0))
+    };
+    conn.rows(
+        "SELECT u.run_id, u.tracker, u.ticket_id, u.role, u.tokens_in, u.tokens_out, \
+         u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.cost_usd, \
+         u.recorded_at, u.agent, u.model FROM run_usage u JOIN runs r ON r.run_id = u.run_id \
+         WHERE r.tracker = $1 AND r.started_at >= $2 ORDER BY u.run_id",
+        &[&tracker, &to_millis(since)],
+    )?
+    .iter()
+    .map(|row| {
+        Ok(RunUsage {
+            run_id: get(row, 0)?,
+            key: crate::ledger::ClaimKey::new(
+                get::<String>(row, 1)?,
+                get::<String>(row, 2)?,
+                get::<String>(row, 3)?,
+            ),
+            tokens_in: count(row, 4)?,
+            tokens_out: count(row, 5)?,
+            cache_read_tokens: count(row, 6)?,
+            cache_write_tokens: count(row, 7)?,
+            reasoning_tokens: count(row, 8)?,
+            cost_usd: get(row, 9)?,
+            recorded_at: from_millis(get(row, 10)?)?,
+            agent: get(row, 11)?,
+            model: get(row, 12)?,
+        })
+    })
+    .collect()
 }
 
 // ----- hook deliveries -----

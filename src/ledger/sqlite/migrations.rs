@@ -172,6 +172,12 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (tracker, ticket_id, kind, round)
     );
     ",
+    // 7: the agent (preset) and model of the run a usage row belongs to, for
+    // `sortie stats --by agent|model` (issue #37).
+    "
+    ALTER TABLE run_usage ADD COLUMN agent TEXT;
+    ALTER TABLE run_usage ADD COLUMN model TEXT;
+    ",
 ];
 
 /// The schema version this build writes and understands.

@@ -2,8 +2,8 @@
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use crate::ledger::codec::to_millis;
-use crate::ledger::{LedgerError, RunUsage, Timestamp, UsageTotal};
+use crate::ledger::codec::{from_millis, to_millis};
+use crate::ledger::{ClaimKey, LedgerError, RunUsage, Timestamp, UsageTotal};
 
 /// A stored count (never negative) as a `u64`.
 fn count(value: i64) -> u64 {
@@ -15,8 +15,8 @@ pub(super) fn record(conn: &Connection, u: &RunUsage) -> Result<(), LedgerError>
     let stored = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     conn.prepare_cached(
         "INSERT OR REPLACE INTO run_usage (run_id, tracker, ticket_id, role, tokens_in, tokens_out, \
-         cost_usd, recorded_at, cache_read_tokens, cache_write_tokens, reasoning_tokens) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         cost_usd, recorded_at, cache_read_tokens, cache_write_tokens, reasoning_tokens, \
+         agent, model) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(rusqlite::params![
         &u.run_id,
@@ -30,6 +30,8 @@ pub(super) fn record(conn: &Connection, u: &RunUsage) -> Result<(), LedgerError>
         stored(u.cache_read_tokens),
         stored(u.cache_write_tokens),
         stored(u.reasoning_tokens),
+        &u.agent,
+        &u.model,
     ])?;
     Ok(())
 }
@@ -117,4 +119,46 @@ pub(super) fn ticket(
         })
         .optional()?;
     Ok(total.unwrap_or_default())
+}
+
+/// The usage rows of the runs of `tracker` started at or after `since`, by run id.
+pub(super) fn since(
+    conn: &Connection,
+    tracker: &str,
+    since: Timestamp,
+) -> Result<Vec<RunUsage>, LedgerError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT u.run_id, u.tracker, u.ticket_id, u.role, u.tokens_in, u.tokens_out, \
+         u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.cost_usd, \
+         u.recorded_at, u.agent, u.model FROM run_usage u JOIN runs r ON r.run_id = u.run_id \
+         WHERE r.tracker = ?1 AND r.started_at >= ?2 ORDER BY u.run_id",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![tracker, to_millis(since)], |row| {
+        Ok((
+            RunUsage {
+                run_id: row.get(0)?,
+                key: ClaimKey::new(
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                ),
+                tokens_in: count(row.get(4)?),
+                tokens_out: count(row.get(5)?),
+                cache_read_tokens: count(row.get(6)?),
+                cache_write_tokens: count(row.get(7)?),
+                reasoning_tokens: count(row.get(8)?),
+                cost_usd: row.get(9)?,
+                recorded_at: Timestamp::default(),
+                agent: row.get(11)?,
+                model: row.get(12)?,
+            },
+            row.get::<_, i64>(10)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (mut usage, at) = row?;
+        usage.recorded_at = from_millis(at)?;
+        Ok(usage)
+    })
+    .collect()
 }

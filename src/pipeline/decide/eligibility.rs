@@ -103,6 +103,17 @@ pub enum SkipReason {
         /// Comments that tried to answer and do not count, with why.
         ignored: Vec<String>,
     },
+    /// `budgets.max_cost_usd_per_day` is reached: nothing is dispatched until the
+    /// day ends (issue #37).
+    DayBudgetSpent {
+        /// Dollars the pipeline's runs that started today cost (runs of unknown cost
+        /// count nothing).
+        spent_usd: f64,
+        /// The limit.
+        limit_usd: f64,
+        /// When the day ends and dispatch resumes.
+        until: DateTime<Utc>,
+    },
     /// The tracker failed while checking this ticket.
     TrackerError {
         /// What it said.
@@ -181,6 +192,16 @@ impl std::fmt::Display for SkipReason {
                 }
                 Ok(())
             }
+            SkipReason::DayBudgetSpent {
+                spent_usd,
+                limit_usd,
+                until,
+            } => write!(
+                f,
+                "the pipeline spent ${spent_usd:.2} today; budgets.max_cost_usd_per_day is \
+                 ${limit_usd:.2}; no run starts until {}",
+                until.format("%Y-%m-%d %H:%M UTC")
+            ),
             SkipReason::TrackerError { message } => write!(f, "tracker error: {message}"),
         }
     }

@@ -2,6 +2,7 @@
 //! prompt), run the agent with its claim watched (`watch`: lease renewed, cancel flag
 //! read), finish (`finish`: outcome decision, outbox, write-back, release).
 
+mod budget;
 mod finish;
 mod prepare;
 mod verify;
@@ -342,7 +343,16 @@ async fn run_stage(
         } => (*usage, session_id.clone()),
         RunEnd::Finished(report) => (report.usage, report.session_id.clone()),
     };
-    record_usage_and_session(&*ctx.ledger, &*ctx.clock, &claim, usage, session);
+    // Priced from `prices:` when the agent reported tokens without a cost.
+    let model = crate::config::model_in_argv(plan.preset, &plan.command, &plan.env);
+    let cost =
+        usage.and_then(|u| crate::budget::run_cost(&u, model.as_deref(), &ctx.config.prices).usd());
+    let ran = Ran {
+        cost_usd: cost,
+        agent: plan.preset.as_str(),
+        model,
+    };
+    record_usage_and_session(&*ctx.ledger, &*ctx.clock, &claim, usage, ran, session);
     match end {
         RunEnd::Cancelled { log_path, .. } => {
             run.cancelled(
@@ -404,6 +414,14 @@ async fn run_stage(
     }
 }
 
+/// What ran, for the usage row: its cost (reported or priced, `None` when unknown), its
+/// agent preset and its model.
+struct Ran {
+    cost_usd: Option<f64>,
+    agent: &'static str,
+    model: Option<String>,
+}
+
 /// Record what the run consumed (also when it failed or was cancelled) and the agent
 /// session it ended with, which the next attempt of the same ticket and role resumes.
 fn record_usage_and_session(
@@ -411,6 +429,7 @@ fn record_usage_and_session(
     clock: &dyn Clock,
     claim: &Claim,
     usage: Option<crate::agent::Usage>,
+    ran: Ran,
     session: Option<String>,
 ) {
     if let Some(usage) = usage {
@@ -422,8 +441,10 @@ fn record_usage_and_session(
             cache_read_tokens: usage.cache_read_tokens,
             cache_write_tokens: usage.cache_write_tokens,
             reasoning_tokens: usage.reasoning_tokens,
-            cost_usd: usage.cost_usd,
+            cost_usd: ran.cost_usd,
             recorded_at: clock.now(),
+            agent: Some(ran.agent.to_string()),
+            model: ran.model,
         };
         if let Err(err) = ledger.record_usage(&record) {
             tracing::warn!(%err, "could not record the run's usage");
@@ -434,6 +455,24 @@ fn record_usage_and_session(
         run.session_id = Some(session);
         if let Err(err) = ledger.record_run(&run) {
             tracing::warn!(%err, "could not record the agent's session id");
+        }
+    }
+}
+
+/// Why nothing may start at `now`: the day's spending at `budgets.max_cost_usd_per_day`
+/// (a ledger that cannot tell lets runs start, logged).
+pub(super) fn day_hold(
+    ctx: &Context,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<super::decide::eligibility::SkipReason> {
+    let budgets = &ctx.config.budgets;
+    budgets.max_cost_usd_per_day?;
+    let day = crate::budget::day_window(now, budgets.timezone);
+    match crate::budget::day_spent(&*ctx.ledger, ctx.tracker_name(), day.start) {
+        Ok(spent) => super::decide::budget::day_hold(budgets, spent, now),
+        Err(err) => {
+            tracing::warn!(%err, "cannot read the day's spending; dispatching without the day limit");
+            None
         }
     }
 }

@@ -8,8 +8,8 @@ use crate::agent::{
     RunPlan, StageVars, TicketVars,
 };
 use crate::block::{Category, NextAction, OutcomeBlock};
-use crate::config::{Budgets, Route, Stage};
-use crate::ledger::{Claim, Ledger};
+use crate::config::{Route, Stage};
+use crate::ledger::Claim;
 use crate::pipeline::context::Context;
 use crate::pipeline::decide::question::{Continuation, ANSWERED_BY_TIMEOUT};
 use crate::pipeline::history::TicketHistory;
@@ -53,20 +53,19 @@ pub(super) async fn prepare<'s>(
     route_label: &Option<String>,
     continuation: Option<&Continuation>,
 ) -> Prepared<'s> {
-    if let Some(over) = over_budget(
-        &ctx.config.budgets,
-        &*ctx.ledger,
-        ctx.tracker_name(),
-        &ticket.id,
-    ) {
-        let outcome = AgentOutcome::failure(
-            "budget.exceeded",
-            Category::Policy,
-            NextAction::Escalate,
-            over,
-        );
-        return Prepared::Failed(outcome);
-    }
+    let limits = match super::budget::check(ctx, stage, &ticket.id) {
+        super::budget::BudgetCheck::Run(limits) => limits,
+        super::budget::BudgetCheck::TicketOver(over) => {
+            let outcome = AgentOutcome::failure(
+                "budget.exceeded",
+                Category::Policy,
+                NextAction::Escalate,
+                over,
+            );
+            return Prepared::Failed(outcome);
+        }
+        super::budget::BudgetCheck::DayOver(over) => return Prepared::NotStarted(over),
+    };
 
     // Where sortie moved the ticket, so an interrupted run can move it back.
     let mut moved_to: Option<&str> = None;
@@ -199,6 +198,20 @@ pub(super) async fn prepare<'s>(
         }
     }
     plan.sandbox = sandbox;
+    // The run is held to its limits while it runs, its tokens priced for its model.
+    let mut limits = limits;
+    limits.model = crate::config::model_in_argv(plan.preset, &plan.command, &plan.env);
+    if !limits.is_empty() {
+        let unchecked = limits.unchecked_dollar_limits();
+        if !unchecked.is_empty() {
+            tracing::warn!(
+                model = limits.model.as_deref().unwrap_or("unknown"),
+                limits = %unchecked.join(", "),
+                "the run's cost is unknown until its agent reports one (no price for its model in `prices`): these dollar limits cannot be checked for it"
+            );
+        }
+        plan.stream.budget = Some(crate::budget::BudgetWatch::new(limits));
+    }
     Prepared::Ready(Box::new(Ready {
         moved_to,
         worktree,
@@ -272,53 +285,6 @@ async fn prepare_workspace(
     }
     crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
     Ok(worktree)
-}
-
-/// Why the ticket may not run again under `budgets:`, if it may not.
-fn over_budget(
-    budgets: &Budgets,
-    ledger: &dyn Ledger,
-    tracker: &str,
-    ticket_id: &str,
-) -> Option<String> {
-    if budgets.max_cost_usd_per_ticket.is_none()
-        && budgets.max_tokens_per_ticket.is_none()
-        && budgets.max_runs_per_ticket.is_none()
-    {
-        return None;
-    }
-    let used = match ledger.ticket_usage(tracker, ticket_id) {
-        Ok(used) => used,
-        Err(err) => {
-            tracing::warn!(%err, "cannot read the ticket's usage; running without a budget check");
-            return None;
-        }
-    };
-    if let Some(max) = budgets.max_runs_per_ticket {
-        if used.runs >= max {
-            return Some(format!(
-                "the ticket has had {} runs; budgets.max_runs_per_ticket is {max}",
-                used.runs
-            ));
-        }
-    }
-    if let Some(max) = budgets.max_tokens_per_ticket {
-        let tokens = used.total_tokens();
-        if tokens >= max {
-            return Some(format!(
-                "the ticket has used {tokens} tokens; budgets.max_tokens_per_ticket is {max}"
-            ));
-        }
-    }
-    if let Some(max) = budgets.max_cost_usd_per_ticket {
-        if used.cost_usd >= max {
-            return Some(format!(
-                "the ticket has cost ${:.2}; budgets.max_cost_usd_per_ticket is ${max:.2}",
-                used.cost_usd
-            ));
-        }
-    }
-    None
 }
 
 /// What the role template is rendered with: the ticket, the stage, the prior roles'

@@ -1,0 +1,177 @@
+//! `sortie stats`: runs, success rate, durations, tokens, cost and rework over a window
+//! of run history, grouped by stage, role or ticket (figures: `crate::stats`).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, Utc};
+use clap::{Args, ValueEnum};
+
+use crate::config::Config;
+use crate::pipeline::Clock;
+use crate::stats::{compute, Figures, GroupBy, Stats};
+
+/// `sortie stats` flags.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// The runs that started in this window back from now (`7d`, `24h`, `90m`) or since
+    /// this instant (RFC 3339).
+    #[arg(long, default_value = "7d")]
+    since: String,
+    /// How runs are grouped (agent and model: as the run's usage row names them,
+    /// `unknown` without one).
+    #[arg(long, value_enum, default_value = "role")]
+    by: By,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `--by`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum By {
+    Stage,
+    Role,
+    Ticket,
+    Agent,
+    Model,
+}
+
+/// When `--since` starts, at `now`; a usage error's text when it cannot be read.
+pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let t = text.trim();
+    if let Ok(at) = DateTime::parse_from_rfc3339(t) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let split = t.len().saturating_sub(1);
+    let (number, unit) = t.split_at(split);
+    let amount: i64 = number
+        .parse()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| since_error(text))?;
+    let span = match unit {
+        "d" => Duration::days(amount),
+        "h" => Duration::hours(amount),
+        "m" => Duration::minutes(amount),
+        _ => return Err(since_error(text)),
+    };
+    Ok(now - span)
+}
+
+fn since_error(text: &str) -> String {
+    format!(
+        "--since {text:?}: expected a span back from now such as 7d, 24h or 90m, or an \
+         RFC 3339 instant such as 2026-12-01T00:00:00Z"
+    )
+}
+
+/// Run `sortie stats`.
+pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&super::config_file(args.config)?)?;
+    let since = parse_since(&args.since, crate::pipeline::SystemClock::from_env().now())
+        .map_err(super::UsageError)?;
+    let ledger = crate::ledger::open(&config)?;
+    let tracker = config.tracker.name();
+    let runs = ledger.runs_since(&tracker, since)?;
+    let usage = ledger.usage_since(&tracker, since)?;
+    let by = match args.by {
+        By::Stage => GroupBy::Stage,
+        By::Role => GroupBy::Role,
+        By::Ticket => GroupBy::Ticket,
+        By::Agent => GroupBy::Agent,
+        By::Model => GroupBy::Model,
+    };
+    let last_role = config.stages.last().map_or("", |s| s.role.as_str());
+    let stats = compute(&runs, &usage, by, last_role, since);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &stats)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(render(&stats, last_role).as_bytes())?;
+    }
+    Ok(super::EXIT_OK)
+}
+
+/// The text report.
+pub fn render(stats: &Stats, last_role: &str) -> String {
+    let by = match stats.by {
+        GroupBy::Stage => "stage",
+        GroupBy::Role => "role",
+        GroupBy::Ticket => "ticket",
+        GroupBy::Agent => "agent",
+        GroupBy::Model => "model",
+    };
+    let mut out = format!(
+        "runs started since {}, by {by}\n",
+        stats.since.format("%Y-%m-%d %H:%M UTC")
+    );
+    out.push_str(&format!(
+        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>10} {:>7}  cost\n",
+        by, "runs", "success", "p50", "p95", "tokens", "rework"
+    ));
+    for f in stats.groups.iter().chain(std::iter::once(&stats.total)) {
+        out.push_str(&line(f));
+    }
+    let cost = match stats.cost_per_finished_ticket {
+        None => "none finished".to_string(),
+        Some(usd) => match stats.finished_tickets_runs_cost_unknown {
+            0 => format!("${usd:.4} per ticket"),
+            n => format!("at least ${usd:.4} per ticket ({n} run(s) of unknown cost left out)"),
+        },
+    };
+    out.push_str(&format!(
+        "tickets that reached the last stage ({last_role}): {}, {cost}\n",
+        stats.finished_tickets
+    ));
+    out
+}
+
+fn line(f: &Figures) -> String {
+    let rate = f
+        .success_rate
+        .map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0));
+    let secs = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.0}s"));
+    let cost = match (f.runs_cost_unknown, f.cost_usd) {
+        (0, usd) => format!("${usd:.4}"),
+        (n, 0.0) => format!("unknown ({n} run(s))"),
+        (n, usd) => format!("${usd:.4} + {n} run(s) unknown"),
+    };
+    format!(
+        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>10} {:>7}  {cost}\n",
+        f.group,
+        f.runs,
+        rate,
+        secs(f.p50_seconds),
+        secs(f.p95_seconds),
+        f.tokens,
+        f.rework_rounds
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_is_a_span_back_from_now_or_an_instant() {
+        let now = DateTime::parse_from_rfc3339("2026-12-08T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let at = |t: &str| parse_since(t, now).map(|d| d.to_rfc3339());
+        assert_eq!(at("7d").unwrap(), "2026-12-01T12:00:00+00:00");
+        assert_eq!(at("24h").unwrap(), "2026-12-07T12:00:00+00:00");
+        assert_eq!(at("90m").unwrap(), "2026-12-08T10:30:00+00:00");
+        assert_eq!(
+            at("2026-12-01T00:00:00Z").unwrap(),
+            "2026-12-01T00:00:00+00:00"
+        );
+        assert!(at("7w").unwrap_err().contains("expected a span"));
+        assert!(at("").is_err());
+        assert!(at("-1d").is_err());
+    }
+}

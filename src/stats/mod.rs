@@ -1,0 +1,231 @@
+//! `sortie stats`: figures over run history (issue #37), computed from ledger rows with
+//! no I/O: runs, success rate, duration percentiles, tokens, cost (measured and unknown
+//! kept apart), rework rounds and the cost of a ticket that reached the last stage.
+//! `docs/stats.md` explains each figure.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::ledger::{RunPhase, RunRecord, RunUsage};
+
+/// What the figures are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The stage, by its claim status.
+    Stage,
+    /// The role.
+    Role,
+    /// The ticket.
+    Ticket,
+    /// The agent preset (`claude-code`, `codex`, `command`) its usage row names.
+    Agent,
+    /// The model its usage row names.
+    Model,
+}
+
+/// The group of a run whose usage row does not name its agent or model (no usage
+/// recorded, or recorded before sortie kept them).
+pub const UNKNOWN_GROUP: &str = "unknown";
+
+impl GroupBy {
+    /// The group a run (with its usage row, if any) belongs to.
+    fn of<'r>(self, run: &'r RunRecord, usage: Option<&'r RunUsage>) -> &'r str {
+        match self {
+            GroupBy::Stage => &run.stage,
+            GroupBy::Role => &run.key.role,
+            GroupBy::Ticket => &run.key.ticket_id,
+            GroupBy::Agent => usage
+                .and_then(|u| u.agent.as_deref())
+                .unwrap_or(UNKNOWN_GROUP),
+            GroupBy::Model => usage
+                .and_then(|u| u.model.as_deref())
+                .unwrap_or(UNKNOWN_GROUP),
+        }
+    }
+}
+
+/// The figures of one group of runs (or of all of them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Figures {
+    /// The group's name (the stage, role or ticket; `all` for the total).
+    pub group: String,
+    /// Runs started.
+    pub runs: u32,
+    /// Runs that ended with an outcome of success or failure.
+    pub finished: u32,
+    /// Of those, successes.
+    pub succeeded: u32,
+    /// `succeeded / finished`; none without a finished run.
+    pub success_rate: Option<f64>,
+    /// Median wall time of the finished runs, seconds (nearest rank).
+    pub p50_seconds: Option<f64>,
+    /// 95th percentile of the same (nearest rank).
+    pub p95_seconds: Option<f64>,
+    /// Tokens billed: input, cache reads and writes, output.
+    pub tokens: u64,
+    /// Dollars of the runs whose cost is known (reported or priced).
+    pub cost_usd: f64,
+    /// Ended runs whose cost is unknown (no usage, or tokens without a cost or a price):
+    /// `cost_usd` leaves them out, never counts them as $0.
+    pub runs_cost_unknown: u32,
+    /// Runs that started a ticket's stage again after its success there (the ticket
+    /// was sent back by a later stage or a reaction).
+    pub rework_rounds: u32,
+}
+
+/// Every figure `sortie stats` shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    /// Runs that started at or after this.
+    pub since: DateTime<Utc>,
+    /// How the groups are made.
+    pub by: GroupBy,
+    /// One entry per group, by name.
+    pub groups: Vec<Figures>,
+    /// All runs together.
+    pub total: Figures,
+    /// Tickets with a success of the last stage's role among these runs.
+    pub finished_tickets: u32,
+    /// What the runs of those tickets cost, divided by their number (known costs only).
+    pub cost_per_finished_ticket: Option<f64>,
+    /// Runs of those tickets whose cost is unknown (the figure above is then a lower
+    /// bound).
+    pub finished_tickets_runs_cost_unknown: u32,
+}
+
+/// The percentile `p` (0-100) of sorted `values` by nearest rank: the smallest value
+/// with at least `p`% of the values at or below it.
+pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// The figures of `runs` (those of one tracker since `since`, any order) with their
+/// `usage` rows, grouped `by`; `last_role` is the role of the pipeline's last stage.
+pub fn compute(
+    runs: &[RunRecord],
+    usage: &[RunUsage],
+    by: GroupBy,
+    last_role: &str,
+    since: DateTime<Utc>,
+) -> Stats {
+    let usage: HashMap<&str, &RunUsage> = usage.iter().map(|u| (u.run_id.as_str(), u)).collect();
+    let mut ordered: Vec<&RunRecord> = runs.iter().collect();
+    ordered.sort_by(|a, b| {
+        a.started_at
+            .cmp(&b.started_at)
+            .then(a.run_id.cmp(&b.run_id))
+    });
+    let rework = rework_runs(&ordered);
+
+    let mut groups: BTreeMap<&str, Vec<&RunRecord>> = BTreeMap::new();
+    for run in &ordered {
+        let own = usage.get(run.run_id.as_str()).copied();
+        groups.entry(by.of(run, own)).or_default().push(run);
+    }
+    let figures = |name: &str, runs: &[&RunRecord]| figures(name, runs, &usage, &rework);
+    let total = figures("all", &ordered);
+
+    let finished: Vec<&str> = {
+        let mut ids: Vec<&str> = ordered
+            .iter()
+            .filter(|r| r.key.role == last_role && r.outcome.as_deref() == Some("success"))
+            .map(|r| r.key.ticket_id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    };
+    let theirs: Vec<&RunRecord> = ordered
+        .iter()
+        .filter(|r| finished.binary_search(&r.key.ticket_id.as_str()).is_ok())
+        .copied()
+        .collect();
+    let cost = figures("finished", &theirs);
+    Stats {
+        since,
+        by,
+        groups: groups
+            .iter()
+            .map(|(name, runs)| figures(name, runs))
+            .collect(),
+        total,
+        finished_tickets: finished.len() as u32,
+        cost_per_finished_ticket: (!finished.is_empty())
+            .then(|| cost.cost_usd / finished.len() as f64),
+        finished_tickets_runs_cost_unknown: cost.runs_cost_unknown,
+    }
+}
+
+/// The run ids that are rework rounds: for each ticket and role, the first run after a
+/// success of that role on that ticket.
+fn rework_runs<'r>(ordered: &[&'r RunRecord]) -> std::collections::HashSet<&'r str> {
+    let mut done: HashMap<(&str, &str), bool> = HashMap::new();
+    let mut out = std::collections::HashSet::new();
+    for run in ordered {
+        let key = (run.key.ticket_id.as_str(), run.key.role.as_str());
+        let succeeded_before = done.get(&key).copied().unwrap_or(false);
+        if succeeded_before {
+            out.insert(run.run_id.as_str());
+        }
+        done.insert(key, run.outcome.as_deref() == Some("success"));
+    }
+    out
+}
+
+fn figures(
+    name: &str,
+    runs: &[&RunRecord],
+    usage: &HashMap<&str, &RunUsage>,
+    rework: &std::collections::HashSet<&str>,
+) -> Figures {
+    let mut f = Figures {
+        group: name.to_string(),
+        runs: runs.len() as u32,
+        ..Figures::default()
+    };
+    let mut durations = Vec::new();
+    for run in runs {
+        let ended = run.phase == RunPhase::Finished;
+        match run.outcome.as_deref() {
+            Some("success") if ended => {
+                f.finished += 1;
+                f.succeeded += 1;
+            }
+            Some("failure") if ended => f.finished += 1,
+            _ => {}
+        }
+        if let (true, Some(end)) = (ended, run.finished_at) {
+            durations.push((end - run.started_at).num_milliseconds().max(0) as f64 / 1000.0);
+        }
+        match usage.get(run.run_id.as_str()) {
+            Some(u) => {
+                f.tokens += u.total_tokens();
+                match u.cost_usd {
+                    Some(cost) => f.cost_usd += cost,
+                    None => f.runs_cost_unknown += 1,
+                }
+            }
+            // A run still going has not reported yet: neither known nor unknown.
+            None if run.phase == RunPhase::Running => {}
+            None => f.runs_cost_unknown += 1,
+        }
+        if rework.contains(run.run_id.as_str()) {
+            f.rework_rounds += 1;
+        }
+    }
+    f.success_rate = (f.finished > 0).then(|| f64::from(f.succeeded) / f64::from(f.finished));
+    durations.sort_by(f64::total_cmp);
+    f.p50_seconds = nearest_rank(&durations, 50.0);
+    f.p95_seconds = nearest_rank(&durations, 95.0);
+    f
+}
+
+#[cfg(test)]
+mod tests;
