@@ -37,7 +37,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = scratch_dir();
         // A canonical path: the CLIs resolve symlinks, and Claude keys sessions by cwd.
         let root = dir.path().canonicalize().unwrap();
         let workspace = root.join("ws");
@@ -55,6 +55,14 @@ impl Sandbox {
     pub fn run_dir(&self, n: u32) -> PathBuf {
         self.root.join(format!("run-{n}"))
     }
+}
+
+/// A directory for a CLI's home and workspace: not under `/tmp`, because Codex, finding a
+/// system `bwrap` on PATH (Debian's, which the sandbox tests install), makes helper aliases
+/// in `CODEX_HOME` and refuses to under a temporary directory, and then every tool call
+/// fails; and not inside a git repository (`target/`), where the CLIs behave otherwise.
+pub fn scratch_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in("/var/tmp").expect("/var/tmp exists and is writable")
 }
 
 pub fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {

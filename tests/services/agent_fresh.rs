@@ -82,7 +82,7 @@ fn conversation(body: &serde_json::Value) -> String {
 fn fresh_reviewer(cli: Cli) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ModelServer::start(vec![], None, "/nonexistent"));
-    let home = tempfile::tempdir().unwrap();
+    let home = crate::agent_clis::scratch_dir();
     let home = home.path().canonicalize().unwrap();
     // A template of the ticket alone: what reaches the model on attempt 2 is the prompt
     // and whatever the CLI itself carries over, and the CLI must carry nothing.

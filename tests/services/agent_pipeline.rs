@@ -139,7 +139,7 @@ fn three_stages(cli: Cli) {
     // The server runs on its own runtime; the test drives the real binary synchronously.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ModelServer::start(vec![], None, "/nonexistent"));
-    let home = tempfile::tempdir().unwrap();
+    let home = crate::agent_clis::scratch_dir();
     let sb = Sandbox::with_config(&config(&agent_yaml(cli, &server, home.path())));
     let id = sb.add("Say hello", "ready-for-design", &[]);
     let workspace = sortie::agent::workspace_dir(&sb.path().join("state"), &id);

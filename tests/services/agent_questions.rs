@@ -45,7 +45,7 @@ fn conversation(body: &serde_json::Value) -> String {
 fn asks_and_goes_on(cli: Cli, resume: bool) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ModelServer::start(vec![], None, "/nonexistent"));
-    let home = tempfile::tempdir().unwrap();
+    let home = crate::agent_clis::scratch_dir();
     let agent = agent_yaml(cli, &server, home.path());
     let mut extra = format!("  resume: {resume}\n");
     if let Cli::Claude = cli {
