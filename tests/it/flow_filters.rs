@@ -156,13 +156,15 @@ fn removing_the_label_from_a_running_ticket_cancels_its_run() {
     let sb = Sandbox::with_config(&config("{labels: [agent-ok]}", "", "sleep 60; echo done"));
     let id = sb.add("withdrawn", "todo", &["--label", "agent-ok"]);
     let first = spawn_tick(&sb);
+    // Wait for the run itself, not only its claim: between the claim and the in-progress
+    // move the claim step reads the ticket again, and a label taken away then gives the
+    // claim back before anything runs (no run to cancel: the race this test once lost).
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let claims = sb.ok(&["claims", "list", "--state-root", "state", "--json"]);
-        if claims.trim() != "[]" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no claim appeared");
+    while sb.ticket(&id).status != "doing" {
+        assert!(
+            Instant::now() < deadline,
+            "the run never moved the ticket to doing"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let started = Instant::now();
