@@ -12,6 +12,8 @@ pub mod hooks;
 pub mod ledger;
 pub mod names;
 pub mod pipeline;
+pub mod program;
 pub mod state_file;
 pub mod stats;
 pub mod tracker;
+pub mod usage;

@@ -14,7 +14,6 @@ mod orphans;
 mod outcome;
 mod presets;
 mod process;
-mod program;
 mod progress;
 mod prompt;
 pub mod sandbox;
@@ -28,6 +27,7 @@ use std::time::Duration;
 
 use crate::config::{AgentConfig, AgentPreset};
 
+pub use crate::program::find_program;
 pub use confine::{check_workspace, UnsafeWorkspace, UNSAFE_WORKSPACE};
 pub use orphans::reap_run;
 pub use orphans::{kill_tree, tree_cpu_ticks};
@@ -42,7 +42,6 @@ pub use presets::{
 pub use process::{
     read_session_record, run_agent, AgentSpec, CancelReason, RunEnd, RunReport, SessionRecord,
 };
-pub use program::find_program;
 pub use progress::{AgentEvent, Progress, ProgressHandle, EVENT_TEXT_CHARS};
 pub use prompt::{
     CommentVars, FailureVars, PriorVars, PromptContext, PromptError, QuestionVars, ReviewVars,

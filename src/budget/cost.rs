@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::agent::Usage;
 use crate::config::{Price, Prices};
+use crate::usage::Usage;
 
 /// A run's cost in US dollars, and where the figure comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -7,8 +7,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::cost::{run_cost, Cost};
-use crate::agent::Usage;
 use crate::config::Prices;
+use crate::usage::Usage;
 
 /// What a limit counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

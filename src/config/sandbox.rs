@@ -154,7 +154,7 @@ static PROBED: Mutex<Option<HashSet<(PathBuf, SandboxNetwork)>>> = Mutex::new(No
 pub fn usable_bwrap(network: SandboxNetwork) -> Result<PathBuf, String> {
     let program = match std::env::var_os(BWRAP_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => crate::agent::find_program("bwrap")
+        _ => crate::program::find_program("bwrap")
             .ok_or_else(|| "`bwrap` is not on PATH".to_string())?,
     };
     let key = (program.clone(), network);

@@ -1,4 +1,5 @@
-//! Finding the agent program before anything is claimed.
+//! Finding a program (the agent, `bwrap`) on `PATH` before anything is claimed: a leaf
+//! that the config's probes and the agent runner both use.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
