@@ -411,10 +411,19 @@ mod tests {
             .parse()
             .unwrap();
         // Killed with the group: no such process (a zombie at most, until reaped by init).
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| !stat.contains(") Z "))
-            .unwrap_or(false);
-        assert!(!alive, "the child {pid} was killed with its group");
+        // SIGKILL reaches the grandchild asynchronously: the check returns once the shell is
+        // reaped, and the `sleep` may take a moment longer to die on a loaded machine, so
+        // wait for it (a child left alive sleeps for 300 s and fails this).
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|stat| !stat.contains(") Z ") && !stat.contains(") X "))
+                .unwrap_or(false)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive(), "the child {pid} was killed with its group");
     }
 
     #[tokio::test]

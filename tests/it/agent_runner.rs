@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::common;
 use sortie::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan};
 use sortie::config::AgentPreset;
 use tokio_util::sync::CancellationToken;
@@ -162,20 +163,10 @@ async fn cancel_kills_the_whole_process_group() {
     .await;
     assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
     let pid = pid_in(&pidfile);
-    // Reap-independent liveness check: signal 0 fails once the process is gone
-    // (a zombie of an exited parent is reaped by init almost at once).
-    let mut alive = true;
-    for _ in 0..100 {
-        alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ");
-        if !alive {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!alive, "grandchild {pid} outlived its run");
+    assert!(
+        common::gone_within(pid, Duration::from_secs(20)),
+        "grandchild {pid} outlived its run"
+    );
 }
 
 /// Wait until `path` holds a whole line (a pid and its newline), polling every 20 ms,
@@ -227,17 +218,6 @@ fn pid_in(path: &Path) -> i32 {
         .unwrap()
 }
 
-async fn gone(pid: i32) -> bool {
-    for _ in 0..200 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.is_empty() || stat.contains(") Z ") {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 fn run_vars() -> BTreeMap<String, String> {
     BTreeMap::from([(
         "SORTIE_RUN_ID".to_string(),
@@ -270,7 +250,10 @@ async fn cancel_kills_a_descendant_in_a_session_of_its_own() {
     let end = run_agent(spec, cancel, |_| {}).await;
     assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
     let pid = pid_in(&pidfile);
-    assert!(gone(pid).await, "the setsid child {pid} outlived its run");
+    assert!(
+        common::gone_within(pid, Duration::from_secs(20)),
+        "the setsid child {pid} outlived its run"
+    );
 }
 
 /// Issue #19: an agent that exits leaving a detached child behind (re-parented, in its own
@@ -293,7 +276,10 @@ async fn a_detached_child_left_by_an_agent_that_exited_is_killed() {
     let (outcome, _) = finished(end);
     assert!(outcome.is_success(), "{outcome:?}");
     let pid = pid_in(&pidfile);
-    assert!(gone(pid).await, "the detached child {pid} outlived its run");
+    assert!(
+        common::gone_within(pid, Duration::from_secs(20)),
+        "the detached child {pid} outlived its run"
+    );
 }
 
 /// Issue #19: a silent child that uses CPU (a compile) is alive; a silent idle one stalls.

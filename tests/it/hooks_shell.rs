@@ -6,6 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use sortie::config::Config;
 use sortie::hooks::{DeliveryStatus, Event, Handoff, HookRegistry};
 
@@ -37,29 +38,6 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
-}
-
-/// Whether `pid` is gone (no such process, or only a zombie waiting for its reaper).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
-}
-
-/// Whether `pid` is gone within `limit`: a SIGKILL is delivered at once, but the process
-/// dies only when the scheduler next runs it, which on a loaded machine takes a moment.
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while !gone(pid) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 #[tokio::test]
@@ -157,12 +135,12 @@ async fn a_hanging_hook_is_killed_with_its_process_group_at_its_timeout() {
     // zombie until init reaps it.
     let limit = Duration::from_secs(10);
     assert!(
-        gone_within(pids[0], limit),
+        common::gone_within(pids[0], limit),
         "hook shell {} still running",
         pids[0]
     );
     assert!(
-        gone_within(pids[1], limit),
+        common::gone_within(pids[1], limit),
         "hook's child {} still running",
         pids[1]
     );

@@ -279,3 +279,27 @@ pub fn store_crashed_outcome(
         .outbox_put(entry, "crashed-run", std::time::Duration::ZERO, at)
         .expect("outbox put")
 }
+
+/// Whether `pid` is gone (no such process, or only a zombie waiting for its reaper).
+pub fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X'])),
+    }
+}
+
+/// Whether `pid` is gone within `limit`: a SIGKILL is delivered at once, but the process
+/// dies only when the scheduler next runs it, which on a loaded machine takes a moment.
+/// Tests pass a limit far above that moment and far below the `sleep` they kill.
+pub fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while !gone(pid) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
