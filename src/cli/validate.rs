@@ -416,6 +416,19 @@ pub fn describe(cfg: &Config) -> String {
                 "tracker: Linear team {team} at {api_url} ({kind} from ${token_env}, statuses are the team's workflow states)"
             );
         }
+        crate::config::TrackerConfig::GithubProject {
+            owner,
+            project,
+            status_field,
+            token_env,
+            api_url,
+            ..
+        } => {
+            let _ = writeln!(
+                out,
+                "tracker: GitHub Project {owner}/{project} at {api_url} (token from ${token_env}, statuses are the options of its field {status_field:?})"
+            );
+        }
         crate::config::TrackerConfig::Jira {
             url,
             project,

@@ -30,3 +30,5 @@ pub(crate) const DEFAULT_BACKOFF_MAX: u64 = 300;
 pub(crate) const DEFAULT_BLOCKER_READS_PER_TICK: u32 = 20;
 /// Default `tracker.api_url` of `kind: linear`.
 pub(crate) const DEFAULT_LINEAR_API_URL: &str = "https://api.linear.app/graphql";
+/// GitHub's GraphQL endpoint (`tracker.api_url` of a `github_project`).
+pub(crate) const DEFAULT_GITHUB_GRAPHQL_URL: &str = "https://api.github.com/graphql";

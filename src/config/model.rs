@@ -313,6 +313,24 @@ pub enum TrackerConfig {
         /// How the token is sent. Default [`LinearTokenType::ApiKey`].
         token_type: LinearTokenType,
     },
+    /// A GitHub Project (Projects v2): statuses are the options of a single-select field;
+    /// tickets are the issues on the board, in any of its repositories.
+    GithubProject {
+        /// The organization or user owning the project.
+        owner: String,
+        /// The project's number.
+        project: u64,
+        /// The single-select field holding the status. Default `Status`.
+        status_field: String,
+        /// Environment variable holding the token. Default `GITHUB_TOKEN`.
+        token_env: String,
+        /// GraphQL endpoint. Default `https://api.github.com/graphql`.
+        api_url: String,
+        /// REST API base URL, for comments and dependencies. Default: `api_url` less its
+        /// `/graphql` (GitHub Enterprise Server: `https://HOST/api/graphql` gives
+        /// `https://HOST/api/v3`).
+        rest_url: String,
+    },
     /// Jira: statuses are workflow statuses by name, reached through transitions.
     Jira {
         /// Site base URL, without a trailing `/`.
@@ -364,7 +382,8 @@ impl TrackerConfig {
             TrackerConfig::Github { token_env, .. }
             | TrackerConfig::Gitlab { token_env, .. }
             | TrackerConfig::Gitea { token_env, .. }
-            | TrackerConfig::Linear { token_env, .. } => vec![token_env],
+            | TrackerConfig::Linear { token_env, .. }
+            | TrackerConfig::GithubProject { token_env, .. } => vec![token_env],
             TrackerConfig::Jira {
                 email_env,
                 token_env,
@@ -384,6 +403,9 @@ impl TrackerConfig {
             TrackerConfig::Gitea { repo, .. } => format!("gitea:{repo}"),
             TrackerConfig::Redmine { project, .. } => format!("redmine:{project}"),
             TrackerConfig::Linear { team, .. } => format!("linear:{team}"),
+            TrackerConfig::GithubProject { owner, project, .. } => {
+                format!("github_project:{owner}/{project}")
+            }
             TrackerConfig::Jira { project, .. } => format!("jira:{project}"),
         }
     }

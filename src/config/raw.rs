@@ -85,6 +85,21 @@ pub(crate) enum RawTracker {
         /// `api_key` (sent as is) or `oauth` (sent as `Bearer`).
         token_type: Option<String>,
     },
+    /// A GitHub Project (Projects v2): statuses are a single-select field's options.
+    GithubProject {
+        /// The organization or user that owns the project.
+        owner: String,
+        /// The project's number (in its URL: `/orgs/acme/projects/7`).
+        project: u64,
+        /// The single-select field holding the status.
+        status_field: Option<String>,
+        /// Environment variable holding the token.
+        token_env: Option<String>,
+        /// GraphQL endpoint.
+        api_url: Option<String>,
+        /// REST API base URL (comments, dependencies).
+        rest_url: Option<String>,
+    },
     /// Jira Cloud (REST v3) or Data Center (REST v2).
     Jira {
         /// Base URL of the site (`https://acme.atlassian.net`).

@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use super::defaults::{DEFAULT_BLOCKER_READS_PER_TICK, DEFAULT_LINEAR_API_URL};
+use super::defaults::{
+    DEFAULT_BLOCKER_READS_PER_TICK, DEFAULT_GITHUB_GRAPHQL_URL, DEFAULT_LINEAR_API_URL,
+};
 use super::diagnostic::Problems;
 use super::locate::{FieldPath, Position};
 use super::model::{BlockersConfig, LinearTokenType, TicketFilter, TrackerConfig};
@@ -239,6 +241,56 @@ fn normalize_kind(
                 token_env,
                 api_url: api_url.trim_end_matches('/').to_string(),
                 token_type,
+            }
+        }
+        RawTracker::GithubProject {
+            owner,
+            project,
+            status_field,
+            token_env,
+            api_url,
+            rest_url,
+        } => {
+            let owner = owner.trim().to_string();
+            let owner_ok =
+                !owner.is_empty() && owner.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            if !owner_ok {
+                problems.at_value(
+                    &t.key("owner"),
+                    format!("expected the login of the organization or user owning the project (`acme`), found {owner:?}"),
+                );
+            }
+            if project == 0 {
+                problems.at_value(
+                    &t.key("project"),
+                    "expected the project's number as in its URL (`7` for /orgs/acme/projects/7), found 0",
+                );
+            }
+            let status_field = status_field.unwrap_or_else(|| "Status".to_string());
+            if status_field.trim().is_empty() {
+                problems.at_value(
+                    &t.key("status_field"),
+                    "expected the name of a single-select field of the project (default `Status`), found an empty string",
+                );
+            }
+            let api_url = api_url.unwrap_or_else(|| DEFAULT_GITHUB_GRAPHQL_URL.to_string());
+            check_url(problems, &t.key("api_url"), &api_url);
+            let api_url = api_url.trim_end_matches('/').to_string();
+            let rest_url = match rest_url {
+                Some(url) => {
+                    check_url(problems, &t.key("rest_url"), &url);
+                    url.trim_end_matches('/').to_string()
+                }
+                None => rest_url_of(&api_url),
+            };
+            let token_env = env_name(problems, &t.key("token_env"), token_env, "GITHUB_TOKEN");
+            TrackerConfig::GithubProject {
+                owner,
+                project,
+                status_field: status_field.trim().to_string(),
+                token_env,
+                api_url,
+                rest_url,
             }
         }
         RawTracker::Jira {
@@ -582,5 +634,17 @@ pub(super) fn normalize_blockers(
         enabled: raw.enabled,
         max_reads_per_tick: max,
         link_type,
+    }
+}
+
+/// The REST base URL beside a GitHub GraphQL endpoint: `https://api.github.com/graphql`
+/// gives `https://api.github.com`; GitHub Enterprise Server's `https://HOST/api/graphql`
+/// gives `https://HOST/api/v3`; anything else, the endpoint less its last segment.
+fn rest_url_of(graphql: &str) -> String {
+    let base = graphql.strip_suffix("/graphql").unwrap_or(graphql);
+    if base.ends_with("/api") {
+        format!("{base}/v3")
+    } else {
+        base.to_string()
     }
 }

@@ -201,6 +201,19 @@ pub fn is_listed(statuses: &[String], status: &str) -> bool {
     statuses.iter().any(|s| same_name(s, status))
 }
 
+/// A ticket's labels as every adapter reports them: trimmed, blanks dropped, and names
+/// that differ only by case (by [`same_name`]) kept once, in their first spelling.
+pub fn normalize_labels(labels: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for label in labels {
+        let label = label.trim();
+        if !label.is_empty() && !out.iter().any(|l| same_name(l, label)) {
+            out.push(label.to_string());
+        }
+    }
+    out
+}
+
 fn strip_prefix_ignoring_case<'a>(label: &'a str, prefix: &str) -> Option<&'a str> {
     let label = label.trim();
     let prefix = prefix.trim_start();
@@ -292,5 +305,11 @@ mod tests {
                 other => panic!("{labels:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn labels_are_trimmed_blanks_dropped_and_case_duplicates_merged() {
+        let labels = ["  bug ", "", "Bug", "ui", "   ", "UI", "api"].map(String::from);
+        assert_eq!(normalize_labels(labels), ["bug", "ui", "api"]);
     }
 }

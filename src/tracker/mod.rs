@@ -11,6 +11,7 @@ mod forge_core;
 mod forge_issue;
 pub mod gitea;
 pub mod github;
+pub mod github_project;
 pub mod gitlab;
 pub mod http;
 pub mod jira;
@@ -413,6 +414,9 @@ pub fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Tracker
             Ok(std::sync::Arc::new(linear::LinearTracker::open(config)?))
         }
         TrackerConfig::Jira { .. } => Ok(std::sync::Arc::new(jira::JiraTracker::open(config)?)),
+        TrackerConfig::GithubProject { .. } => Ok(std::sync::Arc::new(
+            github_project::GithubProjectTracker::open(config)?,
+        )),
     }
 }
 

@@ -6,6 +6,7 @@ mod contract_adapters;
 mod forge_model;
 mod gitea_model;
 mod github_model;
+mod github_project_model;
 #[macro_use]
 #[path = "../ledger_suite/mod.rs"]
 mod ledger_suite;
@@ -62,6 +63,7 @@ mod github_adapter;
 mod github_cli;
 mod github_model_pulls;
 mod github_pipeline;
+mod github_project_schema;
 mod hooks_config;
 mod hooks_events;
 mod hooks_ledger;

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod graphql;
 pub mod switchable;
 
 use sortie::block::{parse_blocks, OutcomeBlock};

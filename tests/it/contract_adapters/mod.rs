@@ -4,6 +4,7 @@
 
 mod gitea;
 mod github;
+pub mod github_project;
 mod gitlab;
 mod jira;
 mod linear;

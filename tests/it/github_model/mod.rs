@@ -141,6 +141,18 @@ impl GithubModel {
         self.state().dependencies = false;
     }
 
+    /// The server answering for the model: another model (the GitHub Project one) mounts
+    /// its GraphQL endpoint here, so one GitHub serves both APIs.
+    pub fn server(&self) -> &MockServer {
+        &self.server
+    }
+
+    /// The issues, shared: the GitHub Project model reads the same issues over GraphQL
+    /// that this model serves over REST.
+    pub fn shared_issues(&self) -> SharedIssues {
+        SharedIssues(self.state.clone())
+    }
+
     /// The `api_url` to configure.
     pub fn api_url(&self) -> String {
         format!("{}{}", self.server.uri(), self.state().prefix)
@@ -320,7 +332,19 @@ fn add_comment(s: &mut State, number: u64, author: &str, body: &str) -> Value {
     json
 }
 
-fn time(t: i64) -> String {
+/// The issues of a [`GithubModel`], for another model to read.
+#[derive(Clone)]
+pub struct SharedIssues(Arc<Mutex<State>>);
+
+impl SharedIssues {
+    /// Issue (or pull request) `number`, as it is now.
+    pub fn get(&self, number: u64) -> Option<Issue> {
+        self.0.lock().unwrap().issues.get(&number).cloned()
+    }
+}
+
+/// A model time (seconds since 2026-01-01) as GitHub writes times.
+pub fn time(t: i64) -> String {
     (chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap()
         + chrono::Duration::seconds(t))
     .to_utc()

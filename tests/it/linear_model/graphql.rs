@@ -4,172 +4,22 @@
 
 use std::sync::OnceLock;
 
-use apollo_compiler::ast;
-use apollo_compiler::executable::{ExecutableDocument, Field, Operation, Selection, SelectionSet};
+use apollo_compiler::executable::{ExecutableDocument, Field, SelectionSet};
 use apollo_compiler::validation::Valid;
 use apollo_compiler::Schema;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+pub use crate::common::graphql::{argument, fields, shape, Checked};
 
 /// Linear's schema, parsed and validated once per test binary.
 pub fn schema() -> &'static Valid<Schema> {
     static SCHEMA: OnceLock<Valid<Schema>> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/linear/linear.schema.graphql"
-        );
-        let text = std::fs::read_to_string(path).expect("the Linear schema fixture");
-        Schema::parse_and_validate(text, path).expect("Linear's schema is valid")
-    })
+    SCHEMA.get_or_init(|| crate::common::graphql::load_schema("linear/linear.schema.graphql"))
 }
 
-/// A request that validated: its document, the operation to run, its variables.
-pub struct Checked {
-    pub doc: Valid<ExecutableDocument>,
-    pub operation_name: Option<String>,
-    pub variables: Value,
-}
-
-impl Checked {
-    pub fn operation(&self) -> &Operation {
-        self.doc
-            .operations
-            .get(self.operation_name.as_deref())
-            .expect("checked when validated")
-    }
-}
-
-/// Validate a request body (`{query, operationName, variables}`) against the schema:
-/// the document, the operation choice, and the variables' types.
+/// Validate a request body against Linear's schema.
 pub fn check(body: &Value) -> Result<Checked, String> {
-    let query = body
-        .get("query")
-        .and_then(Value::as_str)
-        .ok_or("the request has no `query` string")?;
-    let doc = ExecutableDocument::parse_and_validate(schema(), query, "request.graphql")
-        .map_err(|e| e.errors.to_string())?;
-    let operation_name = body
-        .get("operationName")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let operation = doc
-        .operations
-        .get(operation_name.as_deref())
-        .map_err(|e| e.message().to_string())?;
-    let variables = body.get("variables").cloned().unwrap_or(Value::Null);
-    let map: apollo_compiler::response::JsonMap = match &variables {
-        Value::Null => Default::default(),
-        v => serde_json::from_value(v.clone()).map_err(|e| format!("variables: {e}"))?,
-    };
-    apollo_compiler::request::coerce_variable_values(schema(), operation, &map)
-        .map_err(|e| format!("variables: {}", e.message()))?;
-    Ok(Checked {
-        doc,
-        operation_name,
-        variables,
-    })
-}
-
-/// The value of argument `name` of `field`, variables resolved.
-pub fn argument(field: &Field, name: &str, variables: &Value) -> Option<Value> {
-    field
-        .arguments
-        .iter()
-        .find(|a| a.name == name)
-        .map(|a| ast_value(&a.value, variables))
-}
-
-fn ast_value(value: &ast::Value, variables: &Value) -> Value {
-    match value {
-        ast::Value::Null => Value::Null,
-        ast::Value::Variable(name) => variables.get(name.as_str()).cloned().unwrap_or(Value::Null),
-        ast::Value::Enum(e) => Value::String(e.to_string()),
-        ast::Value::String(s) => Value::String(s.to_string()),
-        ast::Value::Boolean(b) => Value::Bool(*b),
-        ast::Value::Int(i) => i.try_to_i32().map(Value::from).unwrap_or(Value::Null),
-        ast::Value::Float(f) => f.try_to_f64().map(Value::from).unwrap_or(Value::Null),
-        ast::Value::List(items) => {
-            Value::Array(items.iter().map(|v| ast_value(v, variables)).collect())
-        }
-        ast::Value::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, v)| (k.to_string(), ast_value(v, variables)))
-                .collect(),
-        ),
-    }
-}
-
-/// The fields of `set`, with fragments flattened.
-pub fn fields<'a>(doc: &'a ExecutableDocument, set: &'a SelectionSet) -> Vec<&'a Field> {
-    let mut out = Vec::new();
-    for selection in &set.selections {
-        match selection {
-            Selection::Field(f) => out.push(f.as_ref()),
-            Selection::FragmentSpread(s) => {
-                if let Some(fragment) = doc.fragments.get(&s.fragment_name) {
-                    out.extend(fields(doc, &fragment.selection_set));
-                }
-            }
-            Selection::InlineFragment(f) => out.extend(fields(doc, &f.selection_set)),
-        }
-    }
-    out
-}
-
-/// Shape `full` (the model's whole object) to what `set` asks for. A nested
-/// connection (an object with `nodes`) is cut to its `first:` argument and its
-/// `pageInfo.hasNextPage` says whether something was cut.
-pub fn shape(
-    doc: &ExecutableDocument,
-    set: &SelectionSet,
-    full: &Value,
-    variables: &Value,
-) -> Value {
-    match full {
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|i| shape(doc, set, i, variables))
-                .collect(),
-        ),
-        Value::Object(object) => {
-            let mut out = Map::new();
-            for field in fields(doc, set) {
-                let key = field.response_key().to_string();
-                let mut value = object
-                    .get(field.name.as_str())
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                if let Some(first) = argument(field, "first", variables).and_then(|v| v.as_u64()) {
-                    cut(&mut value, first as usize);
-                }
-                let shaped = if field.selection_set.selections.is_empty() {
-                    value
-                } else {
-                    shape(doc, &field.selection_set, &value, variables)
-                };
-                out.insert(key, shaped);
-            }
-            Value::Object(out)
-        }
-        other => other.clone(),
-    }
-}
-
-fn cut(connection: &mut Value, first: usize) {
-    let Some(nodes) = connection.get_mut("nodes").and_then(Value::as_array_mut) else {
-        return;
-    };
-    if nodes.len() > first {
-        nodes.truncate(first);
-        if let Some(info) = connection
-            .get_mut("pageInfo")
-            .and_then(Value::as_object_mut)
-        {
-            info.insert("hasNextPage".into(), Value::Bool(true));
-        }
-    }
+    crate::common::graphql::check(schema(), body)
 }
 
 /// Complexity after Linear's published rules: 0.1 per scalar field, 1 per object,
