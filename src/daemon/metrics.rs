@@ -212,7 +212,7 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
         );
     }
     if let Some(left) = g.rate_limit_remaining {
-        let _ = writeln!(out, "# HELP sortie_tracker_rate_limit_remaining Requests left in the tracker's rate-limit window, as last seen.");
+        let _ = writeln!(out, "# HELP sortie_tracker_rate_limit_remaining Requests (GraphQL points on a GitHub Project) left in the tracker's rate-limit window, as last seen.");
         let _ = writeln!(out, "# TYPE sortie_tracker_rate_limit_remaining gauge");
         let _ = writeln!(out, "sortie_tracker_rate_limit_remaining {left}");
     }

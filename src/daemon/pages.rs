@@ -352,7 +352,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         // Ledger rows are keyed by the tracker's own name.
         tracker = pipeline.tracker().name().to_string();
         if let Some(left) = pipeline.tracker().rate_limit_remaining() {
-            rate_limit = format!("{left} requests left");
+            rate_limit = format!("{left} {} left", pipeline.tracker().rate_limit_unit());
         }
         let ledger = pipeline.ledger();
         match recent_rows(

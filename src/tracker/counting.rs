@@ -65,6 +65,9 @@ impl Tracker for CountingTracker {
     fn rate_limit_remaining(&self) -> Option<u64> {
         self.inner.rate_limit_remaining()
     }
+    fn rate_limit_unit(&self) -> &'static str {
+        self.inner.rate_limit_unit()
+    }
     async fn identity(&self) -> Result<String, TrackerError> {
         let r = self.inner.identity().await;
         count("identity", &r);

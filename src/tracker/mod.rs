@@ -264,6 +264,12 @@ pub trait Tracker: Send + Sync {
         None
     }
 
+    /// What [`Tracker::rate_limit_remaining`] counts, for people: `requests` (the
+    /// default), or `GraphQL points` (a GitHub Project).
+    fn rate_limit_unit(&self) -> &'static str {
+        "requests"
+    }
+
     /// The author name sortie's own comments carry on this tracker.
     async fn identity(&self) -> Result<String, TrackerError>;
 

@@ -63,6 +63,8 @@ mod github_adapter;
 mod github_cli;
 mod github_model_pulls;
 mod github_pipeline;
+mod github_project_adapter;
+mod github_project_pipeline;
 mod github_project_schema;
 mod hooks_config;
 mod hooks_events;

@@ -47,6 +47,11 @@ adapter_options! {
         /// memory. Default none ([`GithubProjectTracker::open`] uses
         /// `state_root/github-project-ratelimit.json`).
         pub wait_file: Option<PathBuf> = None,
+        /// Where the REST adapters of the issues' repositories keep their ETag caches and
+        /// rate-limit waits, one file per repository (`github-etags-OWNER--NAME.json`);
+        /// `None` keeps them in memory. Default none ([`GithubProjectTracker::open`] uses
+        /// the state root).
+        pub etag_dir: Option<PathBuf> = None,
     }
 }
 
@@ -98,6 +103,7 @@ impl GithubProjectTracker {
         let token = super::read_token(token_env, "GitHub", "docs/trackers/github-project.md")?;
         let options = GithubProjectOptions {
             wait_file: Some(config.state_root.join(WAIT_FILE)),
+            etag_dir: Some(config.state_root.clone()),
             ..GithubProjectOptions::default()
         };
         Self::from_config(config, token, options)
@@ -141,7 +147,8 @@ impl GithubProjectTracker {
                 }
             }
         }
-        let mut known = config.pipeline_statuses();
+        let mut known = required.clone();
+        known.extend(config.pipeline_statuses());
         known.extend(config.terminal_states.iter().cloned());
         Ok(GithubProjectTracker {
             name: config.tracker.name(),
@@ -260,7 +267,13 @@ impl GithubProjectTracker {
             api_url: self.rest_url.clone(),
             labels: LabelScheme::new("status:", "priority:"),
         };
+        let etag_file = self
+            .options
+            .etag_dir
+            .as_ref()
+            .map(|dir| dir.join(format!("github-etags-{}.json", repo.replacen('/', "--", 1))));
         let options = GithubOptions {
+            etag_file,
             timeout: self.options.timeout,
             retry_backoff: self.options.retry_backoff,
             clock: self.options.clock.clone(),
@@ -350,6 +363,10 @@ impl Tracker for GithubProjectTracker {
         self.client.points().remaining
     }
 
+    fn rate_limit_unit(&self) -> &'static str {
+        "GraphQL points"
+    }
+
     async fn identity(&self) -> Result<String, TrackerError> {
         Ok(self.viewer().await?.clone())
     }
@@ -357,10 +374,6 @@ impl Tracker for GithubProjectTracker {
     async fn list(&self, statuses: &[String]) -> Result<Listing, TrackerError> {
         if statuses.is_empty() {
             return Ok(Listing::default());
-        }
-        let field = self.refresh_field().await?;
-        if let Some(err) = self.missing_options(&field) {
-            return Err(err);
         }
         let mut listing = Listing::default();
         let (mut pulls, mut drafts) = (0usize, 0usize);
@@ -394,6 +407,14 @@ impl Tracker for GithubProjectTracker {
                     "GitHub Project {} does not exist, or the token cannot see it",
                     self.project_name()
                 )));
+            }
+            if page_number == 1 {
+                // The field and its options, once per tick, before any card is read.
+                let field = StatusField::read(&data, &self.project_name(), &self.field_name)?;
+                *super::unpoisoned(&self.field) = Some(field.clone());
+                if let Some(err) = self.missing_options(&field) {
+                    return Err(err);
+                }
             }
             let page = &project["items"];
             for node in page["nodes"].as_array().into_iter().flatten() {
@@ -437,6 +458,12 @@ impl Tracker for GithubProjectTracker {
                 };
                 super::unpoisoned(&self.items).insert(ticket.id.clone(), item.id.clone());
                 seen.insert(ticket.id.clone(), status.clone());
+                // A closed issue keeps its card (and its column) on the board: it is
+                // terminal, so it is not listed, as the GitHub adapter lists open issues
+                // only; a claim on it is settled by the re-read (`get` says closed).
+                if ticket.closed {
+                    continue;
+                }
                 if wanted {
                     listing.tickets.push(ticket);
                 } else {

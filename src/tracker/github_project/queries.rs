@@ -30,7 +30,8 @@ const STATUS_VALUE: &str = "fieldValueByName(name: $field) {
 pub const ITEMS_PER_PAGE: u32 = 50;
 
 /// One page of the project's items, with each item's status value and, for issues,
-/// the issue.
+/// the issue; and the status field with its options (on every page, at no extra point:
+/// a field is not a connection).
 pub fn items() -> String {
     format!(
         "query SortieProjectItems($owner: String!, $number: Int!, $field: String!, $after: String) {{
@@ -39,6 +40,8 @@ pub fn items() -> String {
     ... on ProjectV2Owner {{
       projectV2(number: $number) {{
         id
+        title
+        {FIELD_SELECTION}
         items(first: {ITEMS_PER_PAGE}, after: $after) {{
           pageInfo {{ hasNextPage endCursor }}
           nodes {{
@@ -60,7 +63,15 @@ pub fn items() -> String {
     )
 }
 
-/// The project's id and its status field with the field's options.
+/// The status field with its options, on a project.
+const FIELD_SELECTION: &str = "field(name: $field) {
+          __typename
+          ... on ProjectV2SingleSelectField { id name options { id name } }
+        }";
+
+/// The project's id and its status field with the field's options (the listing reads
+/// them with its first page; this is for a transition to an option the listing did not
+/// see, a re-read before the first listing, and `tracker check`).
 pub const FIELD: &str =
     "query SortieProjectField($owner: String!, $number: Int!, $field: String!) {
   rateLimit { cost remaining resetAt }

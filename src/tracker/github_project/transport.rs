@@ -5,7 +5,7 @@
 //! GitHub's GraphQL API has no conditional requests: every query costs points from an
 //! hourly budget (5,000 for a user token). Each document asks for
 //! `rateLimit { cost remaining resetAt }`; the client keeps the last figures, and when
-//! fewer than [`RESERVE`] points are left it sends nothing more until the reset, so a
+//! at most [`RESERVE`] points are left it sends nothing more until the reset, so a
 //! pipeline never spends the budget the people on the same token need. The primary
 //! limit answers `errors[].type == "RATE_LIMITED"` (often with HTTP 200); the secondary
 //! limits answer 403 or 429 with `Retry-After`. Both stop sending until the wait is over,
@@ -25,7 +25,7 @@ use crate::tracker::http::{
 };
 use crate::tracker::TrackerError;
 
-/// Points kept back: with fewer left, nothing is sent until the hourly reset.
+/// Points kept back: with this many or fewer left, nothing is sent until the hourly reset.
 pub const RESERVE: u64 = 100;
 
 /// What the last answers said about the points.
@@ -142,7 +142,7 @@ impl ProjectClient {
             remaining = rate.remaining,
             "GitHub GraphQL points"
         );
-        if rate.remaining < RESERVE {
+        if rate.remaining <= RESERVE {
             let wait = rate
                 .reset_at
                 .and_then(|at| (at - now).to_std().ok())

@@ -341,6 +341,16 @@ impl SharedIssues {
     pub fn get(&self, number: u64) -> Option<Issue> {
         self.0.lock().unwrap().issues.get(&number).cloned()
     }
+
+    /// A person edits issue `number` (from another model's hook).
+    pub fn edit(&self, number: u64, f: impl FnOnce(&mut Issue)) {
+        let mut s = self.0.lock().unwrap();
+        s.clock += 1;
+        let now = s.clock;
+        let issue = s.issues.get_mut(&number).expect("issue exists");
+        f(issue);
+        issue.updated = now;
+    }
 }
 
 /// A model time (seconds since 2026-01-01) as GitHub writes times.

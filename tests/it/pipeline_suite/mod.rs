@@ -474,3 +474,12 @@ vendor!(linear, crate::linear_pipeline::Harness, ();
     a_person_moving_the_ticket_right_before_the_transition_keeps_it,
     a_closed_ticket_is_terminal_and_gets_no_write_back,
 );
+
+vendor!(github_project, crate::github_project_pipeline::Harness, ();
+    three_stages_run_end_to_end,
+    an_agent_asks_on_the_ticket_and_a_persons_answer_goes_on,
+    a_person_moving_the_ticket_during_the_run_wins,
+    a_person_moving_the_ticket_right_before_the_transition_keeps_it,
+    a_closed_ticket_is_terminal_and_gets_no_write_back,
+    a_429_with_retry_after_defers_the_write_without_a_request_storm,
+);
