@@ -53,7 +53,7 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
         }
     }
     let runtime = tokio::runtime::Runtime::new()?;
-    let (report, counted) = runtime.block_on(async {
+    let (report, counted, unit) = runtime.block_on(async {
         let tracker = crate::tracker::open(&config)?;
         let mut report = tracker.check(&statuses, create_missing).await?;
         // What `pipeline tick` counts: the statuses stages claim or run in, narrowed by
@@ -68,7 +68,8 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
             true,
             crate::config::sandbox_report(config.agent.bubblewrap.as_ref()),
         );
-        Ok::<_, crate::tracker::TrackerError>((report, counted))
+        let unit = tracker.rate_limit_unit();
+        Ok::<_, crate::tracker::TrackerError>((report, counted, unit))
     })?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -86,7 +87,7 @@ fn check(config_path: &Path, create_missing: bool, json: bool) -> anyhow::Result
             )?;
         }
         if let Some(left) = report.rate_limit_remaining {
-            writeln!(out, "rate limit: {left} requests left")?;
+            writeln!(out, "rate limit: {left} {unit} left")?;
         }
         match counted {
             Ok(n) => writeln!(

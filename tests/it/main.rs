@@ -64,6 +64,7 @@ mod github_cli;
 mod github_model_pulls;
 mod github_pipeline;
 mod github_project_adapter;
+mod github_project_cli;
 mod github_project_pipeline;
 mod github_project_schema;
 mod hooks_config;
