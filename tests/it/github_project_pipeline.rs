@@ -445,12 +445,27 @@ async fn an_idle_tick_costs_a_point_per_fifty_cards_and_one_for_the_viewer_and_a
     let (_, _, points) = measure(&h).await;
     assert_eq!(points, 3, "60 cards: two pages");
     h.model.add_issue("work", "Ready for design");
+    let rest_before = h.model.github.requests().len();
     let (r, ops, points) = measure(&h).await;
     assert_eq!(r.writebacks(), ["done"], "{}", r.text);
-    // Per run: two re-reads and two moves (in progress, then the outcome).
+    // Per run: three re-reads (the claim, the in-progress move, the write-back's move)
+    // and two moves (in progress, then the outcome).
     let reads = ops.iter().filter(|o| *o == "SortieProjectIssue").count();
     let moves = ops.iter().filter(|o| *o == "SortieProjectMove").count();
     assert_eq!((reads, moves), (3, 2), "{ops:?}");
     assert_eq!(points, 3 + 5, "{ops:?}");
+    // And over REST, on the issue's repository (its own hourly budget): the blockers,
+    // the comments (history), again after the claim, before the post, and the post.
+    let rest: Vec<String> = h.model.github.requests()[rest_before..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(rest.len(), 5, "{rest:#?}");
+    assert!(rest[0].contains("/dependencies/blocked_by"), "{rest:#?}");
+    assert_eq!(
+        rest.iter().filter(|r| r.starts_with("POST")).count(),
+        1,
+        "{rest:#?}"
+    );
     h.assert_nothing_refused();
 }
