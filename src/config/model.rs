@@ -815,6 +815,25 @@ impl Config {
         out
     }
 
+    /// Every status a stage claims from, runs in or moves tickets to (claim, in-progress,
+    /// success and failure), once each by [`same_name`], first spelling kept: what a
+    /// board with native statuses must have (Linear's states, a GitHub Project's options).
+    pub fn stage_statuses(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for stage in &self.stages {
+            let statuses = stage
+                .owned_statuses()
+                .chain(stage.success_status.as_deref())
+                .chain(stage.failure_status.as_deref());
+            for s in statuses {
+                if !out.iter().any(|o| same_name(o, s)) {
+                    out.push(s.to_string());
+                }
+            }
+        }
+        out
+    }
+
     /// Whether `status` is one of the terminal states (ignoring case and surrounding
     /// whitespace).
     pub fn is_terminal(&self, status: &str) -> bool {

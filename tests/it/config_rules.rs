@@ -377,7 +377,7 @@ fn unknown_tracker_kind_lists_the_known_kinds() {
             2,
             9,
             "tracker.kind",
-            "unknown value `trello`; expected one of: `local`, `github`, `gitlab`, `gitea`, `redmine`, `linear`, `jira`",
+            "unknown value `trello`; expected one of: `local`, `github`, `gitlab`, `gitea`, `redmine`, `linear`, `github_project`, `jira`",
         )],
     );
 }

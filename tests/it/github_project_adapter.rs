@@ -3,33 +3,14 @@
 //! are not on the board. The contract suite (`contract_adapters::github_project`) and the
 //! pipelines (`github_project_pipeline`, `pipeline_suite::github_project`) cover the rest.
 
-use sortie::config::{Config, ConfigError, TrackerConfig};
+use sortie::config::TrackerConfig;
 use sortie::tracker::github_project::RESERVE;
 use sortie::tracker::{Tracker, TrackerError};
 
 use crate::contract_adapters::github_project::{adapter, config, fixture};
 use crate::github_project_model::{LOGIN, OTHER_REPO, REPO, TOKEN};
 
-const REST: &str = r#"
-agent: {command: ["true"]}
-pipeline_stages:
-  - {role: architect, claim_status: todo, success_status: review}
-"#;
-
-fn parse(tracker: &str) -> Result<Config, ConfigError> {
-    Config::parse_str(&format!("{tracker}{REST}"), None)
-}
-
-fn problems(tracker: &str) -> Vec<(usize, String, String)> {
-    match parse(tracker) {
-        Ok(_) => panic!("accepted: {tracker}"),
-        Err(ConfigError::Invalid { diagnostics }) => diagnostics
-            .into_iter()
-            .map(|d| (d.line, d.field, d.message))
-            .collect(),
-        Err(other) => panic!("{other}"),
-    }
-}
+use crate::common::{parse_tracker as parse, tracker_problems as problems};
 
 #[test]
 fn a_project_needs_its_owner_and_number_and_takes_githubs_defaults() {

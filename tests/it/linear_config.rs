@@ -1,28 +1,9 @@
 //! `tracker: {kind: linear, ...}` in the config file: defaults, the filter's `project`
 //! (Linear only), and clear errors naming the line and field.
 
-use sortie::config::{Config, ConfigError, LinearTokenType, TrackerConfig};
+use sortie::config::{LinearTokenType, TrackerConfig};
 
-const REST: &str = r#"
-agent: {command: ["true"]}
-pipeline_stages:
-  - {role: architect, claim_status: todo, success_status: review}
-"#;
-
-fn parse(tracker: &str) -> Result<Config, ConfigError> {
-    Config::parse_str(&format!("{tracker}{REST}"), None)
-}
-
-fn problems(tracker: &str) -> Vec<(usize, String, String)> {
-    match parse(tracker) {
-        Ok(_) => panic!("accepted: {tracker}"),
-        Err(ConfigError::Invalid { diagnostics }) => diagnostics
-            .into_iter()
-            .map(|d| (d.line, d.field, d.message))
-            .collect(),
-        Err(other) => panic!("{other}"),
-    }
-}
+use crate::common::{parse_tracker as parse, tracker_problems as problems};
 
 #[test]
 fn a_linear_tracker_needs_only_the_team_and_takes_linear_defaults() {

@@ -135,18 +135,7 @@ impl GithubProjectTracker {
             options.clock.clone(),
             options.wait_file.clone(),
         )?;
-        let mut required: Vec<String> = Vec::new();
-        for stage in &config.stages {
-            let statuses = stage
-                .owned_statuses()
-                .chain(stage.success_status.as_deref())
-                .chain(stage.failure_status.as_deref());
-            for s in statuses {
-                if !required.iter().any(|r| same_name(r, s)) {
-                    required.push(s.to_string());
-                }
-            }
-        }
+        let required = config.stage_statuses();
         let mut known = required.clone();
         known.extend(config.pipeline_statuses());
         known.extend(config.terminal_states.iter().cloned());

@@ -21,7 +21,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::tracker::http::{
-    header_u64, round_up, Clock, HttpClient, Retry, RetryOnce, WaitGate, DEFAULT_WAIT, MAX_WAIT,
+    graphql, header_u64, round_up, Clock, HttpClient, Retry, RetryOnce, WaitGate, DEFAULT_WAIT,
+    MAX_WAIT,
 };
 use crate::tracker::TrackerError;
 
@@ -208,6 +209,12 @@ fn wait_of(headers: &HeaderMap, now: DateTime<Utc>) -> Duration {
     }
 }
 
+/// Where GitHub puts an error's code (`type`) and its text.
+static GITHUB_ERRORS: graphql::Dialect = graphql::Dialect {
+    code: "/type",
+    text: &["/message"],
+};
+
 /// Turn one answer into its `data` and points, or a [`Failure`].
 pub(crate) fn interpret(
     operation: &str,
@@ -217,35 +224,10 @@ pub(crate) fn interpret(
     now: DateTime<Utc>,
 ) -> Result<Answer, Box<Failure>> {
     let what = format!("GitHub GraphQL {operation}");
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let errors: Vec<&Value> = parsed
-        .as_ref()
-        .and_then(|v| v.get("errors"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
-    let kind = |e: &Value| {
-        e.get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_ascii_uppercase()
-    };
-    let message = errors
-        .iter()
-        .map(|e| {
-            let text = e
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            match kind(e).as_str() {
-                "" => text.to_string(),
-                k => format!("{text} ({k})"),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
+    let answer = graphql::Answer::read(body, &GITHUB_ERRORS);
+    let (errors, message) = (&answer.errors, answer.message.clone());
     let body_says = |needle: &str| body.to_ascii_lowercase().contains(needle);
-    let limited = errors.iter().any(|e| kind(e) == "RATE_LIMITED")
+    let limited = answer.has("RATE_LIMITED")
         || status == 429
         || (status == 403
             && (headers.contains_key("retry-after")
@@ -266,7 +248,7 @@ pub(crate) fn interpret(
         ))
         .into());
     }
-    if status == 403 || errors.iter().any(|e| kind(e) == "FORBIDDEN") {
+    if status == 403 || answer.has("FORBIDDEN") {
         let detail = if message.is_empty() {
             format!("HTTP {status}")
         } else {
@@ -281,7 +263,7 @@ pub(crate) fn interpret(
         return Err(TrackerError::Unavailable(format!("{what}: HTTP {status}")).into());
     }
     if !errors.is_empty() {
-        let not_found = errors.iter().any(|e| kind(e) == "NOT_FOUND");
+        let not_found = answer.has("NOT_FOUND");
         return Err(if not_found {
             TrackerError::NotFound(format!("{what}: {message}"))
         } else {
@@ -293,10 +275,7 @@ pub(crate) fn interpret(
         let snippet: String = body.trim().chars().take(200).collect();
         return Err(TrackerError::Invalid(format!("{what}: HTTP {status} ({snippet})")).into());
     }
-    let Some(data) = parsed
-        .and_then(|mut v| v.get_mut("data").map(Value::take))
-        .filter(|d| !d.is_null())
-    else {
+    let Some(data) = answer.data() else {
         return Err(TrackerError::Invalid(format!("{what}: the answer has no data")).into());
     };
     let rate = data.get("rateLimit").and_then(|r| {

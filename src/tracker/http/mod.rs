@@ -1,7 +1,8 @@
 //! The one HTTP layer every HTTP tracker adapter sends through: the client and its
 //! timeouts, the clock, the request observer tests use, rate-limit waits and
 //! `Retry-After`, the one retry after a server or connection error, conditional
-//! requests and their cache, and `Link` / offset / cursor paging.
+//! requests and their cache, `Link` / offset / cursor paging, and reading a GraphQL
+//! answer's `errors`.
 //!
 //! What differs per vendor (the auth header, how an error body is read, GitHub's
 //! secondary limits, Linear's GraphQL errors, Jira's reset times) stays in each
@@ -10,6 +11,7 @@
 mod client;
 mod clock;
 mod conditional;
+pub(crate) mod graphql;
 mod observer;
 mod options;
 mod paging;

@@ -21,7 +21,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::tracker::http::{
-    round_up, Clock, HttpClient, Retry, RetryOnce, WaitGate, DEFAULT_WAIT, MAX_WAIT,
+    graphql, round_up, Clock, HttpClient, Retry, RetryOnce, WaitGate, DEFAULT_WAIT, MAX_WAIT,
 };
 use crate::tracker::TrackerError;
 
@@ -210,6 +210,12 @@ impl From<TrackerError> for Box<Failure> {
     }
 }
 
+/// Where Linear puts an error's code and its text for people.
+static LINEAR_ERRORS: graphql::Dialect = graphql::Dialect {
+    code: "/extensions/code",
+    text: &["/extensions/userPresentableMessage", "/message"],
+};
+
 /// Turn one answer into its `data` or a [`Failure`].
 pub(crate) fn interpret(
     operation: &str,
@@ -218,36 +224,11 @@ pub(crate) fn interpret(
     limits: &RateHeaders,
     now: DateTime<Utc>,
 ) -> Result<Value, Box<Failure>> {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let errors: Vec<&Value> = parsed
-        .as_ref()
-        .and_then(|v| v.get("errors"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
-    let code = |e: &Value| {
-        e.pointer("/extensions/code")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_ascii_uppercase()
-    };
-    let message = errors
-        .iter()
-        .map(|e| {
-            let text = e
-                .pointer("/extensions/userPresentableMessage")
-                .or_else(|| e.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            match code(e).as_str() {
-                "" => text.to_string(),
-                c => format!("{text} ({c})"),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
+    let answer = graphql::Answer::read(body, &LINEAR_ERRORS);
+    let (errors, message) = (&answer.errors, answer.message.clone());
+    let code = |e: &Value| answer.code(e);
     let what = format!("Linear {operation}");
-    if status == 429 || errors.iter().any(|e| code(e) == "RATELIMITED") {
+    if status == 429 || answer.has("RATELIMITED") {
         let wait = limits.wait(now);
         return Err(Box::new(Failure {
             error: TrackerError::RateLimited {
@@ -271,7 +252,7 @@ pub(crate) fn interpret(
         ))
         .into());
     }
-    if errors.iter().any(|e| code(e) == "FORBIDDEN") {
+    if answer.has("FORBIDDEN") {
         return Err(TrackerError::Unauthorized(format!(
             "{what}: Linear refused it ({message}); the key needs read and write access to the team"
         ))
@@ -298,9 +279,9 @@ pub(crate) fn interpret(
         let snippet: String = body.trim().chars().take(200).collect();
         return Err(TrackerError::Invalid(format!("{what}: HTTP {status} ({snippet})")).into());
     }
-    match parsed.and_then(|mut v| v.get_mut("data").map(Value::take)) {
-        Some(data) if !data.is_null() => Ok(data),
-        _ => Err(TrackerError::Invalid(format!("{what}: the answer has no data")).into()),
+    match answer.data() {
+        Some(data) => Ok(data),
+        None => Err(TrackerError::Invalid(format!("{what}: the answer has no data")).into()),
     }
 }
 

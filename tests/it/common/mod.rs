@@ -304,3 +304,29 @@ pub fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
     }
     true
 }
+
+/// The rest of a config around a tracker section under test: one stage, `todo` to
+/// `review`.
+const AROUND_A_TRACKER: &str = r#"
+agent: {command: ["true"]}
+pipeline_stages:
+  - {role: architect, claim_status: todo, success_status: review}
+"#;
+
+/// A config whose `tracker:` section is `tracker` (lines from 1), parsed.
+pub fn parse_tracker(tracker: &str) -> Result<Config, sortie::config::ConfigError> {
+    Config::parse_str(&format!("{tracker}{AROUND_A_TRACKER}"), None)
+}
+
+/// The problems the loader finds in a config whose `tracker:` section is `tracker`:
+/// (line, field, message) each. Panics when it is accepted.
+pub fn tracker_problems(tracker: &str) -> Vec<(usize, String, String)> {
+    match parse_tracker(tracker) {
+        Ok(_) => panic!("accepted: {tracker}"),
+        Err(sortie::config::ConfigError::Invalid { diagnostics }) => diagnostics
+            .into_iter()
+            .map(|d| (d.line, d.field, d.message))
+            .collect(),
+        Err(other) => panic!("{other}"),
+    }
+}
