@@ -201,24 +201,43 @@ pub(crate) fn normalize_git(
     })
 }
 
+/// Whether pull requests have a forge to open on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Forge {
+    /// `forge:`, or a forge tracker (GitHub, GitLab, Gitea).
+    Known,
+    /// A board that is no code host (local, Jira, Linear, Redmine).
+    None,
+    /// A board whose tickets live in several repositories (a GitHub Project): which one
+    /// is the forge must be said.
+    AcrossRepositories,
+}
+
 /// `pull_request:` checked against the stages and `workspace.git`; `on_forge` says
-/// whether pull requests have a forge to open on (`forge:`, or a forge tracker).
+/// whether pull requests have a forge to open on (`None`: the tracker is unknown).
 pub(crate) fn normalize_pull_request(
     raw: Option<RawPullRequest>,
     stages: &[Stage],
     git: Option<&GitWorkspace>,
-    on_forge: Option<bool>,
+    on_forge: Option<Forge>,
     problems: &mut Problems,
 ) -> Option<PullRequestConfig> {
     let raw = raw?;
     let path = FieldPath::root().key("pull_request");
-    if on_forge == Some(false) {
-        problems.at_key(
+    match on_forge {
+        Some(Forge::None) => problems.at_key(
             &path,
             "pull requests open on a forge, and this tracker is none: name the repository \
              they open on with `forge: {kind: github, repo: owner/name}` (or `kind: gitlab`, \
              `gitea`), use a forge tracker, or remove `pull_request`",
-        );
+        ),
+        Some(Forge::AcrossRepositories) => problems.at_key(
+            &path,
+            "a GitHub Project spans repositories: name the one pull requests open on (the \
+             repository `workspace.git.url` clones) with `forge: {kind: github, repo: \
+             owner/name}`, or remove `pull_request`",
+        ),
+        _ => {}
     }
     let after = raw.after.unwrap_or_default();
     if after.is_empty() {

@@ -225,16 +225,17 @@ pub(crate) fn normalize(
         raw.pull_request.take(),
         &stages,
         workspace.git.as_ref(),
-        forge.is_some().then_some(true).or_else(|| {
-            tracker.as_ref().map(|t| {
-                matches!(
-                    t,
-                    TrackerConfig::Github { .. }
-                        | TrackerConfig::Gitlab { .. }
-                        | TrackerConfig::Gitea { .. }
-                )
-            })
-        }),
+        match (&forge, &tracker) {
+            (Some(_), _) => Some(super::git::Forge::Known),
+            (None, None) => None,
+            (None, Some(t)) => Some(match t {
+                TrackerConfig::Github { .. }
+                | TrackerConfig::Gitlab { .. }
+                | TrackerConfig::Gitea { .. } => super::git::Forge::Known,
+                TrackerConfig::GithubProject { .. } => super::git::Forge::AcrossRepositories,
+                _ => super::git::Forge::None,
+            }),
+        },
         problems,
     );
     if forge.is_some() && pull_request.is_none() {

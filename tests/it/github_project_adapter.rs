@@ -228,3 +228,22 @@ async fn an_issue_off_the_board_a_pull_request_and_a_malformed_id_are_not_found(
     }
     assert!(f.model.refused().is_empty());
 }
+
+#[test]
+fn pull_requests_on_a_project_need_the_repository_they_open_on() {
+    let git = "workspace:\n  git: {url: /srv/web.git}\npull_request: {after: architect}\n";
+    let tracker = format!("tracker: {{kind: github_project, owner: acme, project: 7}}\n{git}");
+    let found = problems(&tracker);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (line, field, message) = &found[0];
+    assert_eq!((*line, field.as_str()), (4, "pull_request"));
+    assert!(
+        message
+            .starts_with("a GitHub Project spans repositories: name the one pull requests open on")
+            && message.contains("`forge: {kind: github, repo: owner/name}`"),
+        "{message}"
+    );
+    let with_forge = format!("{tracker}forge: {{kind: github, repo: acme/web}}\n");
+    let cfg = parse(&with_forge).expect("the forge names the repository");
+    assert_eq!(cfg.forge.unwrap().name(), "github:acme/web");
+}
