@@ -74,6 +74,25 @@ pub const CONFIG_ENV: &str = "SORTIE_CONFIG";
 
 /// The config file a command uses: `--config` when given, else `sortie.yaml` in the
 /// current directory, else `$SORTIE_CONFIG`; a usage error naming both otherwise.
+/// Where a command's pipeline config is: `--config FILE`, or the file as the command's
+/// argument (`sortie pipeline tick pipelines/demo.yaml`), else the default search.
+#[derive(Debug, clap::Args)]
+pub struct ConfigPath {
+    /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The pipeline config file, as `--config` gives it.
+    #[arg(value_name = "CONFIG", conflicts_with = "config")]
+    file: Option<PathBuf>,
+}
+
+impl ConfigPath {
+    /// The config file to load ([`config_file`]).
+    pub fn locate(self) -> Result<PathBuf, UsageError> {
+        config_file(self.config.or(self.file))
+    }
+}
+
 pub fn config_file(given: Option<PathBuf>) -> Result<PathBuf, UsageError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     locate_config(given, &cwd, std::env::var_os(CONFIG_ENV))

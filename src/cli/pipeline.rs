@@ -8,7 +8,7 @@ use chrono::Utc;
 use clap::Subcommand;
 use serde::Serialize;
 
-use super::{config_file, UsageError};
+use super::UsageError;
 use crate::config::Config;
 use crate::ledger::{
     Claim, Hold, HookDelivery, Ledger, OutboxEntry, RetryEntry, RunRecord, Scope, UsageTotal,
@@ -20,15 +20,13 @@ use crate::pipeline::{Pipeline, PipelineError, TickOptions};
 pub enum PipelineCommand {
     /// Check a config and print the pipeline as a chain; exit 2 with every error otherwise.
     Validate {
-        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
-        #[arg(long, short = 'c')]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: super::ConfigPath,
     },
     /// Run one reconcile sweep: claim, run and write back what the board asks for.
     Tick {
-        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
-        #[arg(long, short = 'c')]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: super::ConfigPath,
         /// Claim nothing, run nothing, write nothing: say what would run and why the rest would not.
         #[arg(long)]
         dry_run: bool,
@@ -41,12 +39,11 @@ pub enum PipelineCommand {
         grace: u64,
     },
     /// Run as a daemon: tick every `poll_interval_seconds`, on `POST /api/v1/refresh`
-    /// and on GitHub webhooks; serve state and metrics over HTTP; drain on SIGTERM.
+    /// and on GitHub webhooks; serve state and metrics over HTTP; drain on SIGTERM. The
+    /// config is reloaded when it or a role file changes.
     Run {
-        /// Pipeline config file (reloaded when it or a role file changes). Default:
-        /// `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
-        #[arg(long, short = 'c')]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: super::ConfigPath,
         /// HTTP address to listen on (port 0 picks a free port; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:8626")]
         listen: std::net::SocketAddr,
@@ -56,9 +53,8 @@ pub enum PipelineCommand {
     },
     /// Show live claims, the retry queue, held tickets and recent runs.
     Status {
-        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
-        #[arg(long, short = 'c')]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: super::ConfigPath,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -68,24 +64,24 @@ pub enum PipelineCommand {
 /// Run a pipeline command.
 pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
     match cmd {
-        PipelineCommand::Validate { config } => super::validate::run(&config_file(config)?),
+        PipelineCommand::Validate { config } => super::validate::run(&config.locate()?),
         PipelineCommand::Tick {
             config,
             dry_run,
             json,
             grace,
         } => tick(
-            &config_file(config)?,
+            &config.locate()?,
             dry_run,
             json,
             std::time::Duration::from_secs(grace),
         ),
-        PipelineCommand::Status { config, json } => status(&config_file(config)?, json),
+        PipelineCommand::Status { config, json } => status(&config.locate()?, json),
         PipelineCommand::Run {
             config,
             listen,
             insecure_listen,
-        } => daemon(config_file(config)?, listen, insecure_listen),
+        } => daemon(config.locate()?, listen, insecure_listen),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `sortie tracker check`: can sortie work with the configured tracker?
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Subcommand;
 
@@ -16,9 +16,8 @@ pub enum TrackerCommand {
     ///
     /// Exit 0 when every check passed, 1 otherwise.
     Check {
-        /// Pipeline config file. Default: `sortie.yaml` in the current directory, else `$SORTIE_CONFIG`.
-        #[arg(long, short = 'c')]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: super::ConfigPath,
         /// Create status labels that do not exist yet (trackers that model statuses as labels).
         #[arg(long)]
         create_missing_labels: bool,
@@ -35,7 +34,7 @@ pub fn run(cmd: TrackerCommand) -> anyhow::Result<u8> {
             config,
             create_missing_labels,
             json,
-        } => check(&super::config_file(config)?, create_missing_labels, json),
+        } => check(&config.locate()?, create_missing_labels, json),
     }
 }
 

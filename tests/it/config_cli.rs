@@ -174,3 +174,47 @@ fn a_directory_is_not_a_config() {
         "{stderr}"
     );
 }
+
+/// Symphony conformance (#39, item 19): the config path may be the command's argument,
+/// as well as `--config`; both at once is a usage error.
+#[test]
+fn a_positional_config_path_works_like_config() {
+    let sb = crate::common::Sandbox::three_stages(1);
+    let id = sb.add("Export", "ready-for-design", &[]);
+    let by_flag = sb.ok(&["pipeline", "tick", "--dry-run", "--config", "pipeline.yaml"]);
+    let by_argument = sb.ok(&["pipeline", "tick", "--dry-run", "pipeline.yaml"]);
+    assert_eq!(by_argument, by_flag);
+    assert!(by_argument.contains(&id), "{by_argument}");
+    for command in [
+        &["pipeline", "validate", "pipeline.yaml"][..],
+        &["pipeline", "status", "pipeline.yaml"],
+        &["tracker", "check", "pipeline.yaml"],
+    ] {
+        let out = sb.sortie(command);
+        assert!(
+            out.status.success(),
+            "{command:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let both = sb.sortie(&[
+        "pipeline",
+        "tick",
+        "--config",
+        "pipeline.yaml",
+        "pipeline.yaml",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "a usage error");
+    assert!(
+        String::from_utf8_lossy(&both.stderr).contains("cannot be used with"),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+    let missing = sb.sortie(&["pipeline", "tick", "nowhere.yaml"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("nowhere.yaml"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}
