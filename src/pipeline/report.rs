@@ -230,6 +230,9 @@ pub struct RunLine {
     /// `failed`, `timed_out`; issue #33); empty when none ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
+    /// How the agent's session began (`new`, `resumed`, `fell_back`: a resume was asked
+    /// for and a new session began instead); none when the run had no agent session.
+    pub session: Option<crate::agent::SessionStart>,
 }
 
 impl RunLine {
@@ -252,6 +255,7 @@ impl RunLine {
             cancel_reason: None,
             ledger_error: None,
             verify: Vec::new(),
+            session: None,
         }
     }
 }

@@ -78,6 +78,7 @@ pub fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
         extra_args: Vec::new(),
         timeout: Duration::from_secs(120),
         stall_timeout: Some(Duration::from_secs(60)),
+        handshake_timeout: Duration::from_secs(60),
         env: BTreeMap::new(),
         resume: true,
         allow_permission_denials: false,
