@@ -31,7 +31,7 @@ if ! command -v npm >/dev/null; then
   }
 fi
 
-# Installing downloads ~650 MB of native binaries again: only when the lock file changed
+# Installing downloads ~1.4 GB (native binaries mostly) again: only when the lock file changed
 # since the last install. `npm install --no-save` rather than `npm ci`: the lock lists only
 # this platform's optional binaries of opencode-ai and @qwen-code/qwen-code (the registry
 # mirror here serves no others, so a lock made here cannot name them), and `npm ci` refuses a

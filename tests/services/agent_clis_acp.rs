@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use sortie::agent::{AgentOutcome, RunReport};
+use sortie::agent::{AgentOutcome, RunReport, SessionStart};
 use sortie::block::OutcomeBlock;
 use sortie::config::{AcpPermissions, AgentConfig, AgentPreset};
 
@@ -251,11 +251,17 @@ fn edits_and_reports_through_a_tick(acp: Acp) {
     let Some(OutcomeBlock::Success(success)) = blocks.last() else {
         panic!("{acp:?}: {blocks:#?}\ntick: {report:#}\nmodel calls: {calls}")
     };
-    assert_eq!(success.summary.trim(), "MOCK-DONE wrote hello.txt", "{acp:?}");
+    assert_eq!(
+        success.summary.trim(),
+        "MOCK-DONE wrote hello.txt",
+        "{acp:?}"
+    );
     assert_eq!(sb.ticket(&id).status, "done", "{acp:?}");
     let kept = sb.path().join("state/kept").join(&id);
     assert_eq!(
-        std::fs::read_to_string(kept.join("hello.txt")).ok().as_deref(),
+        std::fs::read_to_string(kept.join("hello.txt"))
+            .ok()
+            .as_deref(),
         Some("hello from the mock model\n"),
         "{acp:?}: the edit is in the workspace"
     );
@@ -275,7 +281,10 @@ fn edits_and_reports_through_a_tick(acp: Acp) {
         )
     });
     let billed = server.billed();
-    let expected = acp.expected_usage(billed.minus(&server.side_billed()), server.last_call_billed());
+    let expected = acp.expected_usage(
+        billed.minus(&server.side_billed()),
+        server.last_call_billed(),
+    );
     assert_eq!(
         reported,
         expected,
@@ -283,7 +292,11 @@ fn edits_and_reports_through_a_tick(acp: Acp) {
         server.side_billed()
     );
     let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline", "status", "--config", "pipeline.yaml", "--json",
+        "pipeline",
+        "status",
+        "--config",
+        "pipeline.yaml",
+        "--json",
     ]))
     .unwrap();
     let row = &status["usage"][0];
@@ -393,6 +406,8 @@ async fn a_retry_resumes_the_session(acp: Acp) {
     let log = log_of(&report);
     assert!(report.outcome.is_success(), "{acp:?}\n{log}");
     assert!(report.notes.is_empty(), "{acp:?}: {:?}", report.notes);
+    assert_eq!(report.session_start, Some(SessionStart::Resumed), "{acp:?}");
+    assert_eq!(first.session_start, Some(SessionStart::New), "{acp:?}");
     assert!(
         log.contains(&format!("resumed session {session} with session/load")),
         "{acp:?}\n{log}"
@@ -428,7 +443,14 @@ fn model_calls(server: &ModelServer) -> String {
         .iter()
         .map(|c| {
             let body = c.body.to_string();
-            let tail: String = body.chars().rev().take(200).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: String = body
+                .chars()
+                .rev()
+                .take(200)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             format!("\n- {} {}: ...{tail}", c.path, c.body["model"])
         })
         .collect()
@@ -437,7 +459,10 @@ fn model_calls(server: &ModelServer) -> String {
 fn failure_code(report: &RunReport) -> String {
     match &report.outcome {
         AgentOutcome::Failure { reason_code, .. } => reason_code.clone(),
-        other => panic!("expected a failure, got {other:?}\nlog:\n{}", log_of(report)),
+        other => panic!(
+            "expected a failure, got {other:?}\nlog:\n{}",
+            log_of(report)
+        ),
     }
 }
 

@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::tools::{call_for, filler, Offered};
-use super::{json_response, sse_frames, Shared, Step, Tail, CHAT_CALL};
+use super::{json_response, openai_error, sse_frames, step_or_side, Shared, Step, Tail, CHAT_CALL};
 
 /// The functions a request offers.
 fn offered(body: &Value) -> Vec<Offered> {
@@ -49,21 +49,9 @@ pub(super) fn answer(
 ) -> Response {
     let side = is_side(body);
     let forced = forced(body);
-    let step = match step {
-        Some(step) => step,
-        None if side => Step::Text(side_text(body)),
-        None => Step::Status(500),
-    };
+    let step = step_or_side(step, side, || side_text(body));
     if let Step::Status(status) = step {
-        let (kind, message) = match status {
-            401 => ("invalid_api_key", "mock: Incorrect API key provided"),
-            400 => ("invalid_request_error", "mock: the request is invalid"),
-            _ => ("server_error", "mock: internal server error"),
-        };
-        return json_response(
-            status,
-            json!({"error": {"message": message, "type": kind, "code": kind, "param": null}}),
-        );
+        return openai_error(status);
     }
     let text = match &step {
         Step::WriteFile { .. } => "I'll write the file.".to_string(),
@@ -83,7 +71,10 @@ pub(super) fn answer(
         _ => {}
     }
     let [prompt, cached, completion] = CHAT_CALL;
-    shared.lock().unwrap().bill(side, prompt - cached, cached, completion);
+    shared
+        .lock()
+        .unwrap()
+        .bill(side, prompt - cached, cached, completion);
     let usage = json!({"prompt_tokens": prompt, "completion_tokens": completion,
         "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}});
     let call = match &forced {

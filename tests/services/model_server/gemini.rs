@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::tools::{call_for, filler, Offered};
-use super::{json_response, sse_frames, Shared, Step, Tail, GEMINI_CALL};
+use super::{json_response, sse_frames, step_or_side, Shared, Step, Tail, GEMINI_CALL};
 
 /// The function declarations a request offers.
 fn offered(body: &Value) -> Vec<Offered> {
@@ -66,11 +66,7 @@ pub(super) fn answer(
     body: &Value,
 ) -> Response {
     let side = is_side(body);
-    let step = match step {
-        Some(step) => step,
-        None if side => Step::Text(side_text(body)),
-        None => Step::Status(500),
-    };
+    let step = step_or_side(step, side, || side_text(body));
     if let Step::Status(status) = step {
         let kind = match status {
             400 => "INVALID_ARGUMENT",

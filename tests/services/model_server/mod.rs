@@ -296,11 +296,7 @@ async fn handle(
     let model = body["model"].as_str().unwrap_or("mock-model").to_string();
     match endpoint(&path) {
         Some(Endpoint::Messages) => {
-            let step = match step {
-                Some(step) => step,
-                None if side => Step::Text("ok".into()),
-                None => Step::Status(500),
-            };
+            let step = step_or_side(step, side, || "ok".into());
             let tools = offered_tools(&body);
             anthropic(
                 &shared,
@@ -313,9 +309,7 @@ async fn handle(
                 side,
             )
         }
-        Some(Endpoint::Responses) => {
-            openai(&shared, step.unwrap_or(Step::Status(500)), n, &model)
-        }
+        Some(Endpoint::Responses) => openai(&shared, step.unwrap_or(Step::Status(500)), n, &model),
         Some(Endpoint::Chat) => chat::answer(&shared, step, n, &model, &workspace, &body),
         Some(Endpoint::Gemini(stream)) => {
             let model = path
@@ -578,17 +572,32 @@ fn hang(shared: &Arc<Mutex<Shared>>, events: Vec<(String, Value)>) -> Response {
     sse_frames(frames, Tail::Hang, Some(shared))
 }
 
+/// OpenAI's error body for `status` (Responses and Chat Completions alike).
+fn openai_error(status: u16) -> Response {
+    let (kind, message) = match status {
+        401 => ("invalid_api_key", "mock: Incorrect API key provided"),
+        400 => ("invalid_request_error", "mock: the request is invalid"),
+        _ => ("server_error", "mock: internal server error"),
+    };
+    json_response(
+        status,
+        json!({"error": {"message": message, "type": kind, "code": kind, "param": null}}),
+    )
+}
+
+/// The step that answers a call: the script's; else, for a side call, `side_answer` as a
+/// text; else (the script is used up) a 500.
+fn step_or_side(step: Option<Step>, side: bool, side_answer: impl FnOnce() -> String) -> Step {
+    match step {
+        Some(step) => step,
+        None if side => Step::Text(side_answer()),
+        None => Step::Status(500),
+    }
+}
+
 fn openai(shared: &Arc<Mutex<Shared>>, step: Step, n: u64, model: &str) -> Response {
     if let Step::Status(status) = step {
-        let (kind, message) = match status {
-            401 => ("invalid_api_key", "mock: Incorrect API key provided"),
-            400 => ("invalid_request_error", "mock: the request is invalid"),
-            _ => ("server_error", "mock: internal server error"),
-        };
-        return json_response(
-            status,
-            json!({"error": {"message": message, "type": kind, "code": kind, "param": null}}),
-        );
+        return openai_error(status);
     }
     let [input, cached, output, reasoning] = CODEX_CALL;
     let resp_id = format!("resp_{n:04}");
