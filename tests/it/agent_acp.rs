@@ -524,14 +524,7 @@ fn a_pipeline_tick_runs_an_acp_agent_to_a_success_block_with_its_usage() {
         "{:?}",
         blocks[0]
     );
-    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline",
-        "status",
-        "--config",
-        "pipeline.yaml",
-        "--json",
-    ]))
-    .unwrap();
+    let status = sb.status_json();
     let row = &status["usage"][0];
     assert_eq!(row["tokens_in"], 2300, "{status:#}");
     assert_eq!(row["tokens_out"], 120, "{status:#}");

@@ -21,7 +21,7 @@ use crate::model_server::{Billed, ModelServer, Step};
 
 /// An ACP agent under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Acp {
+enum AcpAgent {
     ClaudeCodeAcp,
     Gemini,
     Qwen,
@@ -38,13 +38,13 @@ enum Reports {
     LastCall,
 }
 
-impl Acp {
+impl AcpAgent {
     fn program(self) -> String {
         cli(match self {
-            Acp::ClaudeCodeAcp => "SORTIE_TEST_CLAUDE_ACP",
-            Acp::Gemini => "SORTIE_TEST_GEMINI",
-            Acp::Qwen => "SORTIE_TEST_QWEN",
-            Acp::OpenCode => "SORTIE_TEST_OPENCODE",
+            AcpAgent::ClaudeCodeAcp => "SORTIE_TEST_CLAUDE_ACP",
+            AcpAgent::Gemini => "SORTIE_TEST_GEMINI",
+            AcpAgent::Qwen => "SORTIE_TEST_QWEN",
+            AcpAgent::OpenCode => "SORTIE_TEST_OPENCODE",
         })
     }
 
@@ -56,7 +56,7 @@ impl Acp {
         let home_dir = home.display().to_string();
         let url = server.url();
         let env: Vec<(&str, String)> = match self {
-            Acp::ClaudeCodeAcp => vec![
+            AcpAgent::ClaudeCodeAcp => vec![
                 ("ANTHROPIC_BASE_URL", url),
                 ("ANTHROPIC_API_KEY", "sk-ant-test-key".into()),
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
@@ -65,7 +65,7 @@ impl Acp {
                 // The adapter's bundled CLI refuses to run as root without it.
                 ("IS_SANDBOX", "1".into()),
             ],
-            Acp::Gemini => {
+            AcpAgent::Gemini => {
                 settings(
                     home,
                     ".gemini/settings.json",
@@ -80,7 +80,7 @@ impl Acp {
                     ("GOOGLE_GEMINI_BASE_URL", url),
                 ]
             }
-            Acp::Qwen => {
+            AcpAgent::Qwen => {
                 // Approval mode `default` (its own default asks the model to classify every
                 // tool call); follow-up suggestions and auto-memory off (extra model calls).
                 settings(
@@ -99,7 +99,7 @@ impl Acp {
                     ("OPENAI_MODEL", "mock-qwen".into()),
                 ]
             }
-            Acp::OpenCode => {
+            AcpAgent::OpenCode => {
                 let config = home.join("opencode.json");
                 let text = serde_json::json!({
                     "provider": {"mock": {
@@ -136,16 +136,16 @@ impl Acp {
     /// bundled CLI: a small call, model haiku, one user message "count").
     fn preamble(self) -> Vec<Step> {
         match self {
-            Acp::ClaudeCodeAcp => vec![Step::Text("ok".into())],
+            AcpAgent::ClaudeCodeAcp => vec![Step::Text("ok".into())],
             _ => Vec::new(),
         }
     }
 
     fn reports(self) -> Reports {
         match self {
-            Acp::ClaudeCodeAcp => Reports::Nothing,
-            Acp::Gemini | Acp::Qwen => Reports::EveryTurnCall,
-            Acp::OpenCode => Reports::LastCall,
+            AcpAgent::ClaudeCodeAcp => Reports::Nothing,
+            AcpAgent::Gemini | AcpAgent::Qwen => Reports::EveryTurnCall,
+            AcpAgent::OpenCode => Reports::LastCall,
         }
     }
 
@@ -233,7 +233,7 @@ agent:
 /// Through a pipeline tick: the agent edits a file in the ticket's workspace and writes the
 /// result file; the ticket reaches its success status with the result's summary, and the
 /// ledger's usage is what the agent reported ("unknown" where it reports none).
-fn edits_and_reports_through_a_tick(acp: Acp) {
+fn edits_and_reports_through_a_tick(acp: AcpAgent) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ModelServer::start(vec![], None, "/nonexistent"));
     let home = scratch_dir();
@@ -291,14 +291,7 @@ fn edits_and_reports_through_a_tick(acp: Acp) {
         "{acp:?}: server billed {billed:?}, of which side calls {:?}",
         server.side_billed()
     );
-    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline",
-        "status",
-        "--config",
-        "pipeline.yaml",
-        "--json",
-    ]))
-    .unwrap();
+    let status = sb.status_json();
     let row = &status["usage"][0];
     let field = |f: &str| row[f].as_u64().unwrap_or(0);
     if let Some(expected) = expected {
@@ -317,7 +310,7 @@ fn edits_and_reports_through_a_tick(acp: Acp) {
 
 /// A model that starts answering and never ends: the run is stalled at the ACP level, and
 /// the agent's whole process tree goes (the server sees the hung connection close).
-async fn a_hung_model_is_stalled_and_killed(acp: Acp) {
+async fn a_hung_model_is_stalled_and_killed(acp: AcpAgent) {
     let sb = Sandbox::new();
     let mut steps = acp.preamble();
     steps.push(Step::Hang);
@@ -342,7 +335,7 @@ async fn a_hung_model_is_stalled_and_killed(acp: Acp) {
 
 /// A write outside the workspace under `permissions: workspace` is not done: sortie denies
 /// the permission request (Gemini CLI refuses it before asking).
-async fn a_write_outside_the_workspace_is_denied(acp: Acp) {
+async fn a_write_outside_the_workspace_is_denied(acp: AcpAgent) {
     let sb = Sandbox::new();
     let outside = sb.home.join("outside.txt");
     let mut steps = acp.preamble();
@@ -357,7 +350,7 @@ async fn a_write_outside_the_workspace_is_denied(acp: Acp) {
     let report = run(&plan(&agent, &sb, 1)).await;
     let log = log_of(&report);
     assert!(!outside.exists(), "{acp:?}: the write happened\n{log}");
-    if acp == Acp::Gemini {
+    if acp == AcpAgent::Gemini {
         // Gemini CLI refuses by itself: no request reaches sortie, the model is told.
         let told = server.model_calls().last().map(|c| c.body.to_string());
         assert!(
@@ -376,7 +369,7 @@ async fn a_write_outside_the_workspace_is_denied(acp: Acp) {
 
 /// The retry loads the first attempt's session: its first model call carries the first
 /// attempt's conversation, and the log says the session was loaded.
-async fn a_retry_resumes_the_session(acp: Acp) {
+async fn a_retry_resumes_the_session(acp: AcpAgent) {
     let sb = Sandbox::new();
     let mut steps = acp.preamble();
     steps.extend([
@@ -391,7 +384,7 @@ async fn a_retry_resumes_the_session(acp: Acp) {
     let first = run(&plan(&agent, &sb, 1)).await;
     assert!(first.outcome.is_success(), "{acp:?}\n{}", log_of(&first));
     let session = first.session_id.clone().expect("a session id");
-    if acp == Acp::Gemini {
+    if acp == AcpAgent::Gemini {
         // Gemini CLI refuses to load a session in the minute it was written ("No previous
         // sessions found"); the fallback is what `session_resume_falls_back...` covers.
         wait_for_the_next_minute().await;
@@ -495,15 +488,15 @@ macro_rules! acp_agent_tests {
     };
 }
 
-acp_agent_tests!(claude_code_acp, Acp::ClaudeCodeAcp);
-acp_agent_tests!(gemini, Acp::Gemini);
-acp_agent_tests!(qwen, Acp::Qwen);
-acp_agent_tests!(opencode, Acp::OpenCode);
+acp_agent_tests!(claude_code_acp, AcpAgent::ClaudeCodeAcp);
+acp_agent_tests!(gemini, AcpAgent::Gemini);
+acp_agent_tests!(qwen, AcpAgent::Qwen);
+acp_agent_tests!(opencode, AcpAgent::OpenCode);
 
 #[tokio::test]
 async fn claude_code_acp_is_refused_a_write_under_deny_all() {
     let sb = Sandbox::new();
-    let mut steps = Acp::ClaudeCodeAcp.preamble();
+    let mut steps = AcpAgent::ClaudeCodeAcp.preamble();
     steps.extend([
         Step::WriteFile {
             file: "hello.txt".into(),
@@ -512,7 +505,7 @@ async fn claude_code_acp_is_refused_a_write_under_deny_all() {
         Step::Text("MOCK-DONE could not write".into()),
     ]);
     let server = ModelServer::start(steps, None, &sb.workspace.display().to_string()).await;
-    let mut agent = Acp::ClaudeCodeAcp.agent(&server, &sb.home);
+    let mut agent = AcpAgent::ClaudeCodeAcp.agent(&server, &sb.home);
     agent.permissions = AcpPermissions::DenyAll;
     let report = run(&plan(&agent, &sb, 1)).await;
     assert!(

@@ -297,17 +297,7 @@ async fn handle(
     match endpoint(&path) {
         Some(Endpoint::Messages) => {
             let step = step_or_side(step, side, || "ok".into());
-            let tools = offered_tools(&body);
-            anthropic(
-                &shared,
-                step,
-                n,
-                &model,
-                &workspace,
-                body["stream"] == true,
-                &tools,
-                side,
-            )
+            anthropic(&shared, step, n, &model, &workspace, &body, side)
         }
         Some(Endpoint::Responses) => openai(&shared, step.unwrap_or(Step::Status(500)), n, &model),
         Some(Endpoint::Chat) => chat::answer(&shared, step, n, &model, &workspace, &body),
@@ -444,10 +434,11 @@ fn anthropic(
     n: u64,
     model: &str,
     workspace: &str,
-    stream: bool,
-    tools: &[String],
+    body: &Value,
     side: bool,
 ) -> Response {
+    let stream = body["stream"] == true;
+    let tools = &offered_tools(body);
     if let Step::Status(status) = step {
         let kind = match status {
             401 => "authentication_error",
