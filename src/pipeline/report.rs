@@ -446,6 +446,10 @@ impl RunLine {
         if let Some(n) = &self.note {
             notes.push(n.clone());
         }
+        // A retry that lost its context is news; a new or resumed session is not.
+        if self.session == Some(crate::agent::SessionStart::FellBack) {
+            notes.push("could not resume the agent's session: a new one began".to_string());
+        }
         if !notes.is_empty() {
             let _ = write!(line, " ({})", notes.join("; "));
         }
@@ -464,4 +468,30 @@ impl RunLine {
 
 fn note(note: &Option<String>) -> String {
     note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::SessionStart;
+
+    /// Issue #36: a run whose resume fell back says so to the person reading the tick.
+    #[test]
+    fn a_run_whose_resume_fell_back_says_so() {
+        let mut line = RunLine::not_started("7", "backend", 2, "todo");
+        line.outcome = "success".into();
+        line.to_status = Some("review".into());
+        line.duration_seconds = Some(1.5);
+        line.session = Some(SessionStart::Resumed);
+        assert_eq!(
+            line.to_text(),
+            "run ticket 7 role backend attempt 2: success todo -> review (1.5 s)"
+        );
+        line.session = Some(SessionStart::FellBack);
+        assert_eq!(
+            line.to_text(),
+            "run ticket 7 role backend attempt 2: success todo -> review (1.5 s; could not \
+             resume the agent's session: a new one began)"
+        );
+    }
 }
