@@ -41,6 +41,7 @@ pub use presets::{
 };
 pub use process::{
     read_session_record, run_agent, AgentSpec, CancelReason, RunEnd, RunReport, SessionRecord,
+    SessionStart,
 };
 pub use progress::{AgentEvent, Progress, ProgressHandle, EVENT_TEXT_CHARS};
 pub use prompt::{
@@ -91,6 +92,9 @@ pub struct RunPlan {
     /// Kill after this long without output or CPU time spent by the agent's descendants
     /// (`None` disables).
     pub stall_timeout: Option<Duration>,
+    /// An ACP agent that has not finished its handshake this long after it started is
+    /// killed (`agent.acp_handshake`); other presets ignore it.
+    pub handshake_timeout: Duration,
     /// The session to resume (a Claude Code session id, a Codex thread id), set by
     /// `resume_session`; `None` starts fresh.
     pub resume: Option<String>,
@@ -147,6 +151,7 @@ impl RunPlan {
             run_dir,
             timeout: agent.timeout,
             stall_timeout: agent.stall_timeout,
+            handshake_timeout: agent.handshake_timeout,
             resume: None,
             resume_command: None,
             stream: StreamOptions {

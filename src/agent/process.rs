@@ -72,6 +72,35 @@ pub struct RunReport {
     /// Things the runner did that a person reading the run should know (a resume that fell
     /// back to a fresh start). Also written to the run log.
     pub notes: Vec<String>,
+    /// How the agent's session began: new, resumed, or new after a resume that failed;
+    /// `None` when the run had no session (preset `command`, or the agent never started one).
+    pub session_start: Option<SessionStart>,
+}
+
+/// How a run's agent session began (issue #36): said in the tick report, so that a retry
+/// that lost its context is seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStart {
+    /// A new session: nothing to resume.
+    New,
+    /// The previous attempt's session, resumed (`--resume`, `codex exec resume`,
+    /// ACP `session/load`).
+    Resumed,
+    /// Resuming was asked for and failed (the agent no longer had the session, refused the
+    /// load, or does not offer it): a new session instead.
+    FellBack,
+}
+
+impl SessionStart {
+    /// The report spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStart::New => "new",
+            SessionStart::Resumed => "resumed",
+            SessionStart::FellBack => "fell_back",
+        }
+    }
 }
 
 /// How a run ended.
@@ -122,6 +151,8 @@ enum Watch {
     Cancelled,
     TimedOut,
     Stalled,
+    /// An ACP agent did not finish its handshake within `handshake_timeout`.
+    HandshakeTimedOut,
     /// A limit of `budgets:` was reached while it ran.
     OverBudget,
 }
@@ -165,6 +196,7 @@ pub async fn run_agent(
             usage,
             session_id,
             notes,
+            session_start: None,
         })
     };
 
@@ -293,10 +325,18 @@ pub async fn run_agent(
             tracing::warn!(%err, "could not keep the agent's session id");
         }
     }
+    let session_start = match stream.as_ref().and_then(EventStream::session_start) {
+        Some(start) => Some(start),
+        None if session_id.is_none() => None,
+        None if plan.resume_command.is_none() => Some(SessionStart::New),
+        None if resuming => Some(SessionStart::Resumed),
+        None => Some(SessionStart::FellBack),
+    };
     // ACP: a handshake left unanswered, or a turn that stopped other than `end_turn`.
     let waited = match end {
         Watch::TimedOut => Some(plan.timeout),
         Watch::Stalled => plan.stall_timeout,
+        Watch::HandshakeTimedOut => Some(plan.handshake_timeout),
         _ => None,
     };
     let handshake = waited.and_then(|waited| {
@@ -313,6 +353,17 @@ pub async fn run_agent(
             }
         }
         (_, Some(handshake), _) => handshake,
+        // The stream was not recovered to say which request went unanswered.
+        (Watch::HandshakeTimedOut, None, _) => AgentOutcome::failure(
+            "agent.acp_handshake",
+            Category::Transient,
+            NextAction::Retry,
+            format!(
+                "the agent did not finish the ACP handshake within {}s and was killed; log: {}",
+                plan.handshake_timeout.as_secs(),
+                log_path.display()
+            ),
+        ),
         (Watch::TimedOut, ..) => AgentOutcome::failure(
             "agent.timeout",
             Category::Transient,
@@ -380,7 +431,11 @@ pub async fn run_agent(
             }
         }
     };
-    finished(outcome, exit_code, usage, session_id, notes)
+    let mut end = finished(outcome, exit_code, usage, session_id, notes);
+    if let RunEnd::Finished(report) = &mut end {
+        report.session_start = session_start;
+    }
+    end
 }
 
 /// Start `command` and watch it to its end; `Err` is the outcome of a process that could
@@ -457,6 +512,8 @@ async fn run_process(
     let acp = plan.preset == AgentPreset::Acp;
     let conversation_over = Arc::new(Notify::new());
     let cancel_turn = CancellationToken::new();
+    let handshaken = CancellationToken::new();
+    let handshake_deadline = Instant::now() + plan.handshake_timeout;
     let mut to_agent = None;
     if let Some(mut stdin) = child.stdin.take() {
         if acp {
@@ -491,6 +548,7 @@ async fn run_process(
                 to_agent,
                 over: conversation_over.clone(),
                 cancel: cancel_turn.clone(),
+                handshaken: handshaken.clone(),
             });
             spawn_reader(
                 out,
@@ -519,6 +577,12 @@ async fn run_process(
             _ = cancel.cancelled() => break Watch::Cancelled,
             _ = crate::budget::limit_reached(options.budget.as_ref()) => break Watch::OverBudget,
             _ = tokio::time::sleep_until(deadline) => break Watch::TimedOut,
+            // Its own bound, whatever the stall timeout (which may be off or long).
+            _ = tokio::time::sleep_until(handshake_deadline), if acp && !handshaken.is_cancelled() => {
+                if !handshaken.is_cancelled() {
+                    break Watch::HandshakeTimedOut;
+                }
+            }
             _ = sleep_until_opt(stall_at) => {
                 let quiet_since = *last_output.lock().expect("last_output lock");
                 if plan.stall_timeout.is_some_and(|stall| quiet_since.elapsed() >= stall) {

@@ -27,6 +27,20 @@ pub enum PromptError {
         /// What is wrong.
         message: String,
     },
+    /// A front matter setting has a value it cannot take (said as a config diagnostic is).
+    #[error("{path}:{line}:{column}: {field}: {message}")]
+    Setting {
+        /// Role file.
+        path: PathBuf,
+        /// 1-based line in the role file.
+        line: usize,
+        /// 1-based column of the value.
+        column: usize,
+        /// The front matter key.
+        field: String,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
 }
 
 /// The variables a role template can use.
@@ -521,6 +535,7 @@ fn parse_settings(path: &Path, text: &str, offset: usize) -> Result<RoleSettings
     if yaml.trim().is_empty() {
         return Ok(RoleSettings::default());
     }
+    check_permissions(path, &yaml)?;
     let mut settings: RoleSettings =
         serde_yaml::from_str(&yaml).map_err(|e| PromptError::Template {
             path: path.to_path_buf(),
@@ -577,6 +592,49 @@ fn parse_settings(path: &Path, text: &str, offset: usize) -> Result<RoleSettings
         }
     }
     Ok(settings)
+}
+
+/// `permissions:` in the front matter `yaml` (lines 2.. of the file) names a policy: a value
+/// that does not is reported at its line and column, with the policies there are, as
+/// `agent.permissions` is in the config (serde would only say "unknown variant").
+fn check_permissions(path: &Path, yaml: &str) -> Result<(), PromptError> {
+    let Ok(serde_yaml::Value::Mapping(map)) = serde_yaml::from_str::<serde_yaml::Value>(yaml)
+    else {
+        // Not a mapping: the settings parse reports it.
+        return Ok(());
+    };
+    let Some(value) = map.get("permissions") else {
+        return Ok(());
+    };
+    let message = match value {
+        serde_yaml::Value::String(name) => match crate::config::AcpPermissions::from_name(name) {
+            Ok(_) => return Ok(()),
+            Err(message) => message,
+        },
+        other => format!(
+            "expected one of: {}, found {}",
+            crate::config::AcpPermissions::expected(),
+            crate::config::kind_of(other)
+        ),
+    };
+    // The key's own line (a top-level key of the front matter), and its value's column.
+    let (line, column) = yaml
+        .lines()
+        .enumerate()
+        .find_map(|(i, text)| {
+            let rest = text.strip_prefix("permissions")?.trim_start();
+            let after = rest.strip_prefix(':')?;
+            let value_at = text.len() - after.trim_start().len();
+            Some((i + 2, value_at + 1))
+        })
+        .unwrap_or((2, 1));
+    Err(PromptError::Setting {
+        path: path.to_path_buf(),
+        line,
+        column,
+        field: "permissions".to_string(),
+        message,
+    })
 }
 
 fn template_error(path: &Path, offset: usize, err: &minijinja::Error) -> PromptError {

@@ -24,6 +24,8 @@ pub(super) struct Conversation {
     pub(super) to_agent: mpsc::UnboundedSender<String>,
     pub(super) over: Arc<Notify>,
     pub(super) cancel: CancellationToken,
+    /// Cancelled once the handshake is over (the prompt is sent, or the conversation ended).
+    pub(super) handshaken: CancellationToken,
 }
 
 impl Conversation {
@@ -39,6 +41,9 @@ impl Conversation {
             for note in notes {
                 let _ = writeln!(file, "[sortie] {note}");
             }
+        }
+        if !events.in_handshake() {
+            self.handshaken.cancel();
         }
         if events.conversation_over() {
             self.over.notify_one();

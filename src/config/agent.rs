@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
-use super::defaults::{DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use super::defaults::{DEFAULT_HANDSHAKE_SECONDS, DEFAULT_STALL_SECONDS, DEFAULT_TIMEOUT_SECONDS};
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
 use super::model::{AcpPermissions, AgentConfig, AgentPreset};
@@ -57,6 +57,13 @@ pub(super) fn normalize_agent(
         1,
     );
     let stall = agent.stall_timeout_seconds.unwrap_or(DEFAULT_STALL_SECONDS);
+    let handshake = at_least(
+        problems,
+        &path.key("handshake_timeout_seconds"),
+        agent.handshake_timeout_seconds,
+        DEFAULT_HANDSHAKE_SECONDS,
+        1,
+    );
     let mut env = BTreeMap::new();
     for (name, value) in agent.env.unwrap_or_default() {
         let p = path.key("env").key(&name);
@@ -94,6 +101,7 @@ pub(super) fn normalize_agent(
         extra_args,
         timeout: Duration::from_secs(timeout),
         stall_timeout: (stall > 0).then(|| Duration::from_secs(stall)),
+        handshake_timeout: Duration::from_secs(handshake),
         env,
         resume: agent.resume.unwrap_or(true),
         allow_permission_denials: agent.allow_permission_denials.unwrap_or(false),
@@ -112,20 +120,13 @@ pub(super) fn acp_permissions(
     path: &FieldPath,
     value: Option<&str>,
 ) -> Option<AcpPermissions> {
-    let name = value?;
-    if let Some(policy) = AcpPermissions::ALL.into_iter().find(|p| p.as_str() == name) {
-        return Some(policy);
+    match AcpPermissions::from_name(value?) {
+        Ok(policy) => Some(policy),
+        Err(message) => {
+            problems.at_value(path, message);
+            None
+        }
     }
-    let known = AcpPermissions::ALL
-        .iter()
-        .map(|p| format!("`{}`", p.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    problems.at_value(
-        path,
-        format!("unknown permissions policy {name:?} (expected one of: {known})"),
-    );
-    None
 }
 
 /// `agent.preset`: one of the known names; `command` when absent; `None` (reported) otherwise.
@@ -191,6 +192,7 @@ const PRESET_OPTIONS: &[(&str, &[AgentPreset])] = &[
         ],
     ),
     ("permissions", &[AgentPreset::Acp]),
+    ("handshake_timeout_seconds", &[AgentPreset::Acp]),
 ];
 
 /// Codex's `--sandbox` value in `sandbox:`: the string itself, or a mapping's `codex`.
@@ -219,6 +221,7 @@ pub(super) fn check_preset_options(
         codex_sandbox(agent.sandbox.as_ref()).is_some(),
         agent.extra_args.is_some(),
         agent.permissions.is_some(),
+        agent.handshake_timeout_seconds.is_some(),
     ];
     for ((key, presets), _) in PRESET_OPTIONS.iter().zip(set).filter(|(_, set)| *set) {
         if presets.contains(&preset) {

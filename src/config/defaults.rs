@@ -20,6 +20,8 @@ pub(crate) const DEFAULT_HOOK_TIMEOUT: u64 = 60;
 pub(crate) const DEFAULT_PRUNE_EVERY_TICKS: u32 = 10;
 /// Default stall timeout, seconds.
 pub(crate) const DEFAULT_STALL_SECONDS: u64 = 300;
+/// Default bound on an ACP agent's handshake, seconds.
+pub(crate) const DEFAULT_HANDSHAKE_SECONDS: u64 = 60;
 /// Default attempts per stage.
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Default backoff base, seconds.

@@ -41,7 +41,7 @@ pub use reactions::{MergeMethod, ReactionKind, ReactionRule, ReactionsConfig, DE
 pub use review::{model_in_argv, model_of};
 pub use routes::{AgentOverrides, Route};
 pub use sandbox::{sandbox_report, usable_bwrap, BWRAP_ENV};
-pub(crate) use values::expand_home;
+pub(crate) use values::{expand_home, kind_of};
 
 use diagnostic::Problems;
 use locate::{FieldPath, LocateError, Locator, Position, MAX_NESTING};

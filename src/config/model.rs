@@ -492,6 +492,10 @@ pub struct AgentConfig {
     pub timeout: Duration,
     /// Kill the agent after this long without output; `None` disables. Default 300 s.
     pub stall_timeout: Option<Duration>,
+    /// Kill an ACP agent that has not finished the handshake (`initialize`, `session/new`
+    /// or `session/load`, the model choice) this long after it started (preset `acp`).
+    /// Default 60 s.
+    pub handshake_timeout: Duration,
     /// Extra environment variables for the agent. Default empty.
     pub env: BTreeMap<String, String>,
     /// Resume the agent's previous session (same ticket and role, same workspace) on a retry
@@ -530,6 +534,26 @@ impl AcpPermissions {
             Self::AllowAll => "allow_all",
             Self::DenyAll => "deny_all",
         }
+    }
+
+    /// The policy spelled `name`, or what is wrong with it (for a config diagnostic).
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        if let Some(policy) = Self::ALL.into_iter().find(|p| p.as_str() == name) {
+            return Ok(policy);
+        }
+        Err(format!(
+            "unknown permissions policy {name:?} (expected one of: {})",
+            Self::expected()
+        ))
+    }
+
+    /// The policy names, quoted, for messages.
+    pub fn expected() -> String {
+        Self::ALL
+            .iter()
+            .map(|p| format!("`{}`", p.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

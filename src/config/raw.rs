@@ -201,6 +201,7 @@ pub(crate) struct RawAgent {
     pub(crate) extra_args: Option<Value>,
     pub(crate) timeout_seconds: Option<u64>,
     pub(crate) stall_timeout_seconds: Option<u64>,
+    pub(crate) handshake_timeout_seconds: Option<u64>,
     pub(crate) env: Option<BTreeMap<String, Value>>,
     pub(crate) resume: Option<bool>,
     pub(crate) allow_permission_denials: Option<bool>,

@@ -65,6 +65,8 @@ pub struct AgentOverrides {
     pub timeout: Option<Duration>,
     /// Replaces `stall_timeout_seconds`; `Some(None)` (0 in the file) disables it.
     pub stall_timeout: Option<Option<Duration>>,
+    /// Replaces `handshake_timeout_seconds` (preset `acp`).
+    pub handshake_timeout: Option<Duration>,
     /// Added to (and overriding) the stage's environment.
     pub env: BTreeMap<String, String>,
     /// Replaces `resume`.
@@ -103,6 +105,9 @@ impl AgentOverrides {
         }
         if let Some(stall) = self.stall_timeout {
             out.stall_timeout = stall;
+        }
+        if let Some(handshake) = self.handshake_timeout {
+            out.handshake_timeout = handshake;
         }
         out.env.extend(self.env.clone());
         if let Some(resume) = self.resume {
@@ -294,6 +299,16 @@ fn overrides(
         stall_timeout: raw
             .stall_timeout_seconds
             .map(|s| (s > 0).then(|| Duration::from_secs(s))),
+        handshake_timeout: raw.handshake_timeout_seconds.map(|s| {
+            let path = path.key("handshake_timeout_seconds");
+            Duration::from_secs(crate::config::values::at_least(
+                problems,
+                &path,
+                Some(s),
+                1,
+                1,
+            ))
+        }),
         env,
         resume: raw.resume,
         allow_permission_denials: raw.allow_permission_denials,

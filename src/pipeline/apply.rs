@@ -188,6 +188,7 @@ pub(crate) fn would_start(config: &Config, dispatches: &[Dispatch<'_>]) -> Vec<R
             cancel_reason: None,
             ledger_error: None,
             verify: Vec::new(),
+            session: None,
         })
         .collect()
 }

@@ -230,6 +230,9 @@ pub struct RunLine {
     /// `failed`, `timed_out`; issue #33); empty when none ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
+    /// How the agent's session began (`new`, `resumed`, `fell_back`: a resume was asked
+    /// for and a new session began instead); none when the run had no agent session.
+    pub session: Option<crate::agent::SessionStart>,
 }
 
 impl RunLine {
@@ -252,6 +255,7 @@ impl RunLine {
             cancel_reason: None,
             ledger_error: None,
             verify: Vec::new(),
+            session: None,
         }
     }
 }
@@ -442,6 +446,10 @@ impl RunLine {
         if let Some(n) = &self.note {
             notes.push(n.clone());
         }
+        // A retry that lost its context is news; a new or resumed session is not.
+        if self.session == Some(crate::agent::SessionStart::FellBack) {
+            notes.push("could not resume the agent's session: a new one began".to_string());
+        }
         if !notes.is_empty() {
             let _ = write!(line, " ({})", notes.join("; "));
         }
@@ -460,4 +468,30 @@ impl RunLine {
 
 fn note(note: &Option<String>) -> String {
     note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::SessionStart;
+
+    /// Issue #36: a run whose resume fell back says so to the person reading the tick.
+    #[test]
+    fn a_run_whose_resume_fell_back_says_so() {
+        let mut line = RunLine::not_started("7", "backend", 2, "todo");
+        line.outcome = "success".into();
+        line.to_status = Some("review".into());
+        line.duration_seconds = Some(1.5);
+        line.session = Some(SessionStart::Resumed);
+        assert_eq!(
+            line.to_text(),
+            "run ticket 7 role backend attempt 2: success todo -> review (1.5 s)"
+        );
+        line.session = Some(SessionStart::FellBack);
+        assert_eq!(
+            line.to_text(),
+            "run ticket 7 role backend attempt 2: success todo -> review (1.5 s; could not \
+             resume the agent's session: a new one began)"
+        );
+    }
 }

@@ -4,8 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
-use sortie::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan, RunReport, Usage};
+use sortie::agent::{
+    run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan, RunReport, SessionStart, Usage,
+};
 use sortie::block::{Category, NextAction};
 use sortie::config::{AcpPermissions, AgentConfig, AgentPreset, Config};
 use tokio_util::sync::CancellationToken;
@@ -266,6 +269,36 @@ async fn an_agent_that_never_answers_initialize_is_killed_and_classified() {
     );
 }
 
+/// Issue #36: the handshake has a bound of its own, so an agent that never answers
+/// `initialize` is not left running for the whole run timeout when stalls are off.
+#[tokio::test]
+async fn the_handshake_is_bounded_by_its_own_timeout_with_stall_detection_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let silent = agent(
+        "no-init",
+        dir.path(),
+        "  stall_timeout_seconds: 0
+  handshake_timeout_seconds: 1
+",
+        "",
+    );
+    assert_eq!(silent.stall_timeout, None);
+    let report = run(&silent, dir.path()).await;
+    let (code, category, next, detail) = failure(&report);
+    assert_eq!(
+        (code, category, next),
+        (
+            "agent.acp_handshake",
+            Category::Transient,
+            NextAction::Retry
+        )
+    );
+    assert!(
+        detail.contains("did not answer `initialize` within 1s"),
+        "{detail}"
+    );
+}
+
 #[tokio::test]
 async fn a_silent_model_is_stalled_cancelled_then_killed() {
     let dir = tempfile::tempdir().unwrap();
@@ -415,6 +448,7 @@ async fn a_resumed_run_loads_its_session_and_falls_back_when_the_load_fails() {
         panic!("cancelled")
     };
     assert_eq!(report.session_id.as_deref(), Some("sess-old"));
+    assert_eq!(report.session_start, Some(SessionStart::Resumed));
     assert!(report.notes.is_empty(), "{:?}", report.notes);
     // The replayed history is not this run's: the summary and turns are the new turn's.
     assert_eq!(summary(&report), "fixed the empty-input case");
@@ -446,9 +480,15 @@ async fn a_resumed_run_loads_its_session_and_falls_back_when_the_load_fails() {
         report.notes
     );
     assert_eq!(sent_method(&received(dir.path()), "session/new").len(), 1);
+    assert_eq!(report.session_start, Some(SessionStart::FellBack));
 }
 
 fn pipeline(scenario: &str, received: &Path, usage: &str) -> Sandbox {
+    pipeline_with(scenario, received, usage, "")
+}
+
+/// `pipeline`, with `more` variables for the fake agent (`, NAME: value`).
+fn pipeline_with(scenario: &str, received: &Path, usage: &str, more: &str) -> Sandbox {
     let config = format!(
         r#"
 tracker: {{kind: local, path: board}}
@@ -458,7 +498,7 @@ agent:
   preset: acp
   command: ["{fake}"]
   permissions: workspace
-  env: {{FAKE_SCENARIO: {scenario}, FAKE_LOG: "{received}", FAKE_USAGE: {usage}}}
+  env: {{FAKE_SCENARIO: {scenario}, FAKE_LOG: "{received}", FAKE_USAGE: {usage}{more}}}
 retry: {{max_attempts: 2, backoff_base_seconds: 1, backoff_max_seconds: 1}}
 pipeline_stages:
   - {{role: architect, claim_status: ready-for-design, success_status: done, failure_status: blocked}}
@@ -484,14 +524,7 @@ fn a_pipeline_tick_runs_an_acp_agent_to_a_success_block_with_its_usage() {
         "{:?}",
         blocks[0]
     );
-    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline",
-        "status",
-        "--config",
-        "pipeline.yaml",
-        "--json",
-    ]))
-    .unwrap();
+    let status = sb.status_json();
     let row = &status["usage"][0];
     assert_eq!(row["tokens_in"], 2300, "{status:#}");
     assert_eq!(row["tokens_out"], 120, "{status:#}");
@@ -503,13 +536,16 @@ fn a_retry_loads_the_previous_session() {
     let received = out.path().join("received");
     let sb = pipeline("exit-mid-turn", &received, "none");
     let id = sb.add("Fix parse", "ready-for-design", &[]);
-    sb.tick();
+    let report = sb.tick_json(&[]);
+    // Issue #36: the tick report says how each run's session began.
+    assert_eq!(report["runs"][0]["session"], "new", "{report:#}");
     let first = self::received(out.path());
     assert!(sent_method(&first, "session/load").is_empty());
     std::fs::remove_file(&received).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1300));
     let report = sb.tick_json(&[]);
     assert_eq!(report["runs"][0]["attempt"], 2, "{report:#}");
+    assert_eq!(report["runs"][0]["session"], "resumed", "{report:#}");
     assert_eq!(sb.ticket(&id).status, "blocked");
     let second = self::received(out.path());
     let load = sent_method(&second, "session/load");
@@ -518,6 +554,37 @@ fn a_retry_loads_the_previous_session() {
         .as_str()
         .unwrap()
         .starts_with("sess-new-"));
+}
+
+/// Issue #36: a retry whose `session/load` the agent refuses starts a new session, and the
+/// tick report says it fell back (the agent lost the first attempt's context).
+#[test]
+fn a_retry_whose_load_fails_is_reported_as_fallen_back() {
+    let out = tempfile::tempdir().unwrap();
+    let received = out.path().join("received");
+    let sb = pipeline_with("exit-mid-turn", &received, "none", ", FAKE_LOAD: fail");
+    let id = sb.add("Fix parse", "ready-for-design", &[]);
+    let report = sb.tick_json(&[]);
+    assert_eq!(report["runs"][0]["session"], "new", "{report:#}");
+    std::fs::remove_file(&received).unwrap();
+    let report = tick_until_attempt(&sb, 2);
+    assert_eq!(report["runs"][0]["session"], "fell_back", "{report:#}");
+    assert_eq!(sb.ticket(&id).status, "blocked");
+    let second = self::received(out.path());
+    assert_eq!(sent_method(&second, "session/load").len(), 1, "{second:#?}");
+    assert_eq!(sent_method(&second, "session/new").len(), 1, "{second:#?}");
+}
+
+/// Tick until a tick runs attempt `attempt` (the retry's backoff is 1 s); its report.
+fn tick_until_attempt(sb: &Sandbox, attempt: u64) -> serde_json::Value {
+    for _ in 0..30 {
+        let report = sb.tick_json(&[]);
+        if report["runs"][0]["attempt"] == attempt {
+            return report;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    panic!("attempt {attempt} never ran");
 }
 
 // ---- config ----
@@ -537,6 +604,11 @@ fn the_acp_preset_takes_a_policy_a_model_and_extra_args() {
     let dir = tempfile::tempdir().unwrap();
     let plain = agent("success", dir.path(), "", "");
     assert_eq!(plain.permissions, AcpPermissions::Workspace, "the default");
+    assert_eq!(
+        plain.handshake_timeout,
+        Duration::from_secs(60),
+        "the default"
+    );
     let set = agent(
         "success",
         dir.path(),
@@ -564,6 +636,19 @@ fn bad_acp_settings_are_refused_at_their_key() {
     let got = problems("  preset: claude-code\n  permissions: allow_all\n");
     assert!(
         got[0].contains("4:3: agent.permissions: `permissions` is an option of preset `acp`, not of `claude-code`"),
+        "{got:?}"
+    );
+    let got = problems("  preset: acp\n  command: [qwen, --acp]\n  handshake_timeout_seconds: 0\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains(
+            "5:30: agent.handshake_timeout_seconds: expected a whole number >= 1, found 0"
+        ),
+        "{got:?}"
+    );
+    let got = problems("  preset: codex\n  handshake_timeout_seconds: 30\n");
+    assert!(
+        got[0].contains("agent.handshake_timeout_seconds: `handshake_timeout_seconds` is an option of preset `acp`, not of `codex`"),
         "{got:?}"
     );
     // An ACP agent is any program: it must be named.
@@ -619,10 +704,30 @@ fn validate_shows_the_policy_and_a_role_file_can_change_it() {
         "---\npermissions: none\n---\nDesign.\n",
     )
     .unwrap();
+    // Issue #36: a bad policy is said as the config says it: file, line and column of the
+    // value, the key, and the policies there are (not serde's "unknown variant").
+    let refused = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let file = roles.join("architect.md").display().to_string();
+    assert!(
+        stderr.contains(&format!(
+            "{file}:2:14: permissions: unknown permissions policy \"none\" (expected one of: \
+             `workspace`, `allow_all`, `deny_all`)"
+        )),
+        "{stderr}"
+    );
+    std::fs::write(
+        roles.join("architect.md"),
+        "---\ndescription: the design\npermissions:   [workspace]\n---\nDesign.\n",
+    )
+    .unwrap();
     let refused = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("architect.md") && stderr.contains("unknown variant `none`"),
+        stderr.contains(&format!(
+            "{file}:3:16: permissions: expected one of: `workspace`, `allow_all`, `deny_all`, \
+             found a list"
+        )),
         "{stderr}"
     );
 }
@@ -634,7 +739,7 @@ fn a_route_may_change_the_policy_and_only_for_an_acp_agent() {
             "tracker: {{kind: local, path: board}}\nagent:\n  preset: {preset}\n  \
              command: [my-agent]\npipeline_stages:\n  - role: backend\n    claim_status: todo\n    \
              success_status: review\n    routes:\n      - when: {{labels: [trusted]}}\n        \
-             agent: {{permissions: allow_all}}\n"
+             agent: {{permissions: allow_all, handshake_timeout_seconds: 300}}\n"
         )
     };
     let cfg = Config::parse_str(&text("acp"), Some(Path::new("/srv/sortie/pipeline.yaml")))
@@ -646,6 +751,12 @@ fn a_route_may_change_the_policy_and_only_for_an_acp_agent() {
         AcpPermissions::AllowAll
     );
     assert_eq!(cfg.agent.permissions, AcpPermissions::Workspace);
+    // The handshake bound too (a slow `session/load` on one route).
+    assert_eq!(
+        route.agent.apply(&cfg.agent).handshake_timeout,
+        Duration::from_secs(300)
+    );
+    assert_eq!(cfg.agent.handshake_timeout, Duration::from_secs(60));
     let refused = Config::parse_str(&text("codex"), Some(Path::new("/srv/sortie/pipeline.yaml")))
         .expect_err("permissions belong to acp");
     let got: Vec<String> = refused

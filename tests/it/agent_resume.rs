@@ -39,7 +39,9 @@ fn second_attempt_argv(resume: bool) -> (Vec<String>, Sandbox) {
     let argv_file = argv_dir.path().join("argv");
     let sb = sandbox(resume, &argv_file);
     let id = sb.add("t", "ready-for-design", &[]);
-    sb.tick();
+    let report = sb.tick_json(&[]);
+    // Issue #36: the tick report says how the run's session began.
+    assert_eq!(report["runs"][0]["session"], "new", "{report:#}");
     let first = std::fs::read_to_string(&argv_file).unwrap();
     assert!(
         !first.contains("--resume"),
@@ -48,6 +50,8 @@ fn second_attempt_argv(resume: bool) -> (Vec<String>, Sandbox) {
     std::thread::sleep(std::time::Duration::from_millis(1300));
     let report = sb.tick_json(&[]);
     assert_eq!(report["runs"][0]["attempt"], 2, "{report:#}");
+    let session = if resume { "resumed" } else { "new" };
+    assert_eq!(report["runs"][0]["session"], session, "{report:#}");
     assert_eq!(sb.ticket(&id).status, "blocked");
     let argv = std::fs::read_to_string(&argv_file)
         .unwrap()

@@ -21,6 +21,7 @@ fn plan(dir: &Path, command: &[&str], timeout: u64, stall: Option<u64>) -> RunPl
         run_dir: dir.join("run"),
         timeout: Duration::from_secs(timeout),
         stall_timeout: stall.map(Duration::from_secs),
+        handshake_timeout: Duration::from_secs(60),
         resume: None,
         resume_command: None,
         stream: Default::default(),

@@ -23,6 +23,7 @@ async fn agent_sees(dir: &std::path::Path, env: BTreeMap<String, String>) -> Str
         run_dir: dir.join(format!("run-{}", uuid::Uuid::new_v4())),
         timeout: Duration::from_secs(30),
         stall_timeout: None,
+        handshake_timeout: Duration::from_secs(60),
         resume: None,
         resume_command: None,
         stream: Default::default(),

@@ -93,6 +93,7 @@ fn three_stage_fixture_loads_with_every_field() {
             extra_args: Vec::new(),
             timeout: Duration::from_secs(3600),
             stall_timeout: None,
+            handshake_timeout: Duration::from_secs(60),
             env: BTreeMap::from([("AGENT_MODE".to_string(), "careful".to_string())]),
             resume: true,
             allow_permission_denials: false,

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sortie::agent::{run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan, RunReport, Usage};
+use sortie::agent::{
+    run_agent, AgentOutcome, AgentSpec, RunEnd, RunPlan, RunReport, SessionStart, Usage,
+};
 use sortie::block::{Category, NextAction};
 use sortie::config::{AgentConfig, AgentPreset};
 use tokio_util::sync::CancellationToken;
@@ -78,6 +80,7 @@ pub fn base_agent(preset: AgentPreset, program: String) -> AgentConfig {
         extra_args: Vec::new(),
         timeout: Duration::from_secs(120),
         stall_timeout: Some(Duration::from_secs(60)),
+        handshake_timeout: Duration::from_secs(60),
         env: BTreeMap::new(),
         resume: true,
         allow_permission_denials: false,
@@ -430,6 +433,8 @@ async fn claude_resumes_the_previous_session_on_the_next_attempt() {
     let report = run(&second).await;
     assert_eq!(summary(&report), "MOCK-DONE: resumed");
     assert!(report.notes.is_empty(), "{:?}", report.notes);
+    assert_eq!(report.session_start, Some(SessionStart::Resumed));
+    assert_eq!(first.session_start, Some(SessionStart::New));
     let resumed_call = &server.model_calls()[calls_before];
     assert!(
         conversation(resumed_call).contains("MOCK-DONE: wrote hello.txt"),
@@ -467,6 +472,7 @@ async fn codex_resumes_the_previous_thread_and_records_only_this_attempts_share(
     let report = run(&second).await;
     assert_eq!(summary(&report), "MOCK-DONE: resumed");
     assert_eq!(report.session_id.as_deref(), Some(thread.as_str()));
+    assert_eq!(report.session_start, Some(SessionStart::Resumed));
     assert!(
         conversation(&server.model_calls()[calls_before]).contains("MOCK-DONE: wrote hello.txt"),
         "the resumed call carries the first attempt's conversation"
@@ -494,6 +500,7 @@ async fn a_session_the_cli_cannot_find_falls_back_to_a_fresh_start() {
     let report = run(&p).await;
     assert_eq!(summary(&report), "MOCK-DONE: wrote hello.txt");
     assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    assert_eq!(report.session_start, Some(SessionStart::FellBack));
     assert!(log_of(&report).contains("starting a fresh session"));
 
     server.script(write_then_done(), None);
@@ -503,6 +510,7 @@ async fn a_session_the_cli_cannot_find_falls_back_to_a_fresh_start() {
     let report = run(&p).await;
     assert_eq!(summary(&report), "MOCK-DONE: wrote hello.txt");
     assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    assert_eq!(report.session_start, Some(SessionStart::FellBack));
 }
 
 fn alive(pid: i32) -> bool {

@@ -249,6 +249,24 @@ impl EventStream {
         }
     }
 
+    /// How an ACP agent's session began, once it did; `None` for the other presets (the
+    /// runner knows theirs).
+    pub fn session_start(&self) -> Option<crate::agent::SessionStart> {
+        match &self.parser {
+            Parser::Acp(p) => p.session_start(),
+            _ => None,
+        }
+    }
+
+    /// Whether an ACP agent's handshake is still going on (a request before the prompt is
+    /// unanswered). Always false for the other presets.
+    pub fn in_handshake(&self) -> bool {
+        match &self.parser {
+            Parser::Acp(p) => p.handshake_waiting().is_some(),
+            _ => false,
+        }
+    }
+
     /// Ask an ACP agent to stop its turn (`session/cancel`); nothing for the other presets.
     pub fn cancel_turn(&mut self) {
         if let Parser::Acp(p) = &mut self.parser {

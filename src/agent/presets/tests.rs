@@ -26,6 +26,7 @@ fn agent(preset: AgentPreset) -> AgentConfig {
         extra_args: Vec::new(),
         timeout: Duration::from_secs(60),
         stall_timeout: None,
+        handshake_timeout: Duration::from_secs(60),
         env: Default::default(),
         resume: true,
         allow_permission_denials: false,

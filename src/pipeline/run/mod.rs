@@ -237,6 +237,7 @@ async fn run_stage(
                 duration: std::time::Duration::from_secs_f64(done.duration_seconds.max(0.0)),
                 usage: None,
                 session_id: None,
+                session_start: None,
                 notes: vec![format!(
                     "the agent ran in run {}, which ended before its outcome was stored",
                     done.run_id
@@ -367,6 +368,7 @@ async fn run_stage(
         }
         RunEnd::Finished(mut report) => {
             line.log_path = Some(report.log_path.display().to_string());
+            line.session = report.session_start;
             line.verify = checks.iter().map(|c| c.result.clone()).collect();
             let mut evidence = crate::block::Evidence {
                 checks,

@@ -1,13 +1,18 @@
 //! A scripted model server on 127.0.0.1 for the real agent CLIs: the Anthropic Messages API
-//! (`POST /v1/messages`, streaming SSE and the non-streaming form Claude Code falls back to)
-//! and the OpenAI Responses API (`POST /v1/responses`, SSE), answering each model call with
-//! the next step of a per-test script, logging every request, and counting the tokens it
-//! bills so tests can hold the CLI's accounting to it.
+//! (`POST /v1/messages`, streaming SSE and the non-streaming form Claude Code falls back to),
+//! the OpenAI Responses API (`POST /v1/responses`, SSE), OpenAI Chat Completions (`chat`) and
+//! the Gemini API (`gemini`), answering each model call with the next step of a per-test
+//! script (whatever the protocol), logging every request, and counting the tokens it bills
+//! so tests can hold the CLI's accounting to it.
 //!
 //! Shapes follow the vendors' API references (Anthropic "Streaming Messages": `message_start`,
 //! `content_block_start/delta/stop`, `message_delta`, `message_stop`, `error`; OpenAI
 //! "Responses streaming events": `response.created`, `response.output_item.added/done`,
 //! `response.output_text.delta`, `response.completed`, `response.failed`).
+
+mod chat;
+mod gemini;
+mod tools;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -41,6 +46,9 @@ pub enum Step {
     StreamError,
     /// The connection closed mid-stream.
     Cut,
+    /// A stream that starts (a first event or a first text chunk) and then never goes on
+    /// nor ends: a model that hangs. Not billed.
+    Hang,
 }
 
 /// Tokens billed per completed Anthropic call: input, cache writes, cache reads, output. A
@@ -50,6 +58,13 @@ pub const CLAUDE_CALL: [u64; 4] = [1000, 200, 30, 40];
 /// Tokens billed per completed OpenAI call: input (cached included), cached, output,
 /// reasoning (included in output).
 pub const CODEX_CALL: [u64; 4] = [1500, 1200, 60, 7];
+
+/// Tokens billed per completed Gemini API call: `promptTokenCount`, `candidatesTokenCount`
+/// (no cached content, no thoughts: Gemini CLI reports only these two counts).
+pub const GEMINI_CALL: [u64; 2] = [2000, 80];
+/// Tokens billed per completed Chat Completions call: `prompt_tokens` (cached included),
+/// `prompt_tokens_details.cached_tokens`, `completion_tokens`.
+pub const CHAT_CALL: [u64; 3] = [1800, 600, 70];
 
 /// What the server billed, in sortie's disjoint fields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,7 +102,74 @@ struct Shared {
     workspace: String,
     log: Vec<Logged>,
     billed: Billed,
+    /// The part of `billed` spent on side calls (see `ModelServer::side_billed`).
+    side: Billed,
+    /// The last completed call that was not a side call, alone.
+    last: Billed,
+    /// Streams of `Step::Hang` still open (the client has not gone away).
+    hanging: usize,
     counter: u64,
+}
+
+impl Shared {
+    /// Bill one completed Gemini or Chat Completions call of these disjoint counts.
+    fn bill(&mut self, side: bool, input: u64, cache_read: u64, output: u64) {
+        self.billed.add(input, cache_read, 0, output, 0);
+        if side {
+            self.side.add(input, cache_read, 0, output, 0);
+        } else {
+            self.last = Billed::default();
+            self.last.add(input, cache_read, 0, output, 0);
+        }
+    }
+}
+
+impl Billed {
+    /// Add one completed call of these disjoint counts.
+    fn add(&mut self, input: u64, cache_read: u64, cache_write: u64, output: u64, reasoning: u64) {
+        self.calls += 1;
+        self.input += input;
+        self.cache_read += cache_read;
+        self.cache_write += cache_write;
+        self.output += output;
+        self.reasoning += reasoning;
+    }
+
+    /// This bill less `other` (an earlier reading, or the side calls).
+    pub fn minus(&self, other: &Billed) -> Billed {
+        Billed {
+            calls: self.calls - other.calls,
+            input: self.input - other.input,
+            cache_read: self.cache_read - other.cache_read,
+            cache_write: self.cache_write - other.cache_write,
+            output: self.output - other.output,
+            reasoning: self.reasoning - other.reasoning,
+        }
+    }
+}
+
+/// The model call a request path is, if it is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    Messages,
+    Responses,
+    Chat,
+    /// Gemini `:generateContent` (`false`) or `:streamGenerateContent` (`true`).
+    Gemini(bool),
+}
+
+fn endpoint(path: &str) -> Option<Endpoint> {
+    match path {
+        "/v1/messages" => Some(Endpoint::Messages),
+        "/v1/responses" => Some(Endpoint::Responses),
+        "/v1/chat/completions" => Some(Endpoint::Chat),
+        _ if path.starts_with("/v1beta/models/") => match path.rsplit_once(':')?.1 {
+            "generateContent" => Some(Endpoint::Gemini(false)),
+            "streamGenerateContent" => Some(Endpoint::Gemini(true)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A running server; dropped with the test's runtime.
@@ -129,17 +211,37 @@ impl ModelServer {
         self.shared.lock().unwrap().log.clone()
     }
 
-    /// The model calls so far (requests to the messages or responses endpoint).
+    /// The model calls so far (requests to a messages, responses, chat completions or
+    /// Gemini generate endpoint; token counts are not model calls).
     pub fn model_calls(&self) -> Vec<Logged> {
         self.requests()
             .into_iter()
-            .filter(|r| r.path == "/v1/messages" || r.path == "/v1/responses")
+            .filter(|r| endpoint(&r.path).is_some())
             .collect()
     }
 
     /// Tokens billed for completed calls.
     pub fn billed(&self) -> Billed {
         self.shared.lock().unwrap().billed
+    }
+
+    /// The part of [`ModelServer::billed`] spent on side calls: calls that offer the model
+    /// no tools (`tools: []` for the Messages API), or force one tool (an agent's
+    /// next-speaker checks, titles, JSON classifiers, Claude Code's list of the files a
+    /// command touched). They are answered (a short text, or JSON fitting the schema asked
+    /// for) without taking a step of the script.
+    pub fn side_billed(&self) -> Billed {
+        self.shared.lock().unwrap().side
+    }
+
+    /// What the last completed call that was not a side call billed, alone.
+    pub fn last_call_billed(&self) -> Billed {
+        self.shared.lock().unwrap().last
+    }
+
+    /// How many `Step::Hang` streams are still open: 0 once every hung client went away.
+    pub fn hanging(&self) -> usize {
+        self.shared.lock().unwrap().hanging
     }
 
     /// The absolute path Claude's Write tool calls use from now on.
@@ -162,46 +264,54 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let credential = ["x-api-key", "authorization"]
+    let credential = ["x-api-key", "x-goog-api-key", "authorization"]
         .iter()
         .find_map(|h| headers.get(*h))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let path = uri.path().to_string();
-    let (step, n, workspace) = {
+    let (step, n, workspace, side) = {
         let mut s = shared.lock().unwrap();
         s.log.push(Logged {
             path: path.clone(),
             credential,
             body: body.clone(),
         });
-        let model_call = path == "/v1/messages" || path == "/v1/responses";
-        let step = if model_call {
+        let side = match endpoint(&path) {
+            // Claude Code's own small calls with `tools: []` (after a Bash call, the haiku
+            // call that lists the files the command touched).
+            Some(Endpoint::Messages) => body["tools"].as_array().is_some_and(Vec::is_empty),
+            Some(Endpoint::Chat) => chat::is_side(&body),
+            Some(Endpoint::Gemini(_)) => gemini::is_side(&body),
+            _ => false,
+        };
+        let step = if endpoint(&path).is_some() && !side {
             s.steps.pop_front().or_else(|| s.then.clone())
         } else {
             None
         };
         s.counter += 1;
-        (step, s.counter, s.workspace.clone())
+        (step, s.counter, s.workspace.clone(), side)
     };
     let model = body["model"].as_str().unwrap_or("mock-model").to_string();
-    match path.as_str() {
-        "/v1/messages" => {
-            let step = step.unwrap_or(Step::Status(500));
-            let tools = offered_tools(&body);
-            anthropic(
-                &shared,
-                step,
-                n,
-                &model,
-                &workspace,
-                body["stream"] == true,
-                &tools,
-            )
+    match endpoint(&path) {
+        Some(Endpoint::Messages) => {
+            let step = step_or_side(step, side, || "ok".into());
+            anthropic(&shared, step, n, &model, &workspace, &body, side)
         }
-        "/v1/responses" => openai(&shared, step.unwrap_or(Step::Status(500)), n, &model),
-        // Anything else the CLIs ask (token counts, metadata): an empty success.
-        _ => json_response(200, json!({})),
+        Some(Endpoint::Responses) => openai(&shared, step.unwrap_or(Step::Status(500)), n, &model),
+        Some(Endpoint::Chat) => chat::answer(&shared, step, n, &model, &workspace, &body),
+        Some(Endpoint::Gemini(stream)) => {
+            let model = path
+                .trim_start_matches("/v1beta/models/")
+                .split(':')
+                .next()
+                .unwrap_or("mock-gemini");
+            gemini::answer(&shared, step, stream, model, &workspace, &body)
+        }
+        None if path.ends_with(":countTokens") => json_response(200, gemini::count_tokens()),
+        // Anything else the CLIs ask (metadata): an empty success.
+        None => json_response(200, json!({})),
     }
 }
 
@@ -214,22 +324,60 @@ fn json_response(status: u16, body: Value) -> Response {
         .unwrap()
 }
 
+/// How a stream ends after its events.
+enum Tail {
+    /// As the protocol ends it.
+    End,
+    /// The connection closes mid-stream.
+    Cut,
+    /// It never ends: counted in `Shared::hanging` until the client goes away.
+    Hang,
+}
+
 fn sse(events: Vec<(String, Value)>, cut: bool) -> Response {
-    use futures_util::StreamExt;
-    let chunks: Vec<Result<Bytes, std::io::Error>> = events
+    let frames = events
         .into_iter()
-        .map(|(name, data)| Ok(Bytes::from(format!("event: {name}\ndata: {data}\n\n"))))
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
         .collect();
+    sse_frames(frames, if cut { Tail::Cut } else { Tail::End }, None)
+}
+
+/// Counts a hung stream while its body lives (the body is dropped when the client goes).
+struct HangGuard(Arc<Mutex<Shared>>);
+
+impl Drop for HangGuard {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().hanging -= 1;
+    }
+}
+
+/// An SSE response of these raw frames, then `tail` (`shared` counts a hang).
+fn sse_frames(frames: Vec<String>, tail: Tail, shared: Option<&Arc<Mutex<Shared>>>) -> Response {
+    use futures_util::StreamExt;
+    let chunks: Vec<Result<Bytes, std::io::Error>> =
+        frames.into_iter().map(|f| Ok(Bytes::from(f))).collect();
     let body = futures_util::stream::iter(chunks);
-    let body = if cut {
+    let body = match tail {
+        Tail::End => body.boxed(),
         // Let the events reach the client, then drop the connection mid-stream.
-        body.chain(futures_util::stream::once(async {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            Err(std::io::Error::other("cut by the script"))
-        }))
-        .boxed()
-    } else {
-        body.boxed()
+        Tail::Cut => body
+            .chain(futures_util::stream::once(async {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                Err(std::io::Error::other("cut by the script"))
+            }))
+            .boxed(),
+        Tail::Hang => {
+            let shared = shared.expect("a hang is counted").clone();
+            shared.lock().unwrap().hanging += 1;
+            let guard = HangGuard(shared);
+            body.chain(
+                futures_util::stream::pending::<Result<Bytes, std::io::Error>>().map(move |x| {
+                    let _held = &guard;
+                    x
+                }),
+            )
+            .boxed()
+        }
     };
     Response::builder()
         .status(StatusCode::OK)
@@ -268,7 +416,7 @@ fn claude_blocks(step: &Step, n: u64, workspace: &str, tools: &[String]) -> Vec<
         Step::WriteFile { file, content } => vec![
             json!({"type": "text", "text": "I'll write the file."}),
             json!({"type": "tool_use", "id": format!("toolu_{n:04}"), "name": tool_named(tools, "Write"),
-                   "input": {"file_path": format!("{workspace}/{file}"), "content": content}}),
+                   "input": {"file_path": tools::target(workspace, file), "content": content}}),
         ],
         Step::Shell(command) => vec![
             json!({"type": "text", "text": "I'll run a command."}),
@@ -281,14 +429,16 @@ fn claude_blocks(step: &Step, n: u64, workspace: &str, tools: &[String]) -> Vec<
 }
 
 fn anthropic(
-    shared: &Mutex<Shared>,
+    shared: &Arc<Mutex<Shared>>,
     step: Step,
     n: u64,
     model: &str,
     workspace: &str,
-    stream: bool,
-    tools: &[String],
+    body: &Value,
+    side: bool,
 ) -> Response {
+    let stream = body["stream"] == true;
+    let tools = &offered_tools(body);
     if let Step::Status(status) = step {
         let kind = match status {
             401 => "authentication_error",
@@ -333,6 +483,9 @@ fn anthropic(
             s.billed.cache_write += cache_write;
             s.billed.cache_read += cache_read;
         }
+        if completes && side {
+            s.side.add(input, cache_read, cache_write, output, 0);
+        }
     }
     if !stream {
         let mut message = json!({"id": id, "type": "message", "role": "assistant", "model": model,
@@ -362,6 +515,7 @@ fn anthropic(
             return sse(events, false);
         }
         Step::Cut => return sse(events, true),
+        Step::Hang => return hang(shared, events),
         _ => {}
     }
     for (i, block) in blocks.iter().enumerate() {
@@ -400,17 +554,41 @@ fn anthropic(
     sse(events, false)
 }
 
-fn openai(shared: &Mutex<Shared>, step: Step, n: u64, model: &str) -> Response {
+/// The named events, then a stream that never ends.
+fn hang(shared: &Arc<Mutex<Shared>>, events: Vec<(String, Value)>) -> Response {
+    let frames = events
+        .into_iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    sse_frames(frames, Tail::Hang, Some(shared))
+}
+
+/// OpenAI's error body for `status` (Responses and Chat Completions alike).
+fn openai_error(status: u16) -> Response {
+    let (kind, message) = match status {
+        401 => ("invalid_api_key", "mock: Incorrect API key provided"),
+        400 => ("invalid_request_error", "mock: the request is invalid"),
+        _ => ("server_error", "mock: internal server error"),
+    };
+    json_response(
+        status,
+        json!({"error": {"message": message, "type": kind, "code": kind, "param": null}}),
+    )
+}
+
+/// The step that answers a call: the script's; else, for a side call, `side_answer` as a
+/// text; else (the script is used up) a 500.
+fn step_or_side(step: Option<Step>, side: bool, side_answer: impl FnOnce() -> String) -> Step {
+    match step {
+        Some(step) => step,
+        None if side => Step::Text(side_answer()),
+        None => Step::Status(500),
+    }
+}
+
+fn openai(shared: &Arc<Mutex<Shared>>, step: Step, n: u64, model: &str) -> Response {
     if let Step::Status(status) = step {
-        let (kind, message) = match status {
-            401 => ("invalid_api_key", "mock: Incorrect API key provided"),
-            400 => ("invalid_request_error", "mock: the request is invalid"),
-            _ => ("server_error", "mock: internal server error"),
-        };
-        return json_response(
-            status,
-            json!({"error": {"message": message, "type": kind, "code": kind, "param": null}}),
-        );
+        return openai_error(status);
     }
     let [input, cached, output, reasoning] = CODEX_CALL;
     let resp_id = format!("resp_{n:04}");
@@ -454,6 +632,7 @@ fn openai(shared: &Mutex<Shared>, step: Step, n: u64, model: &str) -> Response {
             return sse(events, false);
         }
         Step::Cut => return sse(events, true),
+        Step::Hang => return hang(shared, events),
         _ => {}
     }
     let command = match &step {

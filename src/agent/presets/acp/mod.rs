@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use super::{clip, Taken};
 use crate::agent::outcome::{AgentOutcome, Usage};
+use crate::agent::SessionStart;
 use crate::block::{Category, NextAction};
 use crate::config::AcpPermissions;
 use policy::{Confinement, ToolFacts};
@@ -95,6 +96,8 @@ pub(crate) struct AcpSession {
     log: Vec<String>,
     notes: Vec<String>,
     session_id: Option<String>,
+    /// How the session began, once it did.
+    start: Option<SessionStart>,
     cancel_sent: bool,
     tools: BTreeMap<String, ToolFacts>,
     denials: Vec<String>,
@@ -125,6 +128,7 @@ impl AcpSession {
             log: Vec::new(),
             notes: Vec::new(),
             session_id: None,
+            start: None,
             cancel_sent: false,
             tools: BTreeMap::new(),
             denials: Vec::new(),
@@ -198,6 +202,11 @@ impl AcpSession {
     /// The session in use (the loaded one, or the new one).
     pub(crate) fn session_id(&self) -> Option<&str> {
         self.session_id.as_deref()
+    }
+
+    /// How the session began: loaded, new, or new because the load failed or is not offered.
+    pub(crate) fn session_start(&self) -> Option<SessionStart> {
+        self.start
     }
 
     /// Model calls so far: Qwen Code's usage reports (one per call), else the rounds seen
@@ -437,6 +446,7 @@ impl AcpSession {
             }
             Pending::Load => {
                 self.session_id = self.options.resume.clone();
+                self.start = Some(SessionStart::Resumed);
                 self.log.push(format!(
                     "resumed session {} with session/load",
                     self.session_id.as_deref().unwrap_or("")
@@ -446,6 +456,11 @@ impl AcpSession {
             Pending::New => match result.get("sessionId").and_then(Value::as_str) {
                 Some(session) => {
                     self.session_id = Some(session.to_string());
+                    self.start = Some(if self.options.resume.is_some() {
+                        SessionStart::FellBack
+                    } else {
+                        SessionStart::New
+                    });
                     self.choose_model();
                 }
                 None => self.fail(
