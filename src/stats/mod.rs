@@ -30,6 +30,26 @@ pub enum GroupBy {
 /// recorded, or recorded before sortie kept them).
 pub const UNKNOWN_GROUP: &str = "unknown";
 
+impl std::str::FromStr for GroupBy {
+    type Err = String;
+
+    /// `stage`, `role`, `ticket`, `agent` or `model`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(match text {
+            "stage" => GroupBy::Stage,
+            "role" => GroupBy::Role,
+            "ticket" => GroupBy::Ticket,
+            "agent" => GroupBy::Agent,
+            "model" => GroupBy::Model,
+            _ => {
+                return Err(format!(
+                    "by {text:?}: expected stage, role, ticket, agent or model"
+                ))
+            }
+        })
+    }
+}
+
 impl GroupBy {
     /// The group a run (with its usage row, if any) belongs to.
     fn of<'r>(self, run: &'r RunRecord, usage: Option<&'r RunUsage>) -> &'r str {
@@ -116,12 +136,7 @@ pub fn compute(
     since: DateTime<Utc>,
 ) -> Stats {
     let usage: HashMap<&str, &RunUsage> = usage.iter().map(|u| (u.run_id.as_str(), u)).collect();
-    let mut ordered: Vec<&RunRecord> = runs.iter().collect();
-    ordered.sort_by(|a, b| {
-        a.started_at
-            .cmp(&b.started_at)
-            .then(a.run_id.cmp(&b.run_id))
-    });
+    let ordered = in_order(runs);
     let rework = rework_runs(&ordered);
 
     let mut groups: BTreeMap<&str, Vec<&RunRecord>> = BTreeMap::new();
@@ -161,6 +176,42 @@ pub fn compute(
             .then(|| cost.cost_usd / finished.len() as f64),
         finished_tickets_runs_cost_unknown: cost.runs_cost_unknown,
     }
+}
+
+/// The figures of the runs of `runs` that started in each of `windows` (a name, its
+/// first instant, the first instant after it), in the order given: the dashboard's
+/// days. A rework round is told from every run of `runs`, so a ticket's success on one
+/// day makes its next run of that role, on a later day, a rework round.
+pub fn per_window(
+    runs: &[RunRecord],
+    usage: &[RunUsage],
+    windows: &[(String, DateTime<Utc>, DateTime<Utc>)],
+) -> Vec<Figures> {
+    let usage: HashMap<&str, &RunUsage> = usage.iter().map(|u| (u.run_id.as_str(), u)).collect();
+    let ordered = in_order(runs);
+    let rework = rework_runs(&ordered);
+    windows
+        .iter()
+        .map(|(name, start, end)| {
+            let inside: Vec<&RunRecord> = ordered
+                .iter()
+                .filter(|r| r.started_at >= *start && r.started_at < *end)
+                .copied()
+                .collect();
+            figures(name, &inside, &usage, &rework)
+        })
+        .collect()
+}
+
+/// `runs` by start, then id.
+fn in_order(runs: &[RunRecord]) -> Vec<&RunRecord> {
+    let mut ordered: Vec<&RunRecord> = runs.iter().collect();
+    ordered.sort_by(|a, b| {
+        a.started_at
+            .cmp(&b.started_at)
+            .then(a.run_id.cmp(&b.run_id))
+    });
+    ordered
 }
 
 /// The run ids that are rework rounds: for each ticket and role, the first run after a

@@ -209,3 +209,44 @@ fn nearest_rank_percentiles() {
     assert_eq!(nearest_rank(&[7.0], 95.0), Some(7.0));
     assert_eq!(nearest_rank(&[], 50.0), None);
 }
+
+#[test]
+fn figures_per_window_count_each_run_in_the_window_it_started_in() {
+    let (runs, usage) = history();
+    // Minutes 0-29 (r1 r2 r3), 30-59 (r4 r5 r6 r7), 60-89 (r8), then an empty window.
+    let window = |name: &str, from: i64, to: i64| {
+        (
+            name.to_string(),
+            t0() + Duration::minutes(from),
+            t0() + Duration::minutes(to),
+        )
+    };
+    let windows = [
+        window("a", 0, 30),
+        window("b", 30, 60),
+        window("c", 60, 90),
+        window("d", 90, 120),
+    ];
+    let days = per_window(&runs, &usage, &windows);
+    let seen: Vec<(&str, u32, u32, u32)> = days
+        .iter()
+        .map(|d| (d.group.as_str(), d.runs, d.finished, d.succeeded))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("a", 3, 3, 2),
+            ("b", 4, 3, 2),
+            ("c", 1, 1, 0),
+            ("d", 0, 0, 0)
+        ]
+    );
+    assert!(close(days[0].cost_usd, 0.30), "{:?}", days[0]);
+    assert_eq!(days[0].runs_cost_unknown, 1, "r3");
+    assert_eq!(days[0].rework_rounds, 1, "r3");
+    assert_eq!(
+        days[2].rework_rounds, 1,
+        "r8 is a rework round though r4's success is in another window"
+    );
+    assert_eq!(days[3].success_rate, None);
+}
