@@ -307,6 +307,8 @@ mod tests {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         }
     }
 

@@ -225,6 +225,13 @@ pub struct RunRecord {
     /// The ticket's title when the run started (kept once recorded: a later record with
     /// none leaves it), so history names a ticket that has left the board.
     pub title: Option<String>,
+    /// The agent preset that ran it (`claude-code`, `codex`, `acp`, `command`), kept
+    /// once recorded like `title`; `None` in rows from before it was (`sortie stats`
+    /// counts them as `unknown`).
+    pub agent: Option<String>,
+    /// The model its agent was told to use, when sortie could tell it from the argv;
+    /// kept once recorded like `agent`.
+    pub model: Option<String>,
 }
 
 /// Progress of an outbox entry through write-back.

@@ -20,14 +20,15 @@ pub enum GroupBy {
     Role,
     /// The ticket.
     Ticket,
-    /// The agent preset (`claude-code`, `codex`, `command`) its usage row names.
+    /// The agent preset (`claude-code`, `codex`, `acp`, `command`) its run-history row
+    /// names, else its usage row.
     Agent,
-    /// The model its usage row names.
+    /// The model its run-history row names, else its usage row.
     Model,
 }
 
-/// The group of a run whose usage row does not name its agent or model (no usage
-/// recorded, or recorded before sortie kept them).
+/// The group of a run whose rows do not name its agent or model (recorded before sortie
+/// kept them, or a model sortie could not tell from the agent's argv).
 pub const UNKNOWN_GROUP: &str = "unknown";
 
 impl std::str::FromStr for GroupBy {
@@ -51,17 +52,22 @@ impl std::str::FromStr for GroupBy {
 }
 
 impl GroupBy {
-    /// The group a run (with its usage row, if any) belongs to.
+    /// The group a run (with its usage row, if any) belongs to: agent and model from the
+    /// run's own row, else from its usage row (runs recorded before the run kept them).
     fn of<'r>(self, run: &'r RunRecord, usage: Option<&'r RunUsage>) -> &'r str {
         match self {
             GroupBy::Stage => &run.stage,
             GroupBy::Role => &run.key.role,
             GroupBy::Ticket => &run.key.ticket_id,
-            GroupBy::Agent => usage
-                .and_then(|u| u.agent.as_deref())
+            GroupBy::Agent => run
+                .agent
+                .as_deref()
+                .or(usage.and_then(|u| u.agent.as_deref()))
                 .unwrap_or(UNKNOWN_GROUP),
-            GroupBy::Model => usage
-                .and_then(|u| u.model.as_deref())
+            GroupBy::Model => run
+                .model
+                .as_deref()
+                .or(usage.and_then(|u| u.model.as_deref()))
                 .unwrap_or(UNKNOWN_GROUP),
         }
     }

@@ -39,6 +39,8 @@ fn run(
         session_id: None,
         route: None,
         title: None,
+        agent: None,
+        model: None,
     }
 }
 
@@ -89,6 +91,15 @@ fn history() -> (Vec<RunRecord>, Vec<RunUsage>) {
         usage("r8", 10, Some(0.01)),
     ];
     (runs, usage)
+}
+
+/// Each group's name and run count.
+fn groups(stats: &Stats) -> Vec<(&str, u32)> {
+    stats
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.runs))
+        .collect()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -176,19 +187,11 @@ fn figures_by_ticket_and_by_stage_group_the_same_runs() {
 fn figures_by_agent_and_by_model_come_from_the_usage_rows() {
     let (runs, usage) = history();
     let by_model = compute(&runs, &usage, GroupBy::Model, "backend", t0());
-    let names: Vec<(&str, u32)> = by_model
-        .groups
-        .iter()
-        .map(|g| (g.group.as_str(), g.runs))
-        .collect();
+    let names = groups(&by_model);
     // r3 reported tokens and no cost (no model known); r5 and r7 reported nothing.
     assert_eq!(names, [("opus", 5), ("unknown", 3)]);
     let by_agent = compute(&runs, &usage, GroupBy::Agent, "backend", t0());
-    let names: Vec<(&str, u32)> = by_agent
-        .groups
-        .iter()
-        .map(|g| (g.group.as_str(), g.runs))
-        .collect();
+    let names = groups(&by_agent);
     assert_eq!(names, [("claude-code", 5), ("codex", 1), ("unknown", 2)]);
 }
 
@@ -249,4 +252,33 @@ fn figures_per_window_count_each_run_in_the_window_it_started_in() {
         "r8 is a rework round though r4's success is in another window"
     );
     assert_eq!(days[3].success_rate, None);
+}
+
+#[test]
+fn agent_and_model_come_from_the_run_row_first_then_the_usage_row() {
+    let (mut runs, usage) = history();
+    // r5 (no usage row) and r7 (running) name their agent on the run itself; r3's run
+    // row names the model its usage row does not.
+    for run in runs.iter_mut() {
+        match run.run_id.as_str() {
+            "r5" | "r7" => {
+                run.agent = Some("command".into());
+            }
+            "r3" => {
+                run.agent = Some("codex".into());
+                run.model = Some("gpt-5-codex".into());
+            }
+            _ => {}
+        }
+    }
+    let by_agent = compute(&runs, &usage, GroupBy::Agent, "backend", t0());
+    let names = groups(&by_agent);
+    assert_eq!(names, [("claude-code", 5), ("codex", 1), ("command", 2)]);
+    let by_model = compute(&runs, &usage, GroupBy::Model, "backend", t0());
+    let names = groups(&by_model);
+    assert_eq!(
+        names,
+        [("gpt-5-codex", 1), ("opus", 5), ("unknown", 2)],
+        "a command agent has no model sortie can tell"
+    );
 }

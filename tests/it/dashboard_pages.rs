@@ -398,6 +398,8 @@ async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
         session_id: None,
         route: None,
         title: None,
+        agent: None,
+        model: None,
     };
     d.ledger.record_run(&record("outside", &secret)).unwrap();
     d.ledger
@@ -865,6 +867,8 @@ async fn recent_handoffs_and_failures_survive_a_restart() {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         })
         .unwrap();
     d.stop().await;
@@ -1057,6 +1061,8 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
                 session_id: None,
                 route: None,
                 title: None,
+                agent: None,
+                model: None,
             })
             .unwrap();
         d.ledger
@@ -1108,6 +1114,8 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         })
         .unwrap();
     let page = decoded(
@@ -1250,6 +1258,8 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         })
         .unwrap();
     let page = decoded(

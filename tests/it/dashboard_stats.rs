@@ -167,6 +167,8 @@ async fn seeded() -> (tempfile::TempDir, Daemon) {
                 session_id: None,
                 route: None,
                 title: None,
+                agent: None,
+                model: None,
             })
             .unwrap();
         if let Some((tokens, cost_usd)) = s.usage {

@@ -84,6 +84,8 @@ pipeline_stages:
                 session_id: None,
                 route: None,
                 title: None,
+                agent: None,
+                model: None,
             })
             .unwrap();
         if let Some((tokens, cost_usd)) = usage {
