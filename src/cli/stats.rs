@@ -78,6 +78,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     let tracker = config.tracker.name();
     let runs = ledger.runs_since(&tracker, since)?;
     let usage = ledger.usage_since(&tracker, since)?;
+    let merged = ledger.merges_since(&tracker, since)?;
     let by = match args.by {
         By::Stage => GroupBy::Stage,
         By::Role => GroupBy::Role,
@@ -86,7 +87,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
         By::Model => GroupBy::Model,
     };
     let last_role = config.stages.last().map_or("", |s| s.role.as_str());
-    let stats = compute(&runs, &usage, by, last_role, since);
+    let stats = compute(&runs, &usage, &merged, by, last_role, since);
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &stats)?;
@@ -117,18 +118,39 @@ pub fn render(stats: &Stats, last_role: &str) -> String {
     for f in stats.groups.iter().chain(std::iter::once(&stats.total)) {
         out.push_str(&line(f));
     }
-    let cost = match stats.cost_per_finished_ticket {
-        None => "none finished".to_string(),
-        Some(usd) => match stats.finished_tickets_runs_cost_unknown {
-            0 => format!("${usd:.4} per ticket"),
-            n => format!("at least ${usd:.4} per ticket ({n} run(s) of unknown cost left out)"),
-        },
-    };
+    let cost = per(
+        "ticket",
+        "none finished",
+        stats.cost_per_finished_ticket,
+        stats.finished_tickets_runs_cost_unknown,
+    );
     out.push_str(&format!(
         "tickets that reached the last stage ({last_role}): {}, {cost}\n",
         stats.finished_tickets
     ));
+    let merged = per(
+        "pull request",
+        "none merged",
+        stats.cost_per_merged_pull_request,
+        stats.merged_pull_requests_runs_cost_unknown,
+    );
+    out.push_str(&format!(
+        "pull requests merged: {}, {merged}\n",
+        stats.merged_pull_requests
+    ));
     out
+}
+
+/// A cost per `what`: `$0.6000 per ticket`, a lower bound when `unknown` runs are
+/// left out, `none` without any.
+fn per(what: &str, none: &str, usd: Option<f64>, unknown: u32) -> String {
+    match (usd, unknown) {
+        (None, _) => none.to_string(),
+        (Some(usd), 0) => format!("${usd:.4} per {what}"),
+        (Some(usd), n) => {
+            format!("at least ${usd:.4} per {what} ({n} run(s) of unknown cost left out)")
+        }
+    }
 }
 
 fn line(f: &Figures) -> String {

@@ -39,11 +39,12 @@ pub(super) fn week(
     let from = windows.first().map_or(since, |w| w.1).min(since);
     let runs = ledger.runs_since(tracker, from)?;
     let usage = ledger.usage_since(tracker, from)?;
+    let merged = ledger.merges_since(tracker, since)?;
     let last_role = config.stages.last().map_or("", |s| s.role.as_str());
     let days = per_window(&runs, &usage, &windows);
     let runs: Vec<_> = runs.into_iter().filter(|r| r.started_at >= since).collect();
     Ok(Week {
-        stats: compute(&runs, &usage, by, last_role, since),
+        stats: compute(&runs, &usage, &merged, by, last_role, since),
         days,
     })
 }
@@ -105,6 +106,7 @@ impl StageRow {
 pub(super) struct WeekPanel {
     rows: Vec<StageRow>,
     finished: String,
+    merged: String,
     chart: String,
     legend: String,
 }
@@ -112,20 +114,13 @@ pub(super) struct WeekPanel {
 impl WeekPanel {
     pub(super) fn of(week: &Week, last_role: &str) -> Self {
         let s = &week.stats;
-        let finished = match s.cost_per_finished_ticket {
-            None => format!("no ticket reached the last stage ({last_role})"),
-            Some(usd) => {
-                let unknown = match s.finished_tickets_runs_cost_unknown {
-                    0 => String::new(),
-                    n => format!(" (at least: {n} run(s) of unknown cost left out)"),
-                };
-                format!(
-                    "{} ticket(s) reached the last stage ({last_role}): {} per ticket{unknown}",
-                    s.finished_tickets,
-                    cost(usd, false)
-                )
-            }
-        };
+        let finished = per(
+            &format!("ticket(s) reached the last stage ({last_role})"),
+            "ticket",
+            s.finished_tickets,
+            s.cost_per_finished_ticket,
+            s.finished_tickets_runs_cost_unknown,
+        );
         WeekPanel {
             rows: s
                 .groups
@@ -134,8 +129,28 @@ impl WeekPanel {
                 .map(StageRow::of)
                 .collect(),
             finished,
+            merged: per(
+                "pull request(s) merged",
+                "merged pull request",
+                s.merged_pull_requests,
+                s.cost_per_merged_pull_request,
+                s.merged_pull_requests_runs_cost_unknown,
+            ),
             chart: super::svg::days_chart(&week.days),
             legend: super::svg::days_legend(),
         }
+    }
+}
+
+/// `3 ticket(s) reached ...: $0.65 per ticket`, a lower bound when `unknown` runs are
+/// left out; `0 ticket(s) reached ...` without any.
+fn per(what: &str, unit: &str, n: u32, usd: Option<f64>, unknown: u32) -> String {
+    match (usd, unknown) {
+        (None, _) => format!("{n} {what}"),
+        (Some(usd), 0) => format!("{n} {what}: {} per {unit}", cost(usd, false)),
+        (Some(usd), u) => format!(
+            "{n} {what}: {} per {unit} (at least: {u} run(s) of unknown cost left out)",
+            cost(usd, false)
+        ),
     }
 }

@@ -351,6 +351,17 @@ pub struct ReactionRecord {
     pub decided_at: Timestamp,
 }
 
+/// A pull request whose merge sortie observed (or made): its `merged` reaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MergedPull {
+    /// The ticket whose pull request it is.
+    pub ticket_id: String,
+    /// The pull request's number.
+    pub pull_request: u64,
+    /// When sortie decided the `merged` reaction (saw the merge, or merged it).
+    pub merged_at: Timestamp,
+}
+
 /// What [`Ledger::put_reaction`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReactionPut {
@@ -757,6 +768,25 @@ pub trait Ledger: Send + Sync {
         tracker: &str,
         ticket_id: Option<&str>,
     ) -> Result<Vec<ReactionRecord>, LedgerError>;
+
+    /// The pull requests of `tracker` whose merge a `merged` reaction recorded at or
+    /// after `since`, oldest first (`sortie stats`' cost per merged pull request).
+    fn merges_since(
+        &self,
+        tracker: &str,
+        since: Timestamp,
+    ) -> Result<Vec<MergedPull>, LedgerError> {
+        Ok(self
+            .reactions(tracker, None)?
+            .into_iter()
+            .filter(|r| r.kind == "merged" && r.decided_at >= since)
+            .map(|r| MergedPull {
+                ticket_id: r.ticket_id,
+                pull_request: r.pull_request,
+                merged_at: r.decided_at,
+            })
+            .collect())
+    }
 
     /// Everything a tick reads about `tracker`: claims, retries, holds, pending outbox.
     fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::ledger::{RunPhase, RunRecord, RunUsage};
+use crate::ledger::{MergedPull, RunPhase, RunRecord, RunUsage};
 
 /// What the figures are grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -120,6 +120,14 @@ pub struct Stats {
     /// Runs of those tickets whose cost is unknown (the figure above is then a lower
     /// bound).
     pub finished_tickets_runs_cost_unknown: u32,
+    /// Pull requests whose merge a `merged` reaction recorded in the window.
+    pub merged_pull_requests: u32,
+    /// What the window's runs of their tickets cost (known costs only), divided by
+    /// their number.
+    pub cost_per_merged_pull_request: Option<f64>,
+    /// Runs of those tickets whose cost is unknown (the figure above is then a lower
+    /// bound).
+    pub merged_pull_requests_runs_cost_unknown: u32,
 }
 
 /// The percentile `p` (0-100) of sorted `values` by nearest rank: the smallest value
@@ -133,10 +141,12 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 /// The figures of `runs` (those of one tracker since `since`, any order) with their
-/// `usage` rows, grouped `by`; `last_role` is the role of the pipeline's last stage.
+/// `usage` rows and the pull requests `merged` since then, grouped `by`; `last_role` is
+/// the role of the pipeline's last stage.
 pub fn compute(
     runs: &[RunRecord],
     usage: &[RunUsage],
+    merged: &[MergedPull],
     by: GroupBy,
     last_role: &str,
     since: DateTime<Utc>,
@@ -153,22 +163,16 @@ pub fn compute(
     let figures = |name: &str, runs: &[&RunRecord]| figures(name, runs, &usage, &rework);
     let total = figures("all", &ordered);
 
-    let finished: Vec<&str> = {
-        let mut ids: Vec<&str> = ordered
+    let finished = tickets(
+        ordered
             .iter()
             .filter(|r| r.key.role == last_role && r.outcome.as_deref() == Some("success"))
-            .map(|r| r.key.ticket_id.as_str())
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
-    };
-    let theirs: Vec<&RunRecord> = ordered
-        .iter()
-        .filter(|r| finished.binary_search(&r.key.ticket_id.as_str()).is_ok())
-        .copied()
-        .collect();
-    let cost = figures("finished", &theirs);
+            .map(|r| r.key.ticket_id.as_str()),
+    );
+    let cost = figures("finished", &runs_of(&ordered, &finished));
+    let merged: Vec<&MergedPull> = merged.iter().filter(|m| m.merged_at >= since).collect();
+    let merged_tickets = tickets(merged.iter().map(|m| m.ticket_id.as_str()));
+    let merged_cost = figures("merged", &runs_of(&ordered, &merged_tickets));
     Stats {
         since,
         by,
@@ -181,7 +185,28 @@ pub fn compute(
         cost_per_finished_ticket: (!finished.is_empty())
             .then(|| cost.cost_usd / finished.len() as f64),
         finished_tickets_runs_cost_unknown: cost.runs_cost_unknown,
+        merged_pull_requests: merged.len() as u32,
+        cost_per_merged_pull_request: (!merged.is_empty())
+            .then(|| merged_cost.cost_usd / merged.len() as f64),
+        merged_pull_requests_runs_cost_unknown: merged_cost.runs_cost_unknown,
     }
+}
+
+/// The distinct ticket ids of `ids`, sorted.
+fn tickets<'r>(ids: impl Iterator<Item = &'r str>) -> Vec<&'r str> {
+    let mut ids: Vec<&str> = ids.collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The runs of `ordered` on one of `tickets` (sorted).
+fn runs_of<'r>(ordered: &[&'r RunRecord], tickets: &[&str]) -> Vec<&'r RunRecord> {
+    ordered
+        .iter()
+        .filter(|r| tickets.binary_search(&r.key.ticket_id.as_str()).is_ok())
+        .copied()
+        .collect()
 }
 
 /// The figures of the runs of `runs` that started in each of `windows` (a name, its

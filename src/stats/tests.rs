@@ -109,7 +109,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn figures_by_role_match_the_hand_computation() {
     let (runs, usage) = history();
-    let stats = compute(&runs, &usage, GroupBy::Role, "backend", t0());
+    let stats = compute(&runs, &usage, &[], GroupBy::Role, "backend", t0());
     let [architect, backend] = &stats.groups[..] else {
         panic!("{:#?}", stats.groups)
     };
@@ -172,12 +172,12 @@ fn figures_by_role_match_the_hand_computation() {
 #[test]
 fn figures_by_ticket_and_by_stage_group_the_same_runs() {
     let (runs, usage) = history();
-    let by_ticket = compute(&runs, &usage, GroupBy::Ticket, "backend", t0());
+    let by_ticket = compute(&runs, &usage, &[], GroupBy::Ticket, "backend", t0());
     let names: Vec<&str> = by_ticket.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, ["1", "2"]);
     assert_eq!(by_ticket.groups[0].rework_rounds, 2);
     assert_eq!(by_ticket.groups[1].runs_cost_unknown, 1);
-    let by_stage = compute(&runs, &usage, GroupBy::Stage, "backend", t0());
+    let by_stage = compute(&runs, &usage, &[], GroupBy::Stage, "backend", t0());
     let names: Vec<&str> = by_stage.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, ["architect-ready", "backend-ready"]);
     assert_eq!(by_stage.total, by_ticket.total);
@@ -186,18 +186,18 @@ fn figures_by_ticket_and_by_stage_group_the_same_runs() {
 #[test]
 fn figures_by_agent_and_by_model_come_from_the_usage_rows() {
     let (runs, usage) = history();
-    let by_model = compute(&runs, &usage, GroupBy::Model, "backend", t0());
+    let by_model = compute(&runs, &usage, &[], GroupBy::Model, "backend", t0());
     let names = groups(&by_model);
     // r3 reported tokens and no cost (no model known); r5 and r7 reported nothing.
     assert_eq!(names, [("opus", 5), ("unknown", 3)]);
-    let by_agent = compute(&runs, &usage, GroupBy::Agent, "backend", t0());
+    let by_agent = compute(&runs, &usage, &[], GroupBy::Agent, "backend", t0());
     let names = groups(&by_agent);
     assert_eq!(names, [("claude-code", 5), ("codex", 1), ("unknown", 2)]);
 }
 
 #[test]
 fn nothing_to_count_gives_no_rates_and_no_percentiles() {
-    let stats = compute(&[], &[], GroupBy::Role, "backend", t0());
+    let stats = compute(&[], &[], &[], GroupBy::Role, "backend", t0());
     assert!(stats.groups.is_empty());
     assert_eq!(stats.total.success_rate, None);
     assert_eq!(stats.total.p50_seconds, None);
@@ -271,14 +271,39 @@ fn agent_and_model_come_from_the_run_row_first_then_the_usage_row() {
             _ => {}
         }
     }
-    let by_agent = compute(&runs, &usage, GroupBy::Agent, "backend", t0());
+    let by_agent = compute(&runs, &usage, &[], GroupBy::Agent, "backend", t0());
     let names = groups(&by_agent);
     assert_eq!(names, [("claude-code", 5), ("codex", 1), ("command", 2)]);
-    let by_model = compute(&runs, &usage, GroupBy::Model, "backend", t0());
+    let by_model = compute(&runs, &usage, &[], GroupBy::Model, "backend", t0());
     let names = groups(&by_model);
     assert_eq!(
         names,
         [("gpt-5-codex", 1), ("opus", 5), ("unknown", 2)],
         "a command agent has no model sortie can tell"
+    );
+}
+
+#[test]
+fn cost_per_merged_pull_request_matches_the_hand_computation() {
+    use crate::ledger::MergedPull;
+    let (runs, usage) = history();
+    let merge = |ticket: &str, pull_request: u64, minutes: i64| MergedPull {
+        ticket_id: ticket.into(),
+        pull_request,
+        merged_at: t0() + Duration::minutes(minutes),
+    };
+    // Ticket 1's pull request 7 and ticket 2's 8 merged in the window; ticket 9's
+    // before it (not counted, and ticket 9 has no run anyway).
+    let merged = [merge("1", 7, 70), merge("2", 8, 80), merge("9", 3, -60)];
+    let stats = compute(&runs, &usage, &merged, GroupBy::Role, "backend", t0());
+    assert_eq!(stats.merged_pull_requests, 2);
+    // Ticket 1: 0.10 + 0.20 + 0.30 + 0.01 (r3 unknown); ticket 2: 0.05 (r5 unknown, r7
+    // still running): 0.66 over 2 pull requests.
+    assert!(close(stats.cost_per_merged_pull_request.unwrap(), 0.33));
+    assert_eq!(stats.merged_pull_requests_runs_cost_unknown, 2);
+    let none = compute(&runs, &usage, &[], GroupBy::Role, "backend", t0());
+    assert_eq!(
+        (none.merged_pull_requests, none.cost_per_merged_pull_request),
+        (0, None)
     );
 }

@@ -217,6 +217,12 @@ fn table_rows(page: &str, id: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_last_7_days_by_stage_as_computed_by_hand() {
     let (_dir, d) = seeded().await;
+    // Ticket 1's pull request merged after its qa run (ticket 3's, 9 days ago, is out
+    // of the window).
+    let tracker = MemoryTracker::new().name().to_string();
+    let at = |day, hour| Utc.with_ymd_and_hms(2026, 12, day, hour, 0, 0).unwrap();
+    crate::common::store_merged_reaction(&*d.ledger, &tracker, "1", 41, at(7, 13));
+    crate::common::store_merged_reaction(&*d.ledger, &tracker, "3", 40, at(1, 0));
     let page = d
         .page_with(
             "/?part=body",
@@ -245,6 +251,13 @@ async fn the_dashboard_shows_the_last_7_days_by_stage_as_computed_by_hand() {
     assert!(
         page.contains(
             "1 ticket(s) reached the last stage (qa): $0.65 per ticket \
+             (at least: 1 run(s) of unknown cost left out)"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "1 pull request(s) merged: $0.65 per merged pull request \
              (at least: 1 run(s) of unknown cost left out)"
         ),
         "{page}"

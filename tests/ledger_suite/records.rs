@@ -306,7 +306,7 @@ pub fn rows_without_run_agents_read_as_unknown(ledger: &dyn Ledger) {
         .unwrap();
     let runs = ledger.runs_since("local", since).unwrap();
     let usage = ledger.usage_since("local", since).unwrap();
-    let stats = compute(&runs, &usage, GroupBy::Agent, "backend", since);
+    let stats = compute(&runs, &usage, &[], GroupBy::Agent, "backend", since);
     let groups: Vec<(&str, u32)> = stats
         .groups
         .iter()
