@@ -66,14 +66,7 @@ fn growing_claude(sb: &Sandbox) -> String {
 }
 
 fn status_usage(sb: &Sandbox) -> Vec<serde_json::Value> {
-    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline",
-        "status",
-        "--config",
-        "pipeline.yaml",
-        "--json",
-    ]))
-    .unwrap();
+    let status = sb.status_json();
     status["usage"].as_array().cloned().unwrap_or_default()
 }
 

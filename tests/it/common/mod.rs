@@ -205,6 +205,12 @@ impl Sandbox {
         serde_json::from_str(&self.ok(&args)).expect("tick --json prints JSON")
     }
 
+    /// `pipeline status --json`, parsed.
+    pub fn status_json(&self) -> serde_json::Value {
+        let out = self.ok(&["pipeline", "status", "--config", "pipeline.yaml", "--json"]);
+        serde_json::from_str(&out).expect("status --json prints JSON")
+    }
+
     fn board(&self) -> LocalBoard {
         LocalBoard::open(&self.board_path()).expect("open board")
     }
