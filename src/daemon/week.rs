@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::board::human_duration;
 use super::pages::{cost, tokens};
-use crate::config::Config;
+use crate::config::{Config, DayZone};
 use crate::ledger::{Ledger, LedgerError};
 use crate::stats::{compute, per_window, Figures, GroupBy, Stats};
 
@@ -34,7 +34,7 @@ pub(super) fn week(
     by: GroupBy,
     now: DateTime<Utc>,
 ) -> Result<Week, LedgerError> {
-    let windows = chart_days(config, now);
+    let windows = chart_days(config.budgets.timezone, now);
     // One read covers both: the first day starts after `now - 7 days`.
     let from = windows.first().map_or(since, |w| w.1).min(since);
     let runs = ledger.runs_since(tracker, from)?;
@@ -51,8 +51,7 @@ pub(super) fn week(
 
 /// The chart's days: today in `budgets.timezone` and the 6 before it, oldest first, as
 /// (`YYYY-MM-DD`, first instant, first instant of the next day).
-fn chart_days(config: &Config, now: DateTime<Utc>) -> Vec<(String, DateTime<Utc>, DateTime<Utc>)> {
-    let zone = config.budgets.timezone;
+fn chart_days(zone: DayZone, now: DateTime<Utc>) -> Vec<(String, DateTime<Utc>, DateTime<Utc>)> {
     (0..CHART_DAYS)
         .rev()
         .map(|back| {
@@ -152,5 +151,45 @@ fn per(what: &str, unit: &str, n: u32, usd: Option<f64>, unknown: u32) -> String
             "{n} {what}: {} per {unit} (at least: {u} run(s) of unknown cost left out)",
             cost(usd, false)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chart's days are those of `budgets.timezone`: at 20:00 UTC, 01:00 the next
+    /// day at +05:00, today there is the 9th, which began at 19:00 UTC on the 8th.
+    #[test]
+    fn the_chart_days_are_those_of_the_budget_timezone() {
+        let now: DateTime<Utc> = "2026-12-08T20:00:00Z".parse().unwrap();
+        let utc = chart_days(DayZone::default(), now);
+        let names: Vec<&str> = utc.iter().map(|d| d.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "2026-12-02",
+                "2026-12-03",
+                "2026-12-04",
+                "2026-12-05",
+                "2026-12-06",
+                "2026-12-07",
+                "2026-12-08"
+            ]
+        );
+        let east = chart_days(
+            DayZone {
+                offset_seconds: 5 * 3600,
+            },
+            now,
+        );
+        let last = east.last().unwrap();
+        assert_eq!(last.0, "2026-12-09");
+        assert_eq!(
+            last.1,
+            "2026-12-08T19:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(last.2 - last.1, Duration::days(1));
+        assert_eq!(east[0].0, "2026-12-03");
     }
 }
