@@ -4,12 +4,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use chrono::{DateTime, Duration, Utc};
 use clap::{Args, ValueEnum};
 
 use crate::config::Config;
 use crate::pipeline::Clock;
-use crate::stats::{compute, Figures, GroupBy, Stats};
+use crate::stats::{compute, parse_since, Figures, GroupBy, Stats};
 
 /// `sortie stats` flags.
 #[derive(Debug, Args)]
@@ -38,35 +37,6 @@ enum By {
     Ticket,
     Agent,
     Model,
-}
-
-/// When `--since` starts, at `now`; a usage error's text when it cannot be read.
-pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    let t = text.trim();
-    if let Ok(at) = DateTime::parse_from_rfc3339(t) {
-        return Ok(at.with_timezone(&Utc));
-    }
-    let split = t.len().saturating_sub(1);
-    let (number, unit) = t.split_at(split);
-    let amount: i64 = number
-        .parse()
-        .ok()
-        .filter(|n| *n >= 0)
-        .ok_or_else(|| since_error(text))?;
-    let span = match unit {
-        "d" => Duration::days(amount),
-        "h" => Duration::hours(amount),
-        "m" => Duration::minutes(amount),
-        _ => return Err(since_error(text)),
-    };
-    Ok(now - span)
-}
-
-fn since_error(text: &str) -> String {
-    format!(
-        "--since {text:?}: expected a span back from now such as 7d, 24h or 90m, or an \
-         RFC 3339 instant such as 2026-12-01T00:00:00Z"
-    )
 }
 
 /// Run `sortie stats`.
@@ -173,27 +143,4 @@ fn line(f: &Figures) -> String {
         f.tokens,
         f.rework_rounds
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn since_is_a_span_back_from_now_or_an_instant() {
-        let now = DateTime::parse_from_rfc3339("2026-12-08T12:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        let at = |t: &str| parse_since(t, now).map(|d| d.to_rfc3339());
-        assert_eq!(at("7d").unwrap(), "2026-12-01T12:00:00+00:00");
-        assert_eq!(at("24h").unwrap(), "2026-12-07T12:00:00+00:00");
-        assert_eq!(at("90m").unwrap(), "2026-12-08T10:30:00+00:00");
-        assert_eq!(
-            at("2026-12-01T00:00:00Z").unwrap(),
-            "2026-12-01T00:00:00+00:00"
-        );
-        assert!(at("7w").unwrap_err().contains("expected a span"));
-        assert!(at("").is_err());
-        assert!(at("-1d").is_err());
-    }
 }

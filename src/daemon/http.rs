@@ -287,7 +287,7 @@ async fn stats(State(shared): State<Arc<Shared>>, Query(q): Query<StatsQuery>) -
         return no_pipeline(&shared);
     };
     let now = shared.now();
-    let since = match crate::cli::stats::parse_since(q.since.as_deref().unwrap_or("7d"), now) {
+    let since = match crate::stats::parse_since(q.since.as_deref().unwrap_or("7d"), now) {
         Ok(since) => since,
         Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e).into_response(),
     };

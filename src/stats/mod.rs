@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::ledger::{MergedPull, RunPhase, RunRecord, RunUsage};
@@ -128,6 +128,36 @@ pub struct Stats {
     /// Runs of those tickets whose cost is unknown (the figure above is then a lower
     /// bound).
     pub merged_pull_requests_runs_cost_unknown: u32,
+}
+
+/// When `--since` (and `/api/v1/stats?since=`) starts, at `now`: a span back from now
+/// (`7d`, `24h`, `90m`) or an RFC 3339 instant; the error's text when it cannot be read.
+pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let t = text.trim();
+    if let Ok(at) = DateTime::parse_from_rfc3339(t) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let split = t.len().saturating_sub(1);
+    let (number, unit) = t.split_at(split);
+    let amount: i64 = number
+        .parse()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| since_error(text))?;
+    let span = match unit {
+        "d" => Duration::days(amount),
+        "h" => Duration::hours(amount),
+        "m" => Duration::minutes(amount),
+        _ => return Err(since_error(text)),
+    };
+    Ok(now - span)
+}
+
+fn since_error(text: &str) -> String {
+    format!(
+        "--since {text:?}: expected a span back from now such as 7d, 24h or 90m, or an \
+         RFC 3339 instant such as 2026-12-01T00:00:00Z"
+    )
 }
 
 /// The percentile `p` (0-100) of sorted `values` by nearest rank: the smallest value

@@ -307,3 +307,21 @@ fn cost_per_merged_pull_request_matches_the_hand_computation() {
         (0, None)
     );
 }
+
+#[test]
+fn since_is_a_span_back_from_now_or_an_instant() {
+    let now = DateTime::parse_from_rfc3339("2026-12-08T12:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |t: &str| parse_since(t, now).map(|d| d.to_rfc3339());
+    assert_eq!(at("7d").unwrap(), "2026-12-01T12:00:00+00:00");
+    assert_eq!(at("24h").unwrap(), "2026-12-07T12:00:00+00:00");
+    assert_eq!(at("90m").unwrap(), "2026-12-08T10:30:00+00:00");
+    assert_eq!(
+        at("2026-12-01T00:00:00Z").unwrap(),
+        "2026-12-01T00:00:00+00:00"
+    );
+    assert!(at("7w").unwrap_err().contains("expected a span"));
+    assert!(at("").is_err());
+    assert!(at("-1d").is_err());
+}
