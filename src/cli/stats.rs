@@ -4,12 +4,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use chrono::{DateTime, Duration, Utc};
 use clap::{Args, ValueEnum};
 
 use crate::config::Config;
 use crate::pipeline::Clock;
-use crate::stats::{compute, Figures, GroupBy, Stats};
+use crate::stats::{compute, parse_since, Figures, GroupBy, Stats};
 
 /// `sortie stats` flags.
 #[derive(Debug, Args)]
@@ -40,35 +39,6 @@ enum By {
     Model,
 }
 
-/// When `--since` starts, at `now`; a usage error's text when it cannot be read.
-pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    let t = text.trim();
-    if let Ok(at) = DateTime::parse_from_rfc3339(t) {
-        return Ok(at.with_timezone(&Utc));
-    }
-    let split = t.len().saturating_sub(1);
-    let (number, unit) = t.split_at(split);
-    let amount: i64 = number
-        .parse()
-        .ok()
-        .filter(|n| *n >= 0)
-        .ok_or_else(|| since_error(text))?;
-    let span = match unit {
-        "d" => Duration::days(amount),
-        "h" => Duration::hours(amount),
-        "m" => Duration::minutes(amount),
-        _ => return Err(since_error(text)),
-    };
-    Ok(now - span)
-}
-
-fn since_error(text: &str) -> String {
-    format!(
-        "--since {text:?}: expected a span back from now such as 7d, 24h or 90m, or an \
-         RFC 3339 instant such as 2026-12-01T00:00:00Z"
-    )
-}
-
 /// Run `sortie stats`.
 pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     let config = Config::load(&super::config_file(args.config)?)?;
@@ -78,6 +48,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     let tracker = config.tracker.name();
     let runs = ledger.runs_since(&tracker, since)?;
     let usage = ledger.usage_since(&tracker, since)?;
+    let merged = ledger.merges_since(&tracker, since)?;
     let by = match args.by {
         By::Stage => GroupBy::Stage,
         By::Role => GroupBy::Role,
@@ -86,7 +57,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
         By::Model => GroupBy::Model,
     };
     let last_role = config.stages.last().map_or("", |s| s.role.as_str());
-    let stats = compute(&runs, &usage, by, last_role, since);
+    let stats = compute(&runs, &usage, &merged, by, last_role, since);
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &stats)?;
@@ -117,18 +88,39 @@ pub fn render(stats: &Stats, last_role: &str) -> String {
     for f in stats.groups.iter().chain(std::iter::once(&stats.total)) {
         out.push_str(&line(f));
     }
-    let cost = match stats.cost_per_finished_ticket {
-        None => "none finished".to_string(),
-        Some(usd) => match stats.finished_tickets_runs_cost_unknown {
-            0 => format!("${usd:.4} per ticket"),
-            n => format!("at least ${usd:.4} per ticket ({n} run(s) of unknown cost left out)"),
-        },
-    };
+    let cost = per(
+        "ticket",
+        "none finished",
+        stats.cost_per_finished_ticket,
+        stats.finished_tickets_runs_cost_unknown,
+    );
     out.push_str(&format!(
         "tickets that reached the last stage ({last_role}): {}, {cost}\n",
         stats.finished_tickets
     ));
+    let merged = per(
+        "pull request",
+        "none merged",
+        stats.cost_per_merged_pull_request,
+        stats.merged_pull_requests_runs_cost_unknown,
+    );
+    out.push_str(&format!(
+        "pull requests merged: {}, {merged}\n",
+        stats.merged_pull_requests
+    ));
     out
+}
+
+/// A cost per `what`: `$0.6000 per ticket`, a lower bound when `unknown` runs are
+/// left out, `none` without any.
+fn per(what: &str, none: &str, usd: Option<f64>, unknown: u32) -> String {
+    match (usd, unknown) {
+        (None, _) => none.to_string(),
+        (Some(usd), 0) => format!("${usd:.4} per {what}"),
+        (Some(usd), n) => {
+            format!("at least ${usd:.4} per {what} ({n} run(s) of unknown cost left out)")
+        }
+    }
 }
 
 fn line(f: &Figures) -> String {
@@ -151,27 +143,4 @@ fn line(f: &Figures) -> String {
         f.tokens,
         f.rework_rounds
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn since_is_a_span_back_from_now_or_an_instant() {
-        let now = DateTime::parse_from_rfc3339("2026-12-08T12:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        let at = |t: &str| parse_since(t, now).map(|d| d.to_rfc3339());
-        assert_eq!(at("7d").unwrap(), "2026-12-01T12:00:00+00:00");
-        assert_eq!(at("24h").unwrap(), "2026-12-07T12:00:00+00:00");
-        assert_eq!(at("90m").unwrap(), "2026-12-08T10:30:00+00:00");
-        assert_eq!(
-            at("2026-12-01T00:00:00Z").unwrap(),
-            "2026-12-01T00:00:00+00:00"
-        );
-        assert!(at("7w").unwrap_err().contains("expected a span"));
-        assert!(at("").is_err());
-        assert!(at("-1d").is_err());
-    }
 }

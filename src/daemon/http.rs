@@ -37,6 +37,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/api/v1/state", get(state))
         .route("/api/v1/refresh", post(refresh))
+        .route("/api/v1/stats", get(stats))
         .route("/metrics", get(metrics))
         .route("/api/v1/tickets/{id}", get(ticket))
         .route("/tickets/{id}", get(ticket_page))
@@ -272,6 +273,38 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
     })
 }
 
+/// `/api/v1/stats` parameters: as `sortie stats --since --by`.
+#[derive(serde::Deserialize, Default)]
+struct StatsQuery {
+    since: Option<String>,
+    by: Option<String>,
+}
+
+/// `GET /api/v1/stats`: what `sortie stats --json` prints (default: the last 7 days
+/// by stage), with the dashboard chart's days.
+async fn stats(State(shared): State<Arc<Shared>>, Query(q): Query<StatsQuery>) -> Response {
+    let Some(pipeline) = shared.pipeline() else {
+        return no_pipeline(&shared);
+    };
+    let now = shared.now();
+    let since = match crate::stats::parse_since(q.since.as_deref().unwrap_or("7d"), now) {
+        Ok(since) => since,
+        Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e).into_response(),
+    };
+    let by = match q.by.as_deref().unwrap_or("stage").parse() {
+        Ok(by) => by,
+        Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e).into_response(),
+    };
+    let tracker = pipeline.tracker().name().to_string();
+    let ledger = pipeline.ledger();
+    match super::week::week(ledger.as_ref(), &tracker, pipeline.config(), since, by, now) {
+        Ok(week) => Json(week).into_response(),
+        Err(e) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ledger", e.to_string()).into_response()
+        }
+    }
+}
+
 /// The rows of `result`, or none with the error noted.
 fn or_note<T>(
     errors: &mut Vec<String>,
@@ -334,6 +367,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         agent_cost_usd: 0.0,
         agent_runs_cost_unknown: 0,
         day_budget: None,
+        stages_7_days: Vec::new(),
     };
     let mut gauges = gauges;
     if let Ok(usage) = ledger.usage_totals(&tracker) {
@@ -349,6 +383,13 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         if let Ok(spent) = crate::budget::day_spent(&**ledger, &tracker, day.start) {
             gauges.day_budget = Some((spent, limit));
         }
+    }
+    let since = now - chrono::Duration::days(super::week::CHART_DAYS);
+    let by = crate::stats::GroupBy::Stage;
+    // Run history is keyed by the tracker's own name.
+    let own = pipeline.tracker().name();
+    if let Ok(week) = super::week::week(&**ledger, own, config, since, by, now) {
+        gauges.stages_7_days = week.stats.groups;
     }
     let body = render_metrics(&shared.status(), &gauges);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::state::{DaemonStatus, RUN_BUCKETS, TICK_BUCKETS};
+use crate::stats::Figures;
 
 /// Gauges read at scrape time.
 #[derive(Debug, Default)]
@@ -34,6 +35,9 @@ pub struct Gauges {
     pub agent_runs_cost_unknown: u64,
     /// With `budgets.max_cost_usd_per_day`: today's spending and the limit.
     pub day_budget: Option<(f64, f64)>,
+    /// The `sortie stats` figures of the runs that started in the last 7 days, one per
+    /// stage (`group` is its claim status).
+    pub stages_7_days: Vec<Figures>,
 }
 
 /// Escape a Prometheus label value.
@@ -265,7 +269,77 @@ pub fn render_metrics(status: &DaemonStatus, gauges: &Gauges) -> String {
             let _ = writeln!(out, "{name} {value}");
         }
     }
+    render_stages(&mut out, &g.stages_7_days);
     out
+}
+
+/// The `sortie_stage_7d_*` gauges: per stage, the `sortie stats` figures of the runs
+/// that started in the last 7 days (`docs/api.md`).
+fn render_stages(out: &mut String, stages: &[Figures]) {
+    type Value = fn(&Figures) -> Vec<(Option<(&'static str, &'static str)>, Option<f64>)>;
+    let series: [(&str, &str, Value); 6] = [
+        (
+            "sortie_stage_7d_runs",
+            "Runs that started in the last 7 days, by stage and outcome (other: cancelled, a question, still running).",
+            |f| {
+                vec![
+                    (Some(("outcome", "success")), Some(f64::from(f.succeeded))),
+                    (
+                        Some(("outcome", "failure")),
+                        Some(f64::from(f.finished - f.succeeded)),
+                    ),
+                    (
+                        Some(("outcome", "other")),
+                        Some(f64::from(f.runs - f.finished)),
+                    ),
+                ]
+            },
+        ),
+        (
+            "sortie_stage_7d_success_ratio",
+            "Successes among the stage's finished runs (success or failure) of the last 7 days; absent without one.",
+            |f| vec![(None, f.success_rate)],
+        ),
+        (
+            "sortie_stage_7d_run_duration_seconds",
+            "Nearest-rank percentiles of the wall time of the stage's finished runs of the last 7 days.",
+            |f| {
+                vec![
+                    (Some(("quantile", "0.5")), f.p50_seconds),
+                    (Some(("quantile", "0.95")), f.p95_seconds),
+                ]
+            },
+        ),
+        (
+            "sortie_stage_7d_rework_rounds",
+            "Runs of the last 7 days that ran the stage again on a ticket after its success there.",
+            |f| vec![(None, Some(f64::from(f.rework_rounds)))],
+        ),
+        (
+            "sortie_stage_7d_cost_usd",
+            "Known cost of the stage's runs of the last 7 days, in US dollars (runs of unknown cost left out).",
+            |f| vec![(None, Some(f.cost_usd))],
+        ),
+        (
+            "sortie_stage_7d_runs_cost_unknown",
+            "The stage's ended runs of the last 7 days whose cost is unknown.",
+            |f| vec![(None, Some(f64::from(f.runs_cost_unknown)))],
+        ),
+    ];
+    if stages.is_empty() {
+        return;
+    }
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for f in stages {
+            for (extra, v) in value(f) {
+                let Some(v) = v else { continue };
+                let extra = extra.map_or(String::new(), |(k, v)| format!(",{k}=\"{v}\""));
+                let _ = writeln!(out, "{name}{{stage=\"{}\"{extra}}} {v}", label(&f.group));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -401,6 +475,58 @@ mod tests {
         let text = render_metrics(&s, &gauges);
         assert!(text.contains("sortie_day_cost_usd 12.5\n"), "{text}");
         assert!(text.contains("sortie_day_budget_usd 40\n"), "{text}");
+    }
+
+    /// Issue #37: per stage, run counts by outcome, the success ratio and the duration
+    /// percentiles of the last 7 days (as `sortie stats --by stage` computes them).
+    #[test]
+    fn stage_figures_of_the_last_7_days_are_gauges() {
+        let s = DaemonStatus::default();
+        let text = render_metrics(&s, &Gauges::default());
+        assert!(!text.contains("sortie_stage_7d"), "no stage, no series");
+        let ready = Figures {
+            group: "ready".into(),
+            runs: 5,
+            finished: 4,
+            succeeded: 3,
+            success_rate: Some(0.75),
+            p50_seconds: Some(20.0),
+            p95_seconds: Some(60.0),
+            tokens: 100,
+            cost_usd: 0.5,
+            runs_cost_unknown: 2,
+            rework_rounds: 1,
+        };
+        let idle = Figures {
+            group: "re\"view".into(),
+            runs: 1,
+            ..Figures::default()
+        };
+        let gauges = Gauges {
+            stages_7_days: vec![ready, idle],
+            ..Gauges::default()
+        };
+        let text = render_metrics(&s, &gauges);
+        for line in [
+            "# TYPE sortie_stage_7d_runs gauge\n",
+            "sortie_stage_7d_runs{stage=\"ready\",outcome=\"success\"} 3\n",
+            "sortie_stage_7d_runs{stage=\"ready\",outcome=\"failure\"} 1\n",
+            "sortie_stage_7d_runs{stage=\"ready\",outcome=\"other\"} 1\n",
+            "sortie_stage_7d_runs{stage=\"re\\\"view\",outcome=\"other\"} 1\n",
+            "sortie_stage_7d_success_ratio{stage=\"ready\"} 0.75\n",
+            "sortie_stage_7d_run_duration_seconds{stage=\"ready\",quantile=\"0.5\"} 20\n",
+            "sortie_stage_7d_run_duration_seconds{stage=\"ready\",quantile=\"0.95\"} 60\n",
+            "sortie_stage_7d_rework_rounds{stage=\"ready\"} 1\n",
+            "sortie_stage_7d_cost_usd{stage=\"ready\"} 0.5\n",
+            "sortie_stage_7d_runs_cost_unknown{stage=\"ready\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line}in\n{text}");
+        }
+        assert!(
+            !text.contains("sortie_stage_7d_success_ratio{stage=\"re\\\""),
+            "a stage without a finished run has no ratio: {text}"
+        );
+        assert!(!text.contains("sortie_stage_7d_run_duration_seconds{stage=\"re\\\""));
     }
 
     #[test]

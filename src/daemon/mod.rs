@@ -20,6 +20,7 @@ mod ticket;
 mod ticket_page;
 mod views;
 mod watch;
+mod week;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -152,9 +152,10 @@ pub(super) struct DashboardView {
     chart: String,
     legend: String,
     runs_24h: usize,
+    week: super::week::WeekPanel,
 }
 
-fn tokens(n: u64) -> String {
+pub(super) fn tokens(n: u64) -> String {
     match n {
         0..=9_999 => n.to_string(),
         10_000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
@@ -162,7 +163,7 @@ fn tokens(n: u64) -> String {
     }
 }
 
-fn cost(usd: f64, lower_bound: bool) -> String {
+pub(super) fn cost(usd: f64, lower_bound: bool) -> String {
     format!("${usd:.2}{}", if lower_bound { "+" } else { "" })
 }
 
@@ -348,6 +349,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
     let mut chart_hours = svg_hours(&[], now);
     let mut runs_24h = 0;
     let mut recent = Vec::new();
+    let mut seven_days = super::week::WeekPanel::default();
     if let Some(pipeline) = shared.pipeline() {
         // Ledger rows are keyed by the tracker's own name.
         tracker = pipeline.tracker().name().to_string();
@@ -395,6 +397,17 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
                 text: format!("usage could not be read: {e}"),
             }),
         }
+        let config = pipeline.config();
+        let last_role = config.stages.last().map_or("", |s| s.role.as_str());
+        let since = now - chrono::Duration::days(super::week::CHART_DAYS);
+        let by = crate::stats::GroupBy::Stage;
+        match super::week::week(ledger.as_ref(), &tracker, config, since, by, now) {
+            Ok(w) => seven_days = super::week::WeekPanel::of(&w, last_role),
+            Err(e) => banners.push(Banner {
+                kind: "error",
+                text: format!("run history could not be read: {e}"),
+            }),
+        }
         match ledger.runs_since(&tracker, now - chrono::Duration::hours(24)) {
             Ok(runs) => {
                 runs_24h = runs.len();
@@ -425,6 +438,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
         chart: super::svg::chart(&chart_hours),
         legend: super::svg::legend(),
         runs_24h,
+        week: seven_days,
     }
 }
 

@@ -225,6 +225,13 @@ pub struct RunRecord {
     /// The ticket's title when the run started (kept once recorded: a later record with
     /// none leaves it), so history names a ticket that has left the board.
     pub title: Option<String>,
+    /// The agent preset that ran it (`claude-code`, `codex`, `acp`, `command`), kept
+    /// once recorded like `title`; `None` in rows from before it was (`sortie stats`
+    /// counts them as `unknown`).
+    pub agent: Option<String>,
+    /// The model its agent was told to use, when sortie could tell it from the argv;
+    /// kept once recorded like `agent`.
+    pub model: Option<String>,
 }
 
 /// Progress of an outbox entry through write-back.
@@ -342,6 +349,17 @@ pub struct ReactionRecord {
     pub payload: serde_json::Value,
     /// When it was decided.
     pub decided_at: Timestamp,
+}
+
+/// A pull request whose merge sortie observed (or made): its `merged` reaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MergedPull {
+    /// The ticket whose pull request it is.
+    pub ticket_id: String,
+    /// The pull request's number.
+    pub pull_request: u64,
+    /// When sortie decided the `merged` reaction (saw the merge, or merged it).
+    pub merged_at: Timestamp,
 }
 
 /// What [`Ledger::put_reaction`] did.
@@ -750,6 +768,25 @@ pub trait Ledger: Send + Sync {
         tracker: &str,
         ticket_id: Option<&str>,
     ) -> Result<Vec<ReactionRecord>, LedgerError>;
+
+    /// The pull requests of `tracker` whose merge a `merged` reaction recorded at or
+    /// after `since`, oldest first (`sortie stats`' cost per merged pull request).
+    fn merges_since(
+        &self,
+        tracker: &str,
+        since: Timestamp,
+    ) -> Result<Vec<MergedPull>, LedgerError> {
+        Ok(self
+            .reactions(tracker, None)?
+            .into_iter()
+            .filter(|r| r.kind == "merged" && r.decided_at >= since)
+            .map(|r| MergedPull {
+                ticket_id: r.ticket_id,
+                pull_request: r.pull_request,
+                merged_at: r.decided_at,
+            })
+            .collect())
+    }
 
     /// Everything a tick reads about `tracker`: claims, retries, holds, pending outbox.
     fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {

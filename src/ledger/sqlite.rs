@@ -107,6 +107,13 @@ impl SqliteLedger {
         })
     }
 
+    /// The SQL of schema migration `version` (1-based): for tests that build the file an
+    /// older sortie left, to prove the upgrade.
+    #[doc(hidden)]
+    pub fn migration_sql(version: usize) -> Option<&'static str> {
+        migrations::sql(version)
+    }
+
     /// A private ledger in memory, for tests.
     pub fn open_in_memory() -> Result<SqliteLedger, LedgerError> {
         let mut conn = Connection::open_in_memory()?;

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use crate::ledger::{RunPhase, RunRecord, RunUsage};
+use crate::ledger::{MergedPull, RunPhase, RunRecord, RunUsage};
 
 /// What the figures are grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -20,28 +20,54 @@ pub enum GroupBy {
     Role,
     /// The ticket.
     Ticket,
-    /// The agent preset (`claude-code`, `codex`, `command`) its usage row names.
+    /// The agent preset (`claude-code`, `codex`, `acp`, `command`) its run-history row
+    /// names, else its usage row.
     Agent,
-    /// The model its usage row names.
+    /// The model its run-history row names, else its usage row.
     Model,
 }
 
-/// The group of a run whose usage row does not name its agent or model (no usage
-/// recorded, or recorded before sortie kept them).
+/// The group of a run whose rows do not name its agent or model (recorded before sortie
+/// kept them, or a model sortie could not tell from the agent's argv).
 pub const UNKNOWN_GROUP: &str = "unknown";
 
+impl std::str::FromStr for GroupBy {
+    type Err = String;
+
+    /// `stage`, `role`, `ticket`, `agent` or `model`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(match text {
+            "stage" => GroupBy::Stage,
+            "role" => GroupBy::Role,
+            "ticket" => GroupBy::Ticket,
+            "agent" => GroupBy::Agent,
+            "model" => GroupBy::Model,
+            _ => {
+                return Err(format!(
+                    "by {text:?}: expected stage, role, ticket, agent or model"
+                ))
+            }
+        })
+    }
+}
+
 impl GroupBy {
-    /// The group a run (with its usage row, if any) belongs to.
+    /// The group a run (with its usage row, if any) belongs to: agent and model from the
+    /// run's own row, else from its usage row (runs recorded before the run kept them).
     fn of<'r>(self, run: &'r RunRecord, usage: Option<&'r RunUsage>) -> &'r str {
         match self {
             GroupBy::Stage => &run.stage,
             GroupBy::Role => &run.key.role,
             GroupBy::Ticket => &run.key.ticket_id,
-            GroupBy::Agent => usage
-                .and_then(|u| u.agent.as_deref())
+            GroupBy::Agent => run
+                .agent
+                .as_deref()
+                .or(usage.and_then(|u| u.agent.as_deref()))
                 .unwrap_or(UNKNOWN_GROUP),
-            GroupBy::Model => usage
-                .and_then(|u| u.model.as_deref())
+            GroupBy::Model => run
+                .model
+                .as_deref()
+                .or(usage.and_then(|u| u.model.as_deref()))
                 .unwrap_or(UNKNOWN_GROUP),
         }
     }
@@ -94,6 +120,44 @@ pub struct Stats {
     /// Runs of those tickets whose cost is unknown (the figure above is then a lower
     /// bound).
     pub finished_tickets_runs_cost_unknown: u32,
+    /// Pull requests whose merge a `merged` reaction recorded in the window.
+    pub merged_pull_requests: u32,
+    /// What the window's runs of their tickets cost (known costs only), divided by
+    /// their number.
+    pub cost_per_merged_pull_request: Option<f64>,
+    /// Runs of those tickets whose cost is unknown (the figure above is then a lower
+    /// bound).
+    pub merged_pull_requests_runs_cost_unknown: u32,
+}
+
+/// When `--since` (and `/api/v1/stats?since=`) starts, at `now`: a span back from now
+/// (`7d`, `24h`, `90m`) or an RFC 3339 instant; the error's text when it cannot be read.
+pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let t = text.trim();
+    if let Ok(at) = DateTime::parse_from_rfc3339(t) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let split = t.len().saturating_sub(1);
+    let (number, unit) = t.split_at(split);
+    let amount: i64 = number
+        .parse()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| since_error(text))?;
+    let span = match unit {
+        "d" => Duration::days(amount),
+        "h" => Duration::hours(amount),
+        "m" => Duration::minutes(amount),
+        _ => return Err(since_error(text)),
+    };
+    Ok(now - span)
+}
+
+fn since_error(text: &str) -> String {
+    format!(
+        "--since {text:?}: expected a span back from now such as 7d, 24h or 90m, or an \
+         RFC 3339 instant such as 2026-12-01T00:00:00Z"
+    )
 }
 
 /// The percentile `p` (0-100) of sorted `values` by nearest rank: the smallest value
@@ -107,21 +171,18 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 /// The figures of `runs` (those of one tracker since `since`, any order) with their
-/// `usage` rows, grouped `by`; `last_role` is the role of the pipeline's last stage.
+/// `usage` rows and the pull requests `merged` since then, grouped `by`; `last_role` is
+/// the role of the pipeline's last stage.
 pub fn compute(
     runs: &[RunRecord],
     usage: &[RunUsage],
+    merged: &[MergedPull],
     by: GroupBy,
     last_role: &str,
     since: DateTime<Utc>,
 ) -> Stats {
     let usage: HashMap<&str, &RunUsage> = usage.iter().map(|u| (u.run_id.as_str(), u)).collect();
-    let mut ordered: Vec<&RunRecord> = runs.iter().collect();
-    ordered.sort_by(|a, b| {
-        a.started_at
-            .cmp(&b.started_at)
-            .then(a.run_id.cmp(&b.run_id))
-    });
+    let ordered = in_order(runs);
     let rework = rework_runs(&ordered);
 
     let mut groups: BTreeMap<&str, Vec<&RunRecord>> = BTreeMap::new();
@@ -132,22 +193,16 @@ pub fn compute(
     let figures = |name: &str, runs: &[&RunRecord]| figures(name, runs, &usage, &rework);
     let total = figures("all", &ordered);
 
-    let finished: Vec<&str> = {
-        let mut ids: Vec<&str> = ordered
+    let finished = tickets(
+        ordered
             .iter()
             .filter(|r| r.key.role == last_role && r.outcome.as_deref() == Some("success"))
-            .map(|r| r.key.ticket_id.as_str())
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
-    };
-    let theirs: Vec<&RunRecord> = ordered
-        .iter()
-        .filter(|r| finished.binary_search(&r.key.ticket_id.as_str()).is_ok())
-        .copied()
-        .collect();
-    let cost = figures("finished", &theirs);
+            .map(|r| r.key.ticket_id.as_str()),
+    );
+    let cost = figures("finished", &runs_of(&ordered, &finished));
+    let merged: Vec<&MergedPull> = merged.iter().filter(|m| m.merged_at >= since).collect();
+    let merged_tickets = tickets(merged.iter().map(|m| m.ticket_id.as_str()));
+    let merged_cost = figures("merged", &runs_of(&ordered, &merged_tickets));
     Stats {
         since,
         by,
@@ -160,7 +215,64 @@ pub fn compute(
         cost_per_finished_ticket: (!finished.is_empty())
             .then(|| cost.cost_usd / finished.len() as f64),
         finished_tickets_runs_cost_unknown: cost.runs_cost_unknown,
+        merged_pull_requests: merged.len() as u32,
+        cost_per_merged_pull_request: (!merged.is_empty())
+            .then(|| merged_cost.cost_usd / merged.len() as f64),
+        merged_pull_requests_runs_cost_unknown: merged_cost.runs_cost_unknown,
     }
+}
+
+/// The distinct ticket ids of `ids`, sorted.
+fn tickets<'r>(ids: impl Iterator<Item = &'r str>) -> Vec<&'r str> {
+    let mut ids: Vec<&str> = ids.collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The runs of `ordered` on one of `tickets` (sorted).
+fn runs_of<'r>(ordered: &[&'r RunRecord], tickets: &[&str]) -> Vec<&'r RunRecord> {
+    ordered
+        .iter()
+        .filter(|r| tickets.binary_search(&r.key.ticket_id.as_str()).is_ok())
+        .copied()
+        .collect()
+}
+
+/// The figures of the runs of `runs` that started in each of `windows` (a name, its
+/// first instant, the first instant after it), in the order given: the dashboard's
+/// days. A rework round is told from every run of `runs`, so a ticket's success on one
+/// day makes its next run of that role, on a later day, a rework round.
+pub fn per_window(
+    runs: &[RunRecord],
+    usage: &[RunUsage],
+    windows: &[(String, DateTime<Utc>, DateTime<Utc>)],
+) -> Vec<Figures> {
+    let usage: HashMap<&str, &RunUsage> = usage.iter().map(|u| (u.run_id.as_str(), u)).collect();
+    let ordered = in_order(runs);
+    let rework = rework_runs(&ordered);
+    windows
+        .iter()
+        .map(|(name, start, end)| {
+            let inside: Vec<&RunRecord> = ordered
+                .iter()
+                .filter(|r| r.started_at >= *start && r.started_at < *end)
+                .copied()
+                .collect();
+            figures(name, &inside, &usage, &rework)
+        })
+        .collect()
+}
+
+/// `runs` by start, then id.
+fn in_order(runs: &[RunRecord]) -> Vec<&RunRecord> {
+    let mut ordered: Vec<&RunRecord> = runs.iter().collect();
+    ordered.sort_by(|a, b| {
+        a.started_at
+            .cmp(&b.started_at)
+            .then(a.run_id.cmp(&b.run_id))
+    });
+    ordered
 }
 
 /// The run ids that are rework rounds: for each ticket and role, the first run after a

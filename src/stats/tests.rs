@@ -39,6 +39,8 @@ fn run(
         session_id: None,
         route: None,
         title: None,
+        agent: None,
+        model: None,
     }
 }
 
@@ -91,6 +93,15 @@ fn history() -> (Vec<RunRecord>, Vec<RunUsage>) {
     (runs, usage)
 }
 
+/// Each group's name and run count.
+fn groups(stats: &Stats) -> Vec<(&str, u32)> {
+    stats
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.runs))
+        .collect()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
@@ -98,7 +109,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn figures_by_role_match_the_hand_computation() {
     let (runs, usage) = history();
-    let stats = compute(&runs, &usage, GroupBy::Role, "backend", t0());
+    let stats = compute(&runs, &usage, &[], GroupBy::Role, "backend", t0());
     let [architect, backend] = &stats.groups[..] else {
         panic!("{:#?}", stats.groups)
     };
@@ -161,12 +172,12 @@ fn figures_by_role_match_the_hand_computation() {
 #[test]
 fn figures_by_ticket_and_by_stage_group_the_same_runs() {
     let (runs, usage) = history();
-    let by_ticket = compute(&runs, &usage, GroupBy::Ticket, "backend", t0());
+    let by_ticket = compute(&runs, &usage, &[], GroupBy::Ticket, "backend", t0());
     let names: Vec<&str> = by_ticket.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, ["1", "2"]);
     assert_eq!(by_ticket.groups[0].rework_rounds, 2);
     assert_eq!(by_ticket.groups[1].runs_cost_unknown, 1);
-    let by_stage = compute(&runs, &usage, GroupBy::Stage, "backend", t0());
+    let by_stage = compute(&runs, &usage, &[], GroupBy::Stage, "backend", t0());
     let names: Vec<&str> = by_stage.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, ["architect-ready", "backend-ready"]);
     assert_eq!(by_stage.total, by_ticket.total);
@@ -175,26 +186,18 @@ fn figures_by_ticket_and_by_stage_group_the_same_runs() {
 #[test]
 fn figures_by_agent_and_by_model_come_from_the_usage_rows() {
     let (runs, usage) = history();
-    let by_model = compute(&runs, &usage, GroupBy::Model, "backend", t0());
-    let names: Vec<(&str, u32)> = by_model
-        .groups
-        .iter()
-        .map(|g| (g.group.as_str(), g.runs))
-        .collect();
+    let by_model = compute(&runs, &usage, &[], GroupBy::Model, "backend", t0());
+    let names = groups(&by_model);
     // r3 reported tokens and no cost (no model known); r5 and r7 reported nothing.
     assert_eq!(names, [("opus", 5), ("unknown", 3)]);
-    let by_agent = compute(&runs, &usage, GroupBy::Agent, "backend", t0());
-    let names: Vec<(&str, u32)> = by_agent
-        .groups
-        .iter()
-        .map(|g| (g.group.as_str(), g.runs))
-        .collect();
+    let by_agent = compute(&runs, &usage, &[], GroupBy::Agent, "backend", t0());
+    let names = groups(&by_agent);
     assert_eq!(names, [("claude-code", 5), ("codex", 1), ("unknown", 2)]);
 }
 
 #[test]
 fn nothing_to_count_gives_no_rates_and_no_percentiles() {
-    let stats = compute(&[], &[], GroupBy::Role, "backend", t0());
+    let stats = compute(&[], &[], &[], GroupBy::Role, "backend", t0());
     assert!(stats.groups.is_empty());
     assert_eq!(stats.total.success_rate, None);
     assert_eq!(stats.total.p50_seconds, None);
@@ -208,4 +211,117 @@ fn nearest_rank_percentiles() {
     assert_eq!(nearest_rank(&v, 95.0), Some(10.0));
     assert_eq!(nearest_rank(&[7.0], 95.0), Some(7.0));
     assert_eq!(nearest_rank(&[], 50.0), None);
+}
+
+#[test]
+fn figures_per_window_count_each_run_in_the_window_it_started_in() {
+    let (runs, usage) = history();
+    // Minutes 0-29 (r1 r2 r3), 30-59 (r4 r5 r6 r7), 60-89 (r8), then an empty window.
+    let window = |name: &str, from: i64, to: i64| {
+        (
+            name.to_string(),
+            t0() + Duration::minutes(from),
+            t0() + Duration::minutes(to),
+        )
+    };
+    let windows = [
+        window("a", 0, 30),
+        window("b", 30, 60),
+        window("c", 60, 90),
+        window("d", 90, 120),
+    ];
+    let days = per_window(&runs, &usage, &windows);
+    let seen: Vec<(&str, u32, u32, u32)> = days
+        .iter()
+        .map(|d| (d.group.as_str(), d.runs, d.finished, d.succeeded))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("a", 3, 3, 2),
+            ("b", 4, 3, 2),
+            ("c", 1, 1, 0),
+            ("d", 0, 0, 0)
+        ]
+    );
+    assert!(close(days[0].cost_usd, 0.30), "{:?}", days[0]);
+    assert_eq!(days[0].runs_cost_unknown, 1, "r3");
+    assert_eq!(days[0].rework_rounds, 1, "r3");
+    assert_eq!(
+        days[2].rework_rounds, 1,
+        "r8 is a rework round though r4's success is in another window"
+    );
+    assert_eq!(days[3].success_rate, None);
+}
+
+#[test]
+fn agent_and_model_come_from_the_run_row_first_then_the_usage_row() {
+    let (mut runs, usage) = history();
+    // r5 (no usage row) and r7 (running) name their agent on the run itself; r3's run
+    // row names the model its usage row does not.
+    for run in runs.iter_mut() {
+        match run.run_id.as_str() {
+            "r5" | "r7" => {
+                run.agent = Some("command".into());
+            }
+            "r3" => {
+                run.agent = Some("codex".into());
+                run.model = Some("gpt-5-codex".into());
+            }
+            _ => {}
+        }
+    }
+    let by_agent = compute(&runs, &usage, &[], GroupBy::Agent, "backend", t0());
+    let names = groups(&by_agent);
+    assert_eq!(names, [("claude-code", 5), ("codex", 1), ("command", 2)]);
+    let by_model = compute(&runs, &usage, &[], GroupBy::Model, "backend", t0());
+    let names = groups(&by_model);
+    assert_eq!(
+        names,
+        [("gpt-5-codex", 1), ("opus", 5), ("unknown", 2)],
+        "a command agent has no model sortie can tell"
+    );
+}
+
+#[test]
+fn cost_per_merged_pull_request_matches_the_hand_computation() {
+    use crate::ledger::MergedPull;
+    let (runs, usage) = history();
+    let merge = |ticket: &str, pull_request: u64, minutes: i64| MergedPull {
+        ticket_id: ticket.into(),
+        pull_request,
+        merged_at: t0() + Duration::minutes(minutes),
+    };
+    // Ticket 1's pull request 7 and ticket 2's 8 merged in the window; ticket 9's
+    // before it (not counted, and ticket 9 has no run anyway).
+    let merged = [merge("1", 7, 70), merge("2", 8, 80), merge("9", 3, -60)];
+    let stats = compute(&runs, &usage, &merged, GroupBy::Role, "backend", t0());
+    assert_eq!(stats.merged_pull_requests, 2);
+    // Ticket 1: 0.10 + 0.20 + 0.30 + 0.01 (r3 unknown); ticket 2: 0.05 (r5 unknown, r7
+    // still running): 0.66 over 2 pull requests.
+    assert!(close(stats.cost_per_merged_pull_request.unwrap(), 0.33));
+    assert_eq!(stats.merged_pull_requests_runs_cost_unknown, 2);
+    let none = compute(&runs, &usage, &[], GroupBy::Role, "backend", t0());
+    assert_eq!(
+        (none.merged_pull_requests, none.cost_per_merged_pull_request),
+        (0, None)
+    );
+}
+
+#[test]
+fn since_is_a_span_back_from_now_or_an_instant() {
+    let now = DateTime::parse_from_rfc3339("2026-12-08T12:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |t: &str| parse_since(t, now).map(|d| d.to_rfc3339());
+    assert_eq!(at("7d").unwrap(), "2026-12-01T12:00:00+00:00");
+    assert_eq!(at("24h").unwrap(), "2026-12-07T12:00:00+00:00");
+    assert_eq!(at("90m").unwrap(), "2026-12-08T10:30:00+00:00");
+    assert_eq!(
+        at("2026-12-01T00:00:00Z").unwrap(),
+        "2026-12-01T00:00:00+00:00"
+    );
+    assert!(at("7w").unwrap_err().contains("expected a span"));
+    assert!(at("").is_err());
+    assert!(at("-1d").is_err());
 }

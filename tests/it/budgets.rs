@@ -44,14 +44,7 @@ fn usage_reported_by_the_agent_is_totalled_per_ticket_and_role() {
     let id = sb.add("t", "ready-for-design", &[]);
     sb.drain(5);
     assert_eq!(sb.ticket(&id).status, "done");
-    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline",
-        "status",
-        "--config",
-        "pipeline.yaml",
-        "--json",
-    ]))
-    .unwrap();
+    let status = sb.status_json();
     let usage = status["usage"].as_array().expect("usage in status");
     assert_eq!(usage.len(), 2, "{status:#}");
     for row in usage {

@@ -66,14 +66,7 @@ fn growing_claude(sb: &Sandbox) -> String {
 }
 
 fn status_usage(sb: &Sandbox) -> Vec<serde_json::Value> {
-    let status: serde_json::Value = serde_json::from_str(&sb.ok(&[
-        "pipeline",
-        "status",
-        "--config",
-        "pipeline.yaml",
-        "--json",
-    ]))
-    .unwrap();
+    let status = sb.status_json();
     status["usage"].as_array().cloned().unwrap_or_default()
 }
 
@@ -299,4 +292,28 @@ fn the_day_limit_holds_dispatch_until_midnight() {
     let report = tick_at(&sb, morning + 86_400, &[]);
     assert_eq!(report["runs"][0]["ticket"], second.as_str(), "{report:#}");
     assert_eq!(sb.ticket(&second).status, "done");
+}
+
+/// Issue #37: a `command` agent reports no usage, so its run has no usage row; the
+/// agent is on the run's history itself, so `sortie stats --by agent` names it instead
+/// of `unknown`, and its cost stays unknown.
+#[test]
+fn a_run_without_usage_is_grouped_under_the_agent_its_history_names() {
+    let sb = sandbox(r#"agent: {command: ["true"]}"#, "");
+    sb.add("t", "ready", &[]);
+    sb.tick();
+    let out = sb.ok(&[
+        "stats",
+        "--config",
+        "pipeline.yaml",
+        "--by",
+        "agent",
+        "--json",
+    ]);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let groups = stats["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{stats:#}");
+    assert_eq!(groups[0]["group"], "command", "{stats:#}");
+    assert_eq!(groups[0]["runs"], 1, "{stats:#}");
+    assert_eq!(groups[0]["runs_cost_unknown"], 1, "{stats:#}");
 }

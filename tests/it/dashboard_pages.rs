@@ -11,12 +11,12 @@ use sortie::tracker::Tracker;
 use sortie::config::Config;
 use sortie::daemon::{serve, BuildFuture, PipelineFactory, ServeOptions};
 use sortie::ledger::{ClaimKey, Ledger, RunPhase, RunRecord, SqliteLedger};
-use sortie::pipeline::{Pipeline, SystemClock};
+use sortie::pipeline::{Clock, Pipeline, SystemClock};
 use sortie::tracker::memory::MemoryTracker;
 use tokio::sync::Notify;
 
 /// Three stages; architect runs are slow (they print, then sleep) and capped at one.
-fn config_text(dir: &std::path::Path, extra: &str) -> String {
+pub(crate) fn config_text(dir: &std::path::Path, extra: &str) -> String {
     format!(
         r#"tracker: {{kind: local, path: board}}
 state_root: {state}
@@ -35,16 +35,26 @@ pipeline_stages:
     )
 }
 
-struct Daemon {
+/// A daemon serving in-process on a free loopback port.
+pub(crate) struct Daemon {
     url: String,
     stop: Arc<Notify>,
     task: tokio::task::JoinHandle<Result<(), sortie::daemon::DaemonError>>,
     http: reqwest::Client,
-    ledger: Arc<dyn Ledger>,
+    pub(crate) ledger: Arc<dyn Ledger>,
 }
 
 impl Daemon {
     async fn start(path: std::path::PathBuf, tracker: Arc<dyn Tracker>) -> Daemon {
+        Daemon::start_at(path, tracker, Arc::new(SystemClock::default())).await
+    }
+
+    /// Serve the config at `path` on `tracker`, the pages' time from `clock`.
+    pub(crate) async fn start_at(
+        path: std::path::PathBuf,
+        tracker: Arc<dyn Tracker>,
+        clock: Arc<dyn Clock>,
+    ) -> Daemon {
         let config = Config::load(&path).expect("config");
         let ledger: Arc<dyn Ledger> =
             Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
@@ -61,7 +71,7 @@ impl Daemon {
         let opts = ServeOptions {
             config_path: path,
             factory,
-            clock: Arc::new(SystemClock::default()),
+            clock,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -83,7 +93,7 @@ impl Daemon {
         }
     }
 
-    async fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.url))
@@ -113,7 +123,7 @@ impl Daemon {
     }
 
     /// GET `path` every 100 ms until its body contains `needle`; the last body.
-    async fn page_with(&self, path: &str, needle: &str, within: Duration) -> String {
+    pub(crate) async fn page_with(&self, path: &str, needle: &str, within: Duration) -> String {
         let end = Instant::now() + within;
         loop {
             let body = decoded(self.get(path).await.1);
@@ -128,7 +138,7 @@ impl Daemon {
         }
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.notify_one();
         self.task.await.unwrap().expect("daemon stops cleanly");
     }
@@ -154,7 +164,7 @@ fn error_code(body: &str) -> String {
 }
 
 /// `body` with the entities the page's escaping writes decoded (`&#x2f;` is `/`).
-fn decoded(body: String) -> String {
+pub(crate) fn decoded(body: String) -> String {
     body.replace("&#x2f;", "/")
         .replace("&#x27;", "'")
         .replace("&quot;", "\"")
@@ -388,6 +398,8 @@ async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
         session_id: None,
         route: None,
         title: None,
+        agent: None,
+        model: None,
     };
     d.ledger.record_run(&record("outside", &secret)).unwrap();
     d.ledger
@@ -855,6 +867,8 @@ async fn recent_handoffs_and_failures_survive_a_restart() {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         })
         .unwrap();
     d.stop().await;
@@ -1047,6 +1061,8 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
                 session_id: None,
                 route: None,
                 title: None,
+                agent: None,
+                model: None,
             })
             .unwrap();
         d.ledger
@@ -1098,6 +1114,8 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         })
         .unwrap();
     let page = decoded(
@@ -1240,6 +1258,8 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
             session_id: None,
             route: None,
             title: None,
+            agent: None,
+            model: None,
         })
         .unwrap();
     let page = decoded(

@@ -28,24 +28,14 @@ fn record(delivery: &str, sink: &str, state: HookDeliveryState, t: i64) -> HookD
 fn a_ledger_from_before_hooks_is_migrated_and_keeps_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    drop(SqliteLedger::open(&path).unwrap());
     {
-        // Make it look like schema 1 with a claim history row in it.
+        // Schema 1 as a first sortie left it, with a claim history row in it (built
+        // from migration 1 itself: dropping what later ones added misses the next one).
         let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(SqliteLedger::migration_sql(1).unwrap())
+            .unwrap();
         conn.execute_batch(
-            "DROP TABLE hook_deliveries;
-             DROP TABLE reactions;
-             DROP TABLE run_usage;
-             DROP INDEX runs_by_ticket;
-             DROP TABLE blocker_checks;
-             DROP INDEX runs_by_key;
-             ALTER TABLE outbox DROP COLUMN follow_up;
-             ALTER TABLE outbox DROP COLUMN lease_holder;
-             ALTER TABLE outbox DROP COLUMN lease_expires_at;
-             ALTER TABLE runs DROP COLUMN session_id;
-             ALTER TABLE runs DROP COLUMN route;
-             ALTER TABLE runs DROP COLUMN title;
-             INSERT INTO attempts VALUES ('local', 'T-1', 'qa', 4);
+            "INSERT INTO attempts VALUES ('local', 'T-1', 'qa', 4);
              PRAGMA user_version = 1;",
         )
         .unwrap();

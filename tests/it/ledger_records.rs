@@ -62,3 +62,22 @@ fn a_file_that_is_not_a_ledger_is_an_open_error_naming_it() {
     assert!(matches!(err, LedgerError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains("ledger.db"), "{err}");
 }
+
+/// Issue #37: a file from schema 7 (before run history kept the agent and model) is
+/// upgraded, and its runs read with no agent or model (tests/ledger_suite).
+#[test]
+fn runs_from_before_the_agent_was_on_run_history_read_as_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for version in 1..=7 {
+        conn.execute_batch(SqliteLedger::migration_sql(version).unwrap())
+            .unwrap();
+    }
+    conn.execute_batch("PRAGMA user_version = 7").unwrap();
+    conn.execute_batch(crate::ledger_suite::records::ROWS_WITHOUT_RUN_AGENTS)
+        .unwrap();
+    drop(conn);
+    let ledger = SqliteLedger::open(&path).unwrap();
+    crate::ledger_suite::records::rows_without_run_agents_read_as_unknown(&ledger);
+}

@@ -45,6 +45,7 @@ mod daemon_e2e;
 mod daemon_serve;
 mod dashboard_pages;
 mod dashboard_reactions;
+mod dashboard_stats;
 mod evidence_policy;
 mod first_hour;
 mod flow_blockers;

@@ -84,6 +84,8 @@ pipeline_stages:
                 session_id: None,
                 route: None,
                 title: None,
+                agent: None,
+                model: None,
             })
             .unwrap();
         if let Some((tokens, cost_usd)) = usage {
@@ -126,6 +128,7 @@ architect                3      67%      30s      60s       1500       1  $0.100
 backend                  2      50%      90s     120s       5000       0  $0.5000
 all                      5      60%      60s     120s       6500       1  $0.6000 + 2 run(s) unknown
 tickets that reached the last stage (backend): 1, at least $0.6000 per ticket (1 run(s) of unknown cost left out)
+pull requests merged: 0, none merged
 ";
     assert_eq!(text, expected, "\n{text}");
 }
@@ -220,4 +223,45 @@ fn a_bad_since_is_a_usage_error() {
     let out = sb.sortie(&["stats", "--config", "pipeline.yaml", "--since", "a week"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected a span"));
+}
+
+/// Issue #37: the cost per merged pull request: the window's runs of the tickets whose
+/// pull request a `merged` reaction recorded in the window, over the number of those
+/// pull requests.
+#[test]
+fn cost_per_merged_pull_request_on_a_seeded_ledger() {
+    let sb = seeded();
+    let config = Config::load(&sb.config_path()).unwrap();
+    let ledger = SqliteLedger::open(&config.ledger_path()).unwrap();
+    let tracker = config.tracker.name();
+    // Ticket 1's pull request 12 and ticket 2's 13 merged after their runs; ticket 3's
+    // pull request 11 merged the day before the window.
+    let merge = |ticket: &str, number: u64, at: DateTime<Utc>| {
+        crate::common::store_merged_reaction(&ledger, &tracker, ticket, number, at);
+    };
+    merge("3", 11, t0() - Duration::days(1));
+    merge("1", 12, t0() + Duration::hours(2));
+    merge("2", 13, t0() + Duration::hours(3));
+    let args = [
+        "stats",
+        "--config",
+        "pipeline.yaml",
+        "--since",
+        "2026-12-01T00:00:00Z",
+    ];
+    let text = sb.ok(&args);
+    // Ticket 1: $0.10 + $0.20 + $0.30 (r3 unknown); ticket 2: nothing known (r5
+    // unknown): $0.60 over 2 pull requests.
+    assert!(
+        text.ends_with(
+            "pull requests merged: 2, at least $0.3000 per pull request \
+             (2 run(s) of unknown cost left out)\n"
+        ),
+        "\n{text}"
+    );
+    let out = sb.ok(&[&args[..], &["--json"]].concat());
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stats["merged_pull_requests"], 2);
+    assert!((stats["cost_per_merged_pull_request"].as_f64().unwrap() - 0.3).abs() < 1e-9);
+    assert_eq!(stats["merged_pull_requests_runs_cost_unknown"], 2);
 }

@@ -59,6 +59,7 @@ macro_rules! ledger_suite {
             hooks::failures_list_newest_first_and_due_retries_soonest_first,
             reactions::a_reaction_is_stored_once_with_its_outbox_entry,
             reactions::hosts_racing_to_store_one_round_store_it_once,
+            reactions::merges_since_lists_the_merged_reactions_of_the_window,
         );
     };
     (@each $backend:expr; $($module:ident :: $name:ident,)*) => {

@@ -121,3 +121,39 @@ pub fn hosts_racing_to_store_one_round_store_it_once(backend: &dyn Backend) {
     let pending = ledger.outbox_pending("local").unwrap();
     assert_eq!(pending.len(), 1, "one block to write: {pending:?}");
 }
+
+/// Issue #37: the merges `sortie stats` counts are the `merged` reactions decided in the
+/// window, of this tracker only; other kinds are not merges.
+pub fn merges_since_lists_the_merged_reactions_of_the_window(backend: &dyn Backend) {
+    use sortie::ledger::MergedPull;
+    let ledger = backend.fresh();
+    let store = |tracker: &str, ticket: &str, kind: &str, number: u64, when: i64| {
+        let mut r = reaction(&format!("{tracker}-{ticket}-{kind}"), 0);
+        (r.tracker, r.ticket_id, r.kind) = (tracker.into(), ticket.into(), kind.into());
+        (r.pull_request, r.decided_at) = (number, at(when));
+        let mut e = entry(&r.fingerprint);
+        e.key = ClaimKey::new(tracker, ticket, "reactions");
+        let put = ledger
+            .put_reaction(
+                &r,
+                &e,
+                "host-a:1:n",
+                std::time::Duration::from_secs(60),
+                at(0),
+            )
+            .unwrap();
+        assert_eq!(put, ReactionPut::Stored);
+    };
+    store("local", "T-1", "merged", 7, 100);
+    store("local", "T-2", "merged", 8, 10);
+    store("local", "T-3", "ci_failure", 9, 200);
+    store("local", "T-4", "merged", 10, 300);
+    store("github:o/r", "T-5", "merged", 11, 400);
+    let merged = ledger.merges_since("local", at(50)).unwrap();
+    let merge = |ticket: &str, pull_request: u64, when: i64| MergedPull {
+        ticket_id: ticket.into(),
+        pull_request,
+        merged_at: at(when),
+    };
+    assert_eq!(merged, [merge("T-1", 7, 100), merge("T-4", 10, 300)]);
+}

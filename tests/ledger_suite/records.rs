@@ -168,11 +168,16 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
         session_id: None,
         route: None,
         title: None,
+        agent: None,
+        model: None,
         finished_at: None,
     };
-    // The title is recorded when the run starts; a later record without one keeps it.
+    // The title, agent and model are recorded when the run starts (#37: the agent and
+    // model on run history); a later record without them keeps them.
     let mut started = run("r1", 0);
     started.title = Some("Export the invoices".into());
+    started.agent = Some("codex".into());
+    started.model = Some("gpt-5-codex".into());
     ledger.record_run(&started).unwrap();
     ledger.record_run(&run("r3", 20)).unwrap();
     ledger.record_run(&run("r2", 10)).unwrap();
@@ -185,6 +190,8 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
     finished.finished_at = Some(at(3600));
     ledger.record_run(&finished).unwrap();
     finished.title = Some("Export the invoices".into());
+    finished.agent = Some("codex".into());
+    finished.model = Some("gpt-5-codex".into());
 
     assert_eq!(
         ledger.recent_runs(Scope::All, 10).unwrap(),
@@ -216,6 +223,8 @@ pub fn usage_since_lists_the_usage_of_the_runs_started_in_the_window(backend: &d
         session_id: None,
         route: None,
         title: None,
+        agent: None,
+        model: None,
         finished_at: Some(at(started + 5)),
     };
     let usage = |id: &str, tracker: &str, cost: Option<f64>| RunUsage {
@@ -249,4 +258,63 @@ pub fn usage_since_lists_the_usage_of_the_runs_started_in_the_window(backend: &d
         ]
     );
     assert!(ledger.usage_since("local", at(201)).unwrap().is_empty());
+}
+
+/// Two runs as a sortie wrote them before run history kept the agent and model (SQLite
+/// schema 7, PostgreSQL 5): one with a usage row naming its agent, one without usage (a
+/// `command` agent).
+pub const ROWS_WITHOUT_RUN_AGENTS: &str = "
+    INSERT INTO runs (run_id, tracker, ticket_id, role, stage, stage_attempt,
+                      claimer_id, phase, outcome, started_at, finished_at)
+    VALUES ('old-1', 'local', '1', 'backend', 'ready', 1, 'h:1:x', 'finished',
+            'success', 1764579600000, 1764579660000),
+           ('old-2', 'local', '2', 'backend', 'ready', 1, 'h:1:x', 'finished',
+            'failure', 1764579600000, 1764579630000);
+    INSERT INTO run_usage (run_id, tracker, ticket_id, role, tokens_in, tokens_out,
+                           cost_usd, recorded_at, agent, model)
+    VALUES ('old-1', 'local', '1', 'backend', 100, 10, 0.5, 1764579660000,
+            'claude-code', 'opus');";
+
+/// Issue #37: on a ledger upgraded with [`ROWS_WITHOUT_RUN_AGENTS`] in it, the old runs
+/// read with no agent or model, so `sortie stats --by agent` counts them from their
+/// usage row when they have one and as `unknown` otherwise; a new run keeps its own.
+pub fn rows_without_run_agents_read_as_unknown(ledger: &dyn Ledger) {
+    use sortie::stats::{compute, GroupBy};
+    let old = ledger.run("old-2").unwrap().unwrap();
+    assert_eq!((old.agent, old.model), (None, None));
+    let since = at(0) - chrono::Duration::days(3650);
+    let started_at = at(0);
+    ledger
+        .record_run(&RunRecord {
+            run_id: "new".into(),
+            key: ClaimKey::new("local", "3", "backend"),
+            stage: "ready".into(),
+            stage_attempt: 1,
+            claimer_id: "h:1:x".into(),
+            phase: RunPhase::Finished,
+            outcome: Some("success".into()),
+            reason_code: None,
+            log_path: None,
+            started_at,
+            finished_at: Some(started_at),
+            session_id: None,
+            route: None,
+            title: None,
+            agent: Some("command".into()),
+            model: None,
+        })
+        .unwrap();
+    let runs = ledger.runs_since("local", since).unwrap();
+    let usage = ledger.usage_since("local", since).unwrap();
+    let stats = compute(&runs, &usage, &[], GroupBy::Agent, "backend", since);
+    let groups: Vec<(&str, u32)> = stats
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.runs))
+        .collect();
+    assert_eq!(
+        groups,
+        [("claude-code", 1), ("command", 1), ("unknown", 1)],
+        "{stats:#?}"
+    );
 }

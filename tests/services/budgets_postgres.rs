@@ -114,3 +114,17 @@ fn the_day_limit_is_one_number_for_the_fleet() {
         "{next_day:#}"
     );
 }
+
+/// Issue #37: a schema from version 5 (before run history kept the agent and model) is
+/// upgraded, and its runs read with no agent or model (tests/ledger_suite).
+#[test]
+fn runs_from_before_the_agent_was_on_run_history_read_as_unknown() {
+    use sortie::ledger::PostgresLedger;
+    let url = schema_url("run_agents");
+    let mut client = crate::ledger_postgres::old_schema(&url, 5);
+    client
+        .batch_execute(crate::ledger_suite::records::ROWS_WITHOUT_RUN_AGENTS)
+        .unwrap();
+    let ledger = PostgresLedger::open(&url).unwrap();
+    crate::ledger_suite::records::rows_without_run_agents_read_as_unknown(&ledger);
+}

@@ -46,6 +46,25 @@ pub fn schema_url(prefix: &str) -> String {
     format!("{base}{sep}options=-c%20search_path%3D{schema}")
 }
 
+/// A schema at `url` as a sortie of schema `version` left it: its migrations and its
+/// version row, for upgrade tests.
+pub fn old_schema(url: &str, version: usize) -> postgres::Client {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    for v in 1..=version {
+        client
+            .batch_execute(PostgresLedger::migration_sql(v).unwrap())
+            .unwrap();
+    }
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE sortie_schema (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE \
+             CHECK (only_row), version BIGINT NOT NULL); \
+             INSERT INTO sortie_schema (version) VALUES ({version})"
+        ))
+        .unwrap();
+    client
+}
+
 struct Postgres;
 
 struct PgSchema {

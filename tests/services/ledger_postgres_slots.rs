@@ -225,18 +225,8 @@ fn old_host_claim(client: &mut postgres::Client, ticket: &str, role_cap: i64) ->
 #[test]
 fn a_version_1_schema_is_upgraded_with_its_claims_counted_and_old_hosts_keep_claiming() {
     let url = schema_url("slots_upgrade");
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     // The schema a version-1 sortie left: its migration and its version row.
-    client
-        .batch_execute(PostgresLedger::migration_sql(1).unwrap())
-        .unwrap();
-    client
-        .batch_execute(
-            "CREATE TABLE sortie_schema (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE \
-             CHECK (only_row), version BIGINT NOT NULL); \
-             INSERT INTO sortie_schema (version) VALUES (1)",
-        )
-        .unwrap();
+    let mut client = crate::ledger_postgres::old_schema(&url, 1);
     for ticket in ["T-1", "T-2"] {
         assert_eq!(old_host_claim(&mut client, ticket, 2), "acquired");
     }

@@ -20,6 +20,7 @@ mod agent_clis_acp;
 mod agent_fresh;
 mod agent_pipeline;
 mod agent_questions;
+mod budgets_claude;
 mod budgets_postgres;
 mod crash_anywhere_postgres;
 mod daemon_dashboard;

@@ -224,6 +224,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 5: the agent and model of a usage row's run (the SQLite ledger's schema 7).
     "ALTER TABLE run_usage ADD COLUMN agent TEXT; ALTER TABLE run_usage ADD COLUMN model TEXT;",
+    // 6: the agent and model on run history itself (the SQLite ledger's schema 8).
+    "ALTER TABLE runs ADD COLUMN agent TEXT; ALTER TABLE runs ADD COLUMN model TEXT;",
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

@@ -136,7 +136,8 @@ pub(super) fn clear_hold(conn: &mut Conn, key: &ClaimKey) -> Result<bool, Ledger
 macro_rules! run_columns {
     () => {
         "run_id, tracker, ticket_id, role, stage, stage_attempt, claimer_id, phase, \
-         outcome, reason_code, log_path, started_at, finished_at, session_id, route, title"
+         outcome, reason_code, log_path, started_at, finished_at, session_id, route, title, \
+         agent, model"
     };
 }
 
@@ -145,7 +146,7 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
         concat!(
             "INSERT INTO runs (",
             run_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
              ON CONFLICT (run_id) DO UPDATE SET tracker = excluded.tracker, \
              ticket_id = excluded.ticket_id, role = excluded.role, stage = excluded.stage, \
              stage_attempt = excluded.stage_attempt, claimer_id = excluded.claimer_id, \
@@ -154,7 +155,9 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
              started_at = excluded.started_at, finished_at = excluded.finished_at, \
              session_id = COALESCE(excluded.session_id, runs.session_id), \
              route = COALESCE(excluded.route, runs.route), \
-             title = COALESCE(excluded.title, runs.title)"
+             title = COALESCE(excluded.title, runs.title), \
+             agent = COALESCE(excluded.agent, runs.agent), \
+             model = COALESCE(excluded.model, runs.model)"
         ),
         &[
             &run.run_id,
@@ -173,6 +176,8 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
             &run.session_id,
             &run.route,
             &run.title,
+            &run.agent,
+            &run.model,
         ],
     )?;
     Ok(())
@@ -194,6 +199,8 @@ fn decode_run(row: &Row) -> Result<RunRecord, LedgerError> {
         session_id: get(row, 13)?,
         route: get(row, 14)?,
         title: get(row, 15)?,
+        agent: get(row, 16)?,
+        model: get(row, 17)?,
     })
 }
 

@@ -178,7 +178,19 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE run_usage ADD COLUMN agent TEXT;
     ALTER TABLE run_usage ADD COLUMN model TEXT;
     ",
+    // 8: the agent (preset) and model on run history itself, so a run without a usage
+    // row (a `command` agent, a run stopped before its agent reported) still has them
+    // (issue #37). Rows from before read as NULL: `unknown` in `sortie stats`.
+    "
+    ALTER TABLE runs ADD COLUMN agent TEXT;
+    ALTER TABLE runs ADD COLUMN model TEXT;
+    ",
 ];
+
+/// The SQL of migration `version` (1-based), if this build has it.
+pub(super) fn sql(version: usize) -> Option<&'static str> {
+    MIGRATIONS.get(version.checked_sub(1)?).copied()
+}
 
 /// The schema version this build writes and understands.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -140,7 +140,8 @@ pub(super) fn clear_hold(conn: &Connection, key: &ClaimKey) -> Result<bool, Ledg
 macro_rules! run_columns {
     () => {
         "run_id, tracker, ticket_id, role, stage, stage_attempt, claimer_id, phase, \
-         outcome, reason_code, log_path, started_at, finished_at, session_id, route, title"
+         outcome, reason_code, log_path, started_at, finished_at, session_id, route, title, \
+         agent, model"
     };
 }
 
@@ -149,7 +150,7 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
     conn.prepare_cached(concat!(
         "INSERT INTO runs (",
         run_columns!(),
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) \
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
          ON CONFLICT (run_id) DO UPDATE SET tracker = excluded.tracker, \
          ticket_id = excluded.ticket_id, role = excluded.role, stage = excluded.stage, \
          stage_attempt = excluded.stage_attempt, claimer_id = excluded.claimer_id, \
@@ -158,7 +159,9 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
          started_at = excluded.started_at, finished_at = excluded.finished_at, \
          session_id = COALESCE(excluded.session_id, runs.session_id), \
          route = COALESCE(excluded.route, runs.route), \
-         title = COALESCE(excluded.title, runs.title)"
+         title = COALESCE(excluded.title, runs.title), \
+         agent = COALESCE(excluded.agent, runs.agent), \
+         model = COALESCE(excluded.model, runs.model)"
     ))?
     .execute(rusqlite::params![
         &run.run_id,
@@ -177,6 +180,8 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
         &run.session_id,
         &run.route,
         &run.title,
+        &run.agent,
+        &run.model,
     ])?;
     Ok(())
 }
@@ -194,6 +199,8 @@ type StoredRun = (
     Option<String>,
     i64,
     Option<i64>,
+    Option<String>,
+    Option<String>,
     Option<String>,
     Option<String>,
     Option<String>,
@@ -215,6 +222,8 @@ fn stored_run(row: &Row<'_>) -> rusqlite::Result<StoredRun> {
         row.get(13)?,
         row.get(14)?,
         row.get(15)?,
+        row.get(16)?,
+        row.get(17)?,
     ))
 }
 
@@ -234,6 +243,8 @@ fn decode_run(stored: StoredRun) -> Result<RunRecord, LedgerError> {
         session,
         route,
         title,
+        agent,
+        model,
     ) = stored;
     Ok(RunRecord {
         run_id,
@@ -250,6 +261,8 @@ fn decode_run(stored: StoredRun) -> Result<RunRecord, LedgerError> {
         session_id: session,
         route,
         title,
+        agent,
+        model,
     })
 }
 

@@ -173,11 +173,16 @@ async fn run_stage(
     };
     let started_at = ctx.clock.now();
     let log_path = plan.run_dir.join("agent.log");
+    let begun = Begun {
+        title: &ticket.title,
+        agent: plan.preset.as_str(),
+        model: crate::config::model_in_argv(plan.preset, &plan.command, &plan.env),
+    };
     record_run(
         &*ctx.ledger,
         &claim,
         run.route.as_deref(),
-        Some(&ticket.title),
+        Some(&begun),
         RunPhase::Running,
         None,
         None,
@@ -486,13 +491,21 @@ pub(super) fn release(ledger: &dyn Ledger, claim: &Claim) {
     }
 }
 
-/// Record the run's history row at one of its phases.
+/// What the run's first history row records and later ones keep: the ticket's title,
+/// the agent preset and the model it was told to use.
+pub(super) struct Begun<'a> {
+    title: &'a str,
+    agent: &'static str,
+    model: Option<String>,
+}
+
+/// Record the run's history row at one of its phases (`begun`: at its start).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn record_run(
     ledger: &dyn Ledger,
     claim: &Claim,
     route: Option<&str>,
-    title: Option<&str>,
+    begun: Option<&Begun<'_>>,
     phase: RunPhase,
     outcome: Option<&str>,
     reason_code: Option<&str>,
@@ -514,7 +527,9 @@ pub(super) fn record_run(
         finished_at,
         session_id: None,
         route: route.map(str::to_string),
-        title: title.map(str::to_string),
+        title: begun.map(|b| b.title.to_string()),
+        agent: begun.map(|b| b.agent.to_string()),
+        model: begun.and_then(|b| b.model.clone()),
     };
     if let Err(err) = ledger.record_run(&record) {
         tracing::warn!(%err, "could not record run history");

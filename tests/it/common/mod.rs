@@ -336,3 +336,52 @@ pub fn tracker_problems(tracker: &str) -> Vec<(usize, String, String)> {
         Err(other) => panic!("{other}"),
     }
 }
+
+/// Record, as the react step does when it sees pull request `number` of `ticket` merged
+/// at `at`, its `merged` reaction (with the outbox entry that writes its block).
+pub fn store_merged_reaction(
+    ledger: &dyn sortie::ledger::Ledger,
+    tracker: &str,
+    ticket: &str,
+    number: u64,
+    at: sortie::ledger::Timestamp,
+) {
+    use sortie::ledger::{
+        ClaimKey, FollowUp, OutboxEntry, OutboxState, ReactionPut, ReactionRecord,
+    };
+    let fingerprint = format!("merged-{ticket}-{number}");
+    let reaction = ReactionRecord {
+        tracker: tracker.into(),
+        ticket_id: ticket.into(),
+        kind: "merged".into(),
+        fingerprint: fingerprint.clone(),
+        round: 0,
+        to_role: None,
+        pull_request: number,
+        head_sha: "abc".into(),
+        handed: Vec::new(),
+        payload: serde_json::json!({"kind": "merged", "merge_commit": "m1"}),
+        decided_at: at,
+    };
+    let entry = OutboxEntry {
+        idempotency_key: fingerprint.clone(),
+        key: ClaimKey::new(tracker, ticket, "reactions"),
+        stage: "review".into(),
+        stage_attempt: 1,
+        run_id: format!("reaction-{fingerprint}"),
+        outcome: "success".into(),
+        from_status: "review".into(),
+        to_status: "done".into(),
+        comment_body: "Merged.".into(),
+        state: OutboxState::Done,
+        write_attempts: 1,
+        next_attempt_at: at,
+        last_error: None,
+        created_at: at,
+        follow_up: FollowUp::Clear,
+    };
+    let put = ledger
+        .put_reaction(&reaction, &entry, "test:1:x", std::time::Duration::ZERO, at)
+        .expect("put reaction");
+    assert_eq!(put, ReactionPut::Stored);
+}
