@@ -567,9 +567,13 @@ async fn run_process(
 
     // CPU ticks of the agent's descendants at the last look: growth is liveness.
     let mut tree_cpu = tree_cpu_ticks(pid, run_id);
+    // ACP: silence is judged once the handshake is over; until then the handshake's own
+    // bound holds (an agent that relaunches itself or loads a long session starts slowly).
+    let mut handshake_over = !acp;
     let end = loop {
         let stall_at = plan
             .stall_timeout
+            .filter(|_| handshake_over)
             .map(|stall| *last_output.lock().expect("last_output lock") + stall);
         tokio::select! {
             status = child.wait() => break Watch::Exited(status.ok().and_then(|s| s.code())),
@@ -582,6 +586,10 @@ async fn run_process(
                 if !handshaken.is_cancelled() {
                     break Watch::HandshakeTimedOut;
                 }
+            }
+            _ = handshaken.cancelled(), if !handshake_over => {
+                handshake_over = true;
+                *last_output.lock().expect("last_output lock") = Instant::now();
             }
             _ = sleep_until_opt(stall_at) => {
                 let quiet_since = *last_output.lock().expect("last_output lock");

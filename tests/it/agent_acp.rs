@@ -253,10 +253,30 @@ async fn an_agent_exiting_mid_turn_is_an_incomplete_stream_retried() {
     assert!(detail.contains("Half way"), "{detail}");
 }
 
+/// Silence is judged once the handshake is over: a start slower than the stall timeout
+/// is not a stall (the handshake has its own bound), and an agent that never answers
+/// `initialize` is killed at that bound.
 #[tokio::test]
-async fn an_agent_that_never_answers_initialize_is_killed_and_classified() {
+async fn a_slow_handshake_is_not_a_stall_and_a_missing_one_is_killed_at_its_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let silent = agent("no-init", dir.path(), "  stall_timeout_seconds: 1\n", "");
+    let slow = agent(
+        "success",
+        dir.path(),
+        "  stall_timeout_seconds: 1\n",
+        "    FAKE_INIT_DELAY: \"2\"\n",
+    );
+    let report = run(&slow, dir.path()).await;
+    assert!(
+        matches!(report.outcome, AgentOutcome::Success { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let silent = agent(
+        "no-init",
+        dir.path(),
+        "  stall_timeout_seconds: 1\n  handshake_timeout_seconds: 2\n",
+        "",
+    );
     let report = run(&silent, dir.path()).await;
     let (code, category, _, detail) = failure(&report);
     assert_eq!(
@@ -264,7 +284,7 @@ async fn an_agent_that_never_answers_initialize_is_killed_and_classified() {
         ("agent.acp_handshake", Category::Transient)
     );
     assert!(
-        detail.contains("did not answer `initialize` within 1s"),
+        detail.contains("did not answer `initialize` within 2s"),
         "{detail}"
     );
 }

@@ -50,8 +50,9 @@ call 1
 if [ "$SORTIE_TICKET_TITLE" = grows ]; then
   call 2
   call 3
-  # Past the limit: sortie stops it here. Left alone, it would go on and succeed.
-  sleep 30
+  # Past the limit: sortie stops it here. Left alone, it would sit here until the stall
+  # timeout and end `agent.stalled`, never `budget.exceeded`.
+  sleep 600
   call 4; call 5; call 6
 fi
 printf '{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"done","session_id":"s-1","total_cost_usd":0.001,"usage":{"input_tokens":900,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":100}}\n'
@@ -91,16 +92,11 @@ fn a_run_past_its_stage_token_limit_is_stopped_and_the_next_ticket_runs() {
     let grows = sb.add("grows", "ready", &[]);
     let next = sb.add("small", "ready", &[]);
 
-    let started = std::time::Instant::now();
     let report = sb.tick_json(&[]);
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "{report:#}");
     assert_eq!(runs[0]["ticket"], grows.as_str());
     assert_eq!(runs[0]["reason_code"], "budget.exceeded", "{report:#}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(25),
-        "stopped, not left to work on"
-    );
     let blocks = sb.blocks(&grows);
     let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
         panic!("{blocks:?}")
