@@ -576,13 +576,27 @@ fn usage_line(u: &UsageTotal) -> String {
     if u.reasoning_tokens > 0 {
         tokens.push_str(&format!(" ({} reasoning)", u.reasoning_tokens));
     }
-    let cost = match (u.runs_without_cost, u.cost_usd) {
+    if u.runs_without_usage > 0 {
+        if u.runs_without_usage == u.runs {
+            // Nothing reported: no figure at all, never 0.
+            return format!(
+                "{} {}: {} run(s), usage unknown (none reported)",
+                u.ticket_id, u.role, u.runs
+            );
+        }
+        tokens = format!("at least {tokens}");
+    }
+    let cost = match (u.runs_without_cost + u.runs_without_usage, u.cost_usd) {
         (0, usd) => format!("${usd:.4}"),
         (n, 0.0) => format!("cost unknown ({n} run(s) reported none)"),
         (n, usd) => format!("at least ${usd:.4} ({n} run(s) reported no cost)"),
     };
+    let unknown = match u.runs_without_usage {
+        0 => String::new(),
+        n => format!(" ({n} run(s) reported no usage)"),
+    };
     format!(
-        "{} {}: {} run(s), {tokens}, {cost}",
+        "{} {}: {} run(s), {tokens}{unknown}, {cost}",
         u.ticket_id, u.role, u.runs
     )
 }
@@ -617,6 +631,31 @@ mod tests {
         );
         assert!(
             usage_line(&total(0.25, 1)).ends_with("at least $0.2500 (1 run(s) reported no cost)")
+        );
+    }
+
+    /// #36: an agent that reports no usage at all (claude-code-acp, a bare command)
+    /// leaves its runs' tokens and cost unknown, never 0.
+    #[test]
+    fn runs_that_reported_no_usage_are_unknown_not_zero() {
+        let none = UsageTotal {
+            runs_without_usage: 2,
+            tokens_in: 0,
+            tokens_out: 0,
+            ..total(0.0, 0)
+        };
+        assert_eq!(
+            usage_line(&none),
+            "7 backend: 2 run(s), usage unknown (none reported)"
+        );
+        let one_of_two = UsageTotal {
+            runs_without_usage: 1,
+            ..total(0.25, 0)
+        };
+        assert_eq!(
+            usage_line(&one_of_two),
+            "7 backend: 2 run(s), at least 1200 tokens in, 80 out (1 run(s) reported no usage), \
+             at least $0.2500 (1 run(s) reported no cost)"
         );
     }
 }

@@ -233,8 +233,9 @@ pub(crate) fn normalize_pull_request(
         ),
         Some(Forge::AcrossRepositories) => problems.at_key(
             &path,
-            "a GitHub Project spans repositories: name the one pull requests open on (the \
-             repository `workspace.git.url` clones) with `forge: {kind: github, repo: \
+            "a GitHub Project spans repositories, and `workspace.git.url` is no GitHub \
+             repository on the project's host: name the one pull requests open on (the \
+             repository the workspace clones) with `forge: {kind: github, repo: \
              owner/name}`, or remove `pull_request`",
         ),
         _ => {}

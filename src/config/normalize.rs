@@ -220,6 +220,14 @@ pub(crate) fn normalize(
     }
     super::review::check_reviews(&stages, agent.as_ref(), &roles_dir, problems);
     let workspace = normalize_workspace(std::mem::take(&mut raw.workspace), base, problems);
+    // A GitHub Project spans repositories: its pull requests open on the GitHub repository
+    // its workspace clones, unless `forge:` names one.
+    let forge = match (forge, &tracker, &workspace.git) {
+        (None, Some(t), Some(git)) if raw.pull_request.is_some() => {
+            super::tracker::project_forge(t, &git.url)
+        }
+        (forge, _, _) => forge,
+    };
     let hooks = build_hooks(raw.hooks.take(), &stages, base, problems);
     let pull_request = super::git::normalize_pull_request(
         raw.pull_request.take(),

@@ -648,3 +648,95 @@ fn rest_url_of(graphql: &str) -> String {
         base.to_string()
     }
 }
+
+/// The forge of a GitHub Project whose config names none: the GitHub repository its
+/// workspace clones (`workspace.git.url`), on the host of its API, with its token. A
+/// ticket's branch is pushed there, so its pull request opens there. `None` for other
+/// trackers, or a URL that is no repository on that host.
+pub(super) fn project_forge(tracker: &TrackerConfig, clone_url: &str) -> Option<TrackerConfig> {
+    let TrackerConfig::GithubProject {
+        token_env,
+        rest_url,
+        ..
+    } = tracker
+    else {
+        return None;
+    };
+    let (host, repo) = github_repo_of(clone_url)?;
+    let api_host = host_of(rest_url)?;
+    let same_host = api_host.eq_ignore_ascii_case(&host)
+        || api_host.eq_ignore_ascii_case(&format!("api.{host}"));
+    same_host.then(|| TrackerConfig::Github {
+        repo,
+        token_env: token_env.clone(),
+        api_url: rest_url.clone(),
+        status_label_prefix: "status:".to_string(),
+        priority_label_prefix: "priority:".to_string(),
+    })
+}
+
+/// The host of an `http(s)://` URL.
+fn host_of(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split('/').next()?;
+    let host = authority.rsplit('@').next()?.split(':').next()?;
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// `(host, "owner/name")` of a clone URL: `https://HOST/owner/name(.git)`,
+/// `ssh://git@HOST(:port)/owner/name(.git)` or `git@HOST:owner/name(.git)`.
+fn github_repo_of(url: &str) -> Option<(String, String)> {
+    let url = url.trim();
+    let (host, path) = if let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .or_else(|| url.strip_prefix("ssh://"))
+    {
+        let (authority, path) = rest.split_once('/')?;
+        let host = authority.rsplit('@').next()?.split(':').next()?;
+        (host.to_string(), path)
+    } else {
+        let (user_host, path) = url.split_once(':')?;
+        let (_, host) = user_host.split_once('@')?;
+        (host.to_string(), path)
+    };
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let (owner, name) = path.split_once('/')?;
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    (!host.is_empty() && ok(owner) && ok(name)).then(|| (host, format!("{owner}/{name}")))
+}
+
+#[cfg(test)]
+mod project_forge_tests {
+    use super::*;
+
+    #[test]
+    fn clone_urls_name_their_host_and_repository() {
+        let want = Some(("github.com".to_string(), "acme/web".to_string()));
+        for url in [
+            "https://github.com/acme/web.git",
+            "https://github.com/acme/web",
+            "https://github.com/acme/web/",
+            "ssh://git@github.com/acme/web.git",
+            "ssh://git@github.com:22/acme/web.git",
+            "git@github.com:acme/web.git",
+        ] {
+            assert_eq!(github_repo_of(url), want, "{url}");
+        }
+        for url in [
+            "/srv/web.git",
+            "file:///srv/web.git",
+            "https://github.com/acme",
+            "https://github.com/a/b/c",
+        ] {
+            assert_eq!(github_repo_of(url), None, "{url}");
+        }
+    }
+}

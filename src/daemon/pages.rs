@@ -171,11 +171,12 @@ pub(super) fn cost(usd: f64, lower_bound: bool) -> String {
 /// no usage at all, as a `command` agent, or usage without a cost): unknown, not free,
 /// as the live runs table says; a lower bound (`$1.25+`) when some runs did not.
 fn total_cost(u: &crate::ledger::UsageTotal) -> String {
-    let nothing_reported = u.cost_usd == 0.0 && (u.runs_without_cost > 0 || u.total_tokens() == 0);
+    let unknown = u.runs_without_cost + u.runs_without_usage;
+    let nothing_reported = u.cost_usd == 0.0 && (unknown > 0 || u.total_tokens() == 0);
     if u.runs > 0 && nothing_reported {
         "–".to_string()
     } else {
-        cost(u.cost_usd, u.runs_without_cost > 0)
+        cost(u.cost_usd, unknown > 0)
     }
 }
 

@@ -502,6 +502,11 @@ pub struct UsageTotal {
     pub cost_usd: f64,
     /// Runs that reported usage without a cost: `cost_usd` is then a lower bound.
     pub runs_without_cost: u32,
+    /// Runs that reported no usage at all (an agent that reports none, such as a bare
+    /// command or claude-code-acp, or a run still going): their tokens and cost are
+    /// unknown, never 0, and the sums are lower bounds.
+    #[serde(default)]
+    pub runs_without_usage: u32,
 }
 
 impl UsageTotal {

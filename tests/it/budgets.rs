@@ -69,6 +69,29 @@ fn usage_reported_by_the_agent_is_totalled_per_ticket_and_role() {
     );
 }
 
+/// #36: an agent that reports no usage at all (here a bare command) leaves its runs'
+/// tokens and cost unknown in `pipeline status`, never 0.
+#[test]
+fn runs_that_reported_no_usage_show_it_unknown_not_zero() {
+    let sb = sandbox("agent: {command: [\"true\"]}", "{}");
+    let id = sb.add("t", "ready-for-design", &[]);
+    sb.drain(5);
+    let status = sb.status_json();
+    let usage = status["usage"].as_array().expect("usage in status");
+    assert!(!usage.is_empty(), "{status:#}");
+    for row in usage {
+        assert_eq!(row["runs_without_usage"], row["runs"], "{row}");
+    }
+    let text = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
+    assert!(
+        text.contains(&format!(
+            "{id} architect: 1 run(s), usage unknown (none reported)"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("$0.0000"), "{text}");
+}
+
 #[test]
 fn a_ticket_over_its_cost_budget_gets_one_failure_block_and_no_more_runs() {
     let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.02}");

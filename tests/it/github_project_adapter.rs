@@ -239,11 +239,39 @@ fn pull_requests_on_a_project_need_the_repository_they_open_on() {
     assert_eq!((*line, field.as_str()), (4, "pull_request"));
     assert!(
         message
-            .starts_with("a GitHub Project spans repositories: name the one pull requests open on")
+            .starts_with("a GitHub Project spans repositories, and `workspace.git.url` is no GitHub repository on the project's host")
             && message.contains("`forge: {kind: github, repo: owner/name}`"),
         "{message}"
     );
     let with_forge = format!("{tracker}forge: {{kind: github, repo: acme/web}}\n");
     let cfg = parse(&with_forge).expect("the forge names the repository");
     assert_eq!(cfg.forge.unwrap().name(), "github:acme/web");
+}
+
+#[test]
+fn pull_requests_on_a_project_open_on_the_github_repository_the_workspace_clones() {
+    for url in [
+        "https://github.com/acme/web.git",
+        "git@github.com:acme/web.git",
+    ] {
+        let tracker = format!(
+            "tracker: {{kind: github_project, owner: acme, project: 7, token_env: BOT_TOKEN}}\n\
+             workspace:\n  git: {{url: \"{url}\"}}\npull_request: {{after: architect}}\n"
+        );
+        let cfg = parse(&tracker).expect("the forge is the cloned repository");
+        let forge = cfg.forge.expect("a forge");
+        assert_eq!(forge.name(), "github:acme/web", "{url}");
+        assert_eq!(forge.secret_envs(), [&"BOT_TOKEN".to_string()]);
+    }
+    // GitHub Enterprise Server: the same host as the project's API.
+    let tracker = "tracker: {kind: github_project, owner: acme, project: 7, api_url: \"https://ghe.acme.test/api/graphql\"}\n\
+         workspace:\n  git: {url: \"https://ghe.acme.test/acme/web.git\"}\npull_request: {after: architect}\n";
+    let TrackerConfig::Github { api_url, .. } = parse(tracker).unwrap().forge.unwrap() else {
+        panic!()
+    };
+    assert_eq!(api_url, "https://ghe.acme.test/api/v3");
+    // A repository on another host is not this GitHub's: said at load.
+    let elsewhere = "tracker: {kind: github_project, owner: acme, project: 7}\n\
+         workspace:\n  git: {url: \"https://gitlab.com/acme/web.git\"}\npull_request: {after: architect}\n";
+    assert_eq!(problems(elsewhere)[0].1, "pull_request");
 }

@@ -515,7 +515,8 @@ macro_rules! total_columns {
          COALESCE(SUM(u.cache_write_tokens), 0)::BIGINT, \
          COALESCE(SUM(u.reasoning_tokens), 0)::BIGINT, \
          COALESCE(SUM(u.cost_usd), 0.0)::DOUBLE PRECISION, \
-         COUNT(*) FILTER (WHERE u.run_id IS NOT NULL AND u.cost_usd IS NULL)"
+         COUNT(*) FILTER (WHERE u.run_id IS NOT NULL AND u.cost_usd IS NULL), \
+         COUNT(*) FILTER (WHERE u.run_id IS NULL)"
     };
 }
 
@@ -539,6 +540,7 @@ fn total_from(
         reasoning_tokens: count(first + 5)?,
         cost_usd: get(row, first + 6)?,
         runs_without_cost: u32::try_from(get::<i64>(row, first + 7)?).unwrap_or(u32::MAX),
+        runs_without_usage: u32::try_from(get::<i64>(row, first + 8)?).unwrap_or(u32::MAX),
     })
 }
 

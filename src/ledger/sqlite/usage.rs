@@ -43,7 +43,8 @@ macro_rules! total_columns {
         "COUNT(*), COALESCE(SUM(u.tokens_in), 0), COALESCE(SUM(u.tokens_out), 0), \
          COALESCE(SUM(u.cache_read_tokens), 0), COALESCE(SUM(u.cache_write_tokens), 0), \
          COALESCE(SUM(u.reasoning_tokens), 0), COALESCE(SUM(u.cost_usd), 0.0), \
-         COALESCE(SUM(u.run_id IS NOT NULL AND u.cost_usd IS NULL), 0)"
+         COALESCE(SUM(u.run_id IS NOT NULL AND u.cost_usd IS NULL), 0), \
+         COALESCE(SUM(u.run_id IS NULL), 0)"
     };
 }
 
@@ -65,6 +66,7 @@ fn total_from(
         reasoning_tokens: count(row.get(first + 5)?),
         cost_usd: row.get(first + 6)?,
         runs_without_cost: u32::try_from(row.get::<_, i64>(first + 7)?).unwrap_or(u32::MAX),
+        runs_without_usage: u32::try_from(row.get::<_, i64>(first + 8)?).unwrap_or(u32::MAX),
     })
 }
 
