@@ -30,6 +30,9 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 const RESCAN_AFTER: Duration = Duration::from_millis(20);
 /// How long an ACP agent gets to end its turn after `session/cancel` before it is killed.
 const ACP_CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// How long an ACP agent whose turn is over may take to exit by itself once its stdin is
+/// closed (saving its session) before it is stopped.
+const ACP_EXIT_GRACE: Duration = Duration::from_secs(5);
 
 /// What to run and with which `SORTIE_*` variables.
 #[derive(Debug, Clone)]
@@ -513,11 +516,12 @@ async fn run_process(
     let conversation_over = Arc::new(Notify::new());
     let cancel_turn = CancellationToken::new();
     let handshaken = CancellationToken::new();
+    let close_stdin = CancellationToken::new();
     let handshake_deadline = Instant::now() + plan.handshake_timeout;
     let mut to_agent = None;
     if let Some(mut stdin) = child.stdin.take() {
         if acp {
-            to_agent = Some(spawn_writer(stdin, log.clone()));
+            to_agent = Some(spawn_writer(stdin, log.clone(), close_stdin.clone()));
         } else {
             let prompt = plan.prompt.clone();
             // An agent that never reads stdin must not block us: write in the background
@@ -619,7 +623,14 @@ async fn run_process(
             kill_tree(pid, run_id, Signal::SIGKILL);
             code
         }
-        Watch::ConversationOver => terminate(&mut child, pid, run_id).await,
+        Watch::ConversationOver => {
+            // The turn is over: end the conversation (stdin closed) and let the agent exit
+            // by itself, saving its session for a later `session/load`, before stopping
+            // whatever is left.
+            close_stdin.cancel();
+            let _ = tokio::time::timeout(ACP_EXIT_GRACE, child.wait()).await;
+            terminate(&mut child, pid, run_id).await
+        }
         _ => {
             if acp {
                 // Ask for the turn to end before the process does (the agent may save its

@@ -56,10 +56,19 @@ impl Conversation {
 pub(super) fn spawn_writer(
     mut stdin: ChildStdin,
     log: Arc<Mutex<std::fs::File>>,
+    close: tokio_util::sync::CancellationToken,
 ) -> mpsc::UnboundedSender<String> {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        while let Some(mut line) = rx.recv().await {
+        // `close` ends the conversation: stdin is dropped, and the agent reads end of file.
+        loop {
+            let mut line = tokio::select! {
+                line = rx.recv() => match line {
+                    Some(line) => line,
+                    None => break,
+                },
+                _ = close.cancelled() => break,
+            };
             {
                 use std::io::Write;
                 let mut file = log.lock().expect("log lock");
