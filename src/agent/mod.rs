@@ -45,8 +45,8 @@ pub use process::{
 };
 pub use progress::{AgentEvent, Progress, ProgressHandle, EVENT_TEXT_CHARS};
 pub use prompt::{
-    CommentVars, FailureVars, PriorVars, PromptContext, PromptError, QuestionVars, ReviewVars,
-    ReworkVars, RoleSettings, RoleTemplates, StageVars, TicketVars,
+    template_files, CommentVars, FailureVars, PriorVars, PromptContext, PromptError, QuestionVars,
+    ReviewVars, ReworkVars, RoleSettings, RoleTemplates, StageVars, TicketVars,
 };
 pub use workspace::{
     adopt_legacy_workspace, ensure_workspace, legacy_workspace_name, list_workspaces,

@@ -233,6 +233,37 @@ pub struct TicketVars {
     pub labels: Vec<String>,
     /// Priority, if any.
     pub priority: Option<i64>,
+    /// Who the ticket is assigned to, as the tracker names people.
+    pub assignees: Vec<String>,
+    /// When the ticket was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When the ticket last changed, as the tracker reports it (RFC 3339, UTC).
+    pub updated_at: String,
+    /// The tickets blocking this one (`id`, `status`, `closed`), as the tick read them;
+    /// empty when there are none or blockers are not read (`tracker.blockers: off`).
+    pub blockers: Vec<crate::tracker::Blocker>,
+}
+
+impl TicketVars {
+    /// Every normalized field of `ticket` a template can use.
+    pub fn of(ticket: &crate::tracker::Ticket) -> Self {
+        let instant = |t: &chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+        };
+        TicketVars {
+            id: ticket.id.clone(),
+            title: ticket.title.clone(),
+            body: ticket.body.clone(),
+            url: ticket.url.clone().unwrap_or_default(),
+            status: ticket.status.clone(),
+            labels: ticket.labels.clone(),
+            priority: ticket.priority,
+            assignees: ticket.assignees.clone(),
+            created_at: instant(&ticket.created_at),
+            updated_at: instant(&ticket.updated_at),
+            blockers: ticket.blocked_by.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// Stage fields visible to templates.
@@ -284,6 +315,24 @@ pub struct ReworkVars {
     pub failure: FailureVars,
 }
 
+/// Every prompt template a config's runs read, by the name it is loaded under: each
+/// stage's `roles/<role>.md`, then each route's `role_file`. The daemon watches these
+/// files, so an edit to any of them reaches the next run without a restart.
+pub fn template_files(config: &crate::config::Config) -> Vec<(String, PathBuf)> {
+    let roles = config.stages.iter().map(|s| {
+        (
+            s.role.clone(),
+            config.roles_dir.join(format!("{}.md", s.role)),
+        )
+    });
+    let routes = config
+        .stages
+        .iter()
+        .flat_map(|s| s.routes.iter().filter_map(|r| r.role_file.clone()))
+        .map(|path| (route_key(&path), path));
+    roles.chain(routes).collect()
+}
+
 /// The compiled prompt templates of every role in a pipeline.
 #[derive(Debug)]
 pub struct RoleTemplates {
@@ -309,18 +358,7 @@ impl RoleTemplates {
     /// route's `role_file`, so a route whose file is missing or does not render is
     /// refused before anything runs.
     pub fn for_config(config: &crate::config::Config) -> Result<Self, PromptError> {
-        let roles = config.stages.iter().map(|s| {
-            (
-                s.role.clone(),
-                config.roles_dir.join(format!("{}.md", s.role)),
-            )
-        });
-        let routes = config
-            .stages
-            .iter()
-            .flat_map(|s| s.routes.iter().filter_map(|r| r.role_file.clone()))
-            .map(|path| (route_key(&path), path));
-        Self::load_files(roles.chain(routes))
+        Self::load_files(template_files(config))
     }
 
     /// Load and compile each `(name, file)`; a name loaded already is skipped.
@@ -454,6 +492,14 @@ impl PromptContext {
                 status: "status".into(),
                 labels: vec!["label".into()],
                 priority: Some(1),
+                assignees: vec!["someone".into()],
+                created_at: "2026-01-01T00:00:00Z".into(),
+                updated_at: "2026-01-02T00:00:00Z".into(),
+                blockers: vec![crate::tracker::Blocker {
+                    id: "2".into(),
+                    status: Some("status".into()),
+                    closed: false,
+                }],
             },
             stage: StageVars {
                 role: role.to_string(),

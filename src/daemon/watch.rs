@@ -11,14 +11,14 @@ use crate::config::Config;
 pub struct Fingerprint(Vec<(PathBuf, Option<(SystemTime, u64)>)>);
 
 impl Fingerprint {
-    /// The config file at `path` and the role file of each stage of `config`.
+    /// The config file at `path` and every prompt template of `config`: each stage's
+    /// role file and each route's `role_file`.
     pub fn of(path: &Path, config: &Config) -> Self {
         let mut files = vec![path.to_path_buf()];
         files.extend(
-            config
-                .stages
-                .iter()
-                .map(|s| config.roles_dir.join(format!("{}.md", s.role))),
+            crate::agent::template_files(config)
+                .into_iter()
+                .map(|(_, file)| file),
         );
         Fingerprint(
             files

@@ -4,7 +4,6 @@
 //! A dispatch the ledger refuses (held by another claimer, a cap reached meanwhile) or
 //! the second look gives back becomes a skip line; nothing else is written for it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -15,7 +14,7 @@ use super::decide::caps::Caps;
 use super::decide::eligibility::SkipReason;
 use super::decide::plan::Dispatch;
 use super::decide::question::Continuation;
-use super::history::TicketHistory;
+use super::observe::Reads;
 use super::recheck::{self, Recheck};
 use super::report::{RunLine, SkipLine};
 use super::supervisor::Supervisor;
@@ -34,14 +33,14 @@ pub(crate) struct Started {
 }
 
 /// Claim and start `dispatches` in order, until the supervisor stops claiming. With
-/// `detach`, the runs go to the supervisor instead of the returned set. `histories` are
-/// the plan's, `now` the time it was made for. A ledger error ends the step; the runs
+/// `detach`, the runs go to the supervisor instead of the returned set. `reads` are the
+/// plan's (histories and blockers), `now` the time it was made for. A ledger error ends the step; the runs
 /// it started and did not detach end with it.
 pub(crate) async fn claim_and_start(
     ctx: &Arc<Context>,
     supervisor: &Arc<Supervisor>,
     dispatches: &[Dispatch<'_>],
-    histories: &HashMap<String, TicketHistory>,
+    reads: &Reads,
     now: DateTime<Utc>,
     detach: bool,
 ) -> Result<Started, PipelineError> {
@@ -67,8 +66,13 @@ pub(crate) async fn claim_and_start(
             ClaimOutcome::Acquired(claim) => {
                 // The listing may be stale by now: another host may have run this
                 // stage and released the key since (one comments read, claims only).
-                let history = match recheck::recheck(ctx, ticket, stage, histories.get(&ticket.id))
-                    .await
+                let history = match recheck::recheck(
+                    ctx,
+                    ticket,
+                    stage,
+                    reads.histories.get(&ticket.id),
+                )
+                .await
                 {
                     Recheck::Current(history) => history,
                     Recheck::Stale(reason) => {
@@ -119,7 +123,7 @@ pub(crate) async fn claim_and_start(
                 let task = run::run_claimed(
                     ctx.clone(),
                     supervisor.clone(),
-                    ticket.clone(),
+                    with_blockers_read(ticket, reads),
                     stage_index,
                     claim,
                     history,
@@ -191,4 +195,16 @@ pub(crate) fn would_start(config: &Config, dispatches: &[Dispatch<'_>]) -> Vec<R
             session: None,
         })
         .collect()
+}
+
+/// The ticket a run starts with: as listed, with the blockers this tick read for it
+/// when the listing did not carry them (the prompt's `ticket.blockers`).
+fn with_blockers_read(ticket: &Ticket, reads: &Reads) -> Ticket {
+    let mut ticket = ticket.clone();
+    if ticket.blocked_by.is_none() {
+        if let Some(Ok(read)) = reads.blockers.get(&ticket.id) {
+            ticket.blocked_by = Some(read.clone());
+        }
+    }
+    ticket
 }

@@ -110,7 +110,7 @@ impl Pipeline {
             ctx,
             &self.supervisor,
             &plan.dispatches,
-            &reads.histories,
+            &reads,
             obs.now,
             detach,
         )

@@ -460,3 +460,113 @@ async fn a_retry_runs_when_it_falls_due_not_at_the_next_poll() {
     stop.notify_one();
     task.await.unwrap().expect("daemon stops cleanly");
 }
+
+/// Symphony conformance (#39, item 1), config reload: an edit to a stage's role file
+/// or to a route's `role_file` reaches the next run without a restart. The route's file
+/// was not watched: its edit waited for an unrelated change to the config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_reload_an_edited_role_file_or_route_role_file_reaches_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let roles = dir.path().join("roles");
+    std::fs::create_dir_all(&roles).unwrap();
+    let stage_file = roles.join("worker.md");
+    let route_file = dir.path().join("urgent.md");
+    std::fs::write(&stage_file, "stage template v1 for {{ ticket.id }}\n").unwrap();
+    std::fs::write(&route_file, "route template v1 for {{ ticket.id }}\n").unwrap();
+    let prompts = dir.path().join("prompts.log");
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: 1
+shutdown_grace_seconds: 5
+agent: {{command: ["sh", "-c", "cat \"$$SORTIE_PROMPT_FILE\" >> {prompts}"], timeout_seconds: 60}}
+pipeline_stages:
+  - role: worker
+    claim_status: ready
+    success_status: done
+    routes:
+      - {{name: urgent, when: {{labels: [urgent]}}, role_file: urgent.md}}
+"#,
+            state = dir.path().join("state").display(),
+            roles = roles.display(),
+            prompts = prompts.display(),
+        ),
+    )
+    .unwrap();
+    let board = tracker(false);
+    let add = |id: &str, urgent: bool| {
+        let mut t = MemoryTracker::ticket(id, "t", "ready");
+        if urgent {
+            t.labels = vec!["urgent".into()];
+        }
+        board.inner.insert(t);
+    };
+    let done = |id: &'static str| {
+        let board = board.clone();
+        move || {
+            let board = board.clone();
+            async move { board.inner.snapshot(id).is_some_and(|t| t.status == "done") }
+        }
+    };
+    let d = Daemon::start(path, board.clone()).await;
+    add("1", false);
+    add("2", true);
+    d.until(Duration::from_secs(20), "1 done", done("1")).await;
+    d.until(Duration::from_secs(20), "2 done", done("2")).await;
+
+    // Each edit changes its file's size, so it is seen whatever the clock's grain. The
+    // next run starts after the reload, so it cannot race a tick begun before the edit.
+    let reloads = || async {
+        d.get("/metrics")
+            .await
+            .1
+            .lines()
+            .find_map(|l| l.strip_prefix("sortie_config_reloads_total "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    std::fs::write(
+        &route_file,
+        "route template v2, edited, for {{ ticket.id }}\n",
+    )
+    .unwrap();
+    d.until(
+        Duration::from_secs(20),
+        "the route's edit reloaded",
+        || async { reloads().await >= 1 },
+    )
+    .await;
+    add("3", true);
+    d.until(Duration::from_secs(20), "3 done", done("3")).await;
+    std::fs::write(
+        &stage_file,
+        "stage template v2, edited, for {{ ticket.id }}\n",
+    )
+    .unwrap();
+    d.until(
+        Duration::from_secs(20),
+        "the role file's edit reloaded",
+        || async { reloads().await >= 2 },
+    )
+    .await;
+    add("4", false);
+    d.until(Duration::from_secs(20), "4 done", done("4")).await;
+    d.stop().await;
+
+    let log = std::fs::read_to_string(&prompts).unwrap();
+    for expected in [
+        "stage template v1 for 1",
+        "route template v1 for 2",
+        "route template v2, edited, for 3",
+        "stage template v2, edited, for 4",
+    ] {
+        assert!(
+            log.contains(expected),
+            "{expected:?} not in the prompts:\n{log}"
+        );
+    }
+}

@@ -334,15 +334,7 @@ fn prompt_context(
         }
     }
     PromptContext {
-        ticket: TicketVars {
-            id: ticket.id.clone(),
-            title: ticket.title.clone(),
-            body: ticket.body.clone(),
-            url: ticket.url.clone().unwrap_or_default(),
-            status: ticket.status.clone(),
-            labels: ticket.labels.clone(),
-            priority: ticket.priority,
-        },
+        ticket: TicketVars::of(ticket),
         stage: StageVars {
             role: stage.role.clone(),
             claim_status: stage.claim_status.clone(),
