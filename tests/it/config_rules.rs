@@ -395,6 +395,35 @@ fn per_status_caps_name_claim_statuses() {
     );
 }
 
+/// Symphony conformance (#39, item 2): a per-status cap of 0 or one that is not a number
+/// is refused with its file, line and key (Symphony ignores such values; sortie refuses
+/// them, as every other invalid value).
+#[test]
+fn per_status_cap_map_refuses_a_zero_cap_with_its_line() {
+    assert_problems(
+        "per-status-zero.yaml",
+        &[(
+            5,
+            11,
+            "concurrency.per_status_max_in_flight.todo",
+            "expected a whole number >= 1, found 0",
+        )],
+    );
+}
+
+#[test]
+fn per_status_cap_map_refuses_a_cap_that_is_not_a_number_with_its_line() {
+    assert_problems(
+        "per-status-not-a-number.yaml",
+        &[(
+            5,
+            11,
+            "concurrency.per_status_max_in_flight.todo",
+            "expected a whole number between 1 and 4294967295, found string \"many\"",
+        )],
+    );
+}
+
 #[test]
 fn a_key_written_twice_is_refused_at_the_second_one() {
     assert_problems(

@@ -298,8 +298,10 @@ async fn the_complexity_linear_reports_is_kept_for_each_query() {
         .is_some_and(|n| n == linear_model::REQUEST_LIMIT - 2));
 }
 
+/// Symphony conformance (#39, item 12): Linear's priority 0 is "No priority", so it
+/// sorts with the tickets that have none, after 1-4, in the pipeline's own order.
 #[tokio::test]
-async fn linear_priorities_sort_urgent_first_and_no_priority_last() {
+async fn sort_order_linear_priority_zero_sorts_with_no_priority_after_one_to_four() {
     let model = LinearModel::start().await;
     for (title, p) in [("none", 0), ("low", 4), ("urgent", 1), ("medium", 3)] {
         let n = model.add_issue(title, "Ready for design", &[]);
@@ -307,8 +309,7 @@ async fn linear_priorities_sort_urgent_first_and_no_priority_last() {
     }
     let t = tracker(&config(&model.api_url(), "", STAGES), TOKEN);
     let mut tickets = t.list(&statuses()).await.unwrap().tickets;
-    // The pipeline's order: priority ascending, `None` after every number.
-    tickets.sort_by_key(|t| (t.priority.is_none(), t.priority));
+    tickets.sort_by(sortie::pipeline::eligibility::dispatch_order);
     let order: Vec<(&str, Option<i64>)> = tickets
         .iter()
         .map(|t| (t.title.as_str(), t.priority))

@@ -495,3 +495,68 @@ async fn concurrent_replays_of_one_stored_outcome_post_it_once() {
         .count();
     assert_eq!(to_design_approved, 1, "one transition");
 }
+
+/// Symphony conformance (#39, item 13), slot exhaustion: a retry that is due while its
+/// role's cap is full keeps its queue entry (due time, attempt, reason) and the tick
+/// says the cap holds it; it runs once the slot is free.
+#[tokio::test]
+async fn slot_exhaustion_a_due_retry_held_by_a_full_cap_keeps_its_entry_and_says_why() {
+    use sortie::ledger::{ClaimLimits, ClaimOutcome, ClaimRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &["sh", "-c", "exit 3"], 3, None);
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("7", "flaky", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+    p.tick(TickOptions::default()).await.unwrap();
+    let queued = ledger.retries(Scope::All).unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+
+    // Another host runs architect on ticket 8: the role's one slot is taken.
+    tracker.insert(MemoryTracker::ticket("8", "busy", "designing"));
+    let other = ClaimRequest {
+        key: ClaimKey::new("memory", "8", "architect"),
+        stage: "ready-for-design".into(),
+        claimer_id: "other-host:1:aaaa".into(),
+        run_id: "elsewhere".into(),
+        ttl: std::time::Duration::from_secs(3600),
+        limits: ClaimLimits {
+            global: 10,
+            role: 10,
+            status: None,
+        },
+        attempt_floor: 1,
+    };
+    let held = ledger.try_claim(&other, clock.now()).unwrap();
+    assert!(matches!(held, ClaimOutcome::Acquired(_)), "{held:?}");
+
+    clock.advance(10);
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert!(r.runs.is_empty(), "{}", r.to_text());
+    let line = r
+        .skips
+        .iter()
+        .find(|s| s.ticket == "7")
+        .unwrap_or_else(|| panic!("no line for 7:\n{}", r.to_text()));
+    assert!(
+        line.reason.to_string() == "role cap reached (1 in flight)",
+        "{}",
+        r.to_text()
+    );
+    assert_eq!(
+        ledger.retries(Scope::All).unwrap(),
+        queued,
+        "the due retry keeps its entry: due time, attempt and reason"
+    );
+
+    ledger
+        .release(&other.key, &other.claimer_id)
+        .expect("release");
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(
+        (r.runs.len(), r.runs[0].ticket.as_str(), r.runs[0].attempt),
+        (1, "7", 2),
+        "{}",
+        r.to_text()
+    );
+}
