@@ -90,6 +90,7 @@ mod linear_cli;
 mod linear_config;
 mod linear_pipeline;
 mod linear_schema;
+mod live_smoke;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod questions;
