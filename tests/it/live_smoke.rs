@@ -183,110 +183,99 @@ fn from_env(config: &Config) -> Arc<dyn Tracker> {
     sortie::tracker::open(config).unwrap_or_else(|err| panic!("opening the tracker: {err}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "opt-in, against a real GitHub repository: ./scripts/test --live"]
-async fn live_smoke_github() {
-    let Some(v) = need(
-        "GitHub",
-        &[
-            "GITHUB_TOKEN",
-            "SORTIE_LIVE_GITHUB_REPO",
-            "SORTIE_LIVE_GITHUB_TICKET",
-        ],
-    ) else {
+/// One vendor's live run: `required` are its variables besides
+/// `SORTIE_LIVE_<KEY>_TICKET` (checked together), `tracker` writes the tracker keys from
+/// their values, and `SORTIE_LIVE_<KEY>_FROM` / `_TO` override the statuses.
+async fn live(
+    vendor: &'static str,
+    key: &str,
+    required: &[&str],
+    tracker: impl FnOnce(&[String]) -> String,
+    statuses: (&str, &str),
+) {
+    let ticket_var = format!("SORTIE_LIVE_{key}_TICKET");
+    let names: Vec<&str> = required
+        .iter()
+        .copied()
+        .chain([ticket_var.as_str()])
+        .collect();
+    let Some(mut values) = need(vendor, &names) else {
         return;
     };
+    let ticket = values.pop().expect("the ticket's variable");
     let smoke = Smoke {
-        vendor: "GitHub",
-        tracker: format!(
-            "kind: github, repo: \"{}\", api_url: \"{}\"",
-            v[1],
-            var_or("SORTIE_LIVE_GITHUB_API_URL", "https://api.github.com")
-        ),
-        ticket: v[2].clone(),
-        from: var_or("SORTIE_LIVE_GITHUB_FROM", "smoke-ready"),
-        to: var_or("SORTIE_LIVE_GITHUB_TO", "smoke-done"),
+        vendor,
+        tracker: tracker(&values),
+        ticket,
+        from: var_or(&format!("SORTIE_LIVE_{key}_FROM"), statuses.0),
+        to: var_or(&format!("SORTIE_LIVE_{key}_TO"), statuses.1),
         env: Vec::new(),
     };
     run(&smoke, from_env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in, against a real GitHub repository: ./scripts/test --live"]
+async fn live_smoke_github() {
+    let tracker = |v: &[String]| {
+        let api = var_or("SORTIE_LIVE_GITHUB_API_URL", "https://api.github.com");
+        format!("kind: github, repo: \"{}\", api_url: \"{api}\"", v[1])
+    };
+    let required = ["GITHUB_TOKEN", "SORTIE_LIVE_GITHUB_REPO"];
+    live(
+        "GitHub",
+        "GITHUB",
+        &required,
+        tracker,
+        ("smoke-ready", "smoke-done"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "opt-in, against a real GitLab project: ./scripts/test --live"]
 async fn live_smoke_gitlab() {
-    let Some(v) = need(
+    let tracker = |v: &[String]| {
+        let url = var_or("SORTIE_LIVE_GITLAB_URL", "https://gitlab.com");
+        format!("kind: gitlab, project: \"{}\", url: \"{url}\"", v[1])
+    };
+    let required = ["GITLAB_TOKEN", "SORTIE_LIVE_GITLAB_PROJECT"];
+    live(
         "GitLab",
-        &[
-            "GITLAB_TOKEN",
-            "SORTIE_LIVE_GITLAB_PROJECT",
-            "SORTIE_LIVE_GITLAB_TICKET",
-        ],
-    ) else {
-        return;
-    };
-    let smoke = Smoke {
-        vendor: "GitLab",
-        tracker: format!(
-            "kind: gitlab, project: \"{}\", url: \"{}\"",
-            v[1],
-            var_or("SORTIE_LIVE_GITLAB_URL", "https://gitlab.com")
-        ),
-        ticket: v[2].clone(),
-        from: var_or("SORTIE_LIVE_GITLAB_FROM", "smoke-ready"),
-        to: var_or("SORTIE_LIVE_GITLAB_TO", "smoke-done"),
-        env: Vec::new(),
-    };
-    run(&smoke, from_env).await;
+        "GITLAB",
+        &required,
+        tracker,
+        ("smoke-ready", "smoke-done"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "opt-in, against a real Jira Cloud site: ./scripts/test --live"]
 async fn live_smoke_jira() {
-    let Some(v) = need(
-        "Jira",
-        &[
-            "JIRA_EMAIL",
-            "JIRA_TOKEN",
-            "SORTIE_LIVE_JIRA_URL",
-            "SORTIE_LIVE_JIRA_PROJECT",
-            "SORTIE_LIVE_JIRA_TICKET",
-        ],
-    ) else {
-        return;
-    };
-    let smoke = Smoke {
-        vendor: "Jira",
-        tracker: format!("kind: jira, url: \"{}\", project: \"{}\"", v[2], v[3]),
-        ticket: v[4].clone(),
-        from: var_or("SORTIE_LIVE_JIRA_FROM", "To Do"),
-        to: var_or("SORTIE_LIVE_JIRA_TO", "In Progress"),
-        env: Vec::new(),
-    };
-    run(&smoke, from_env).await;
+    let tracker = |v: &[String]| format!("kind: jira, url: \"{}\", project: \"{}\"", v[2], v[3]);
+    let required = [
+        "JIRA_EMAIL",
+        "JIRA_TOKEN",
+        "SORTIE_LIVE_JIRA_URL",
+        "SORTIE_LIVE_JIRA_PROJECT",
+    ];
+    live("Jira", "JIRA", &required, tracker, ("To Do", "In Progress")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "opt-in, against a real Linear team: ./scripts/test --live"]
 async fn live_smoke_linear() {
-    let Some(v) = need(
+    let tracker = |v: &[String]| format!("kind: linear, team: \"{}\"", v[1]);
+    let required = ["LINEAR_API_KEY", "SORTIE_LIVE_LINEAR_TEAM"];
+    live(
         "Linear",
-        &[
-            "LINEAR_API_KEY",
-            "SORTIE_LIVE_LINEAR_TEAM",
-            "SORTIE_LIVE_LINEAR_TICKET",
-        ],
-    ) else {
-        return;
-    };
-    let smoke = Smoke {
-        vendor: "Linear",
-        tracker: format!("kind: linear, team: \"{}\"", v[1]),
-        ticket: v[2].clone(),
-        from: var_or("SORTIE_LIVE_LINEAR_FROM", "Todo"),
-        to: var_or("SORTIE_LIVE_LINEAR_TO", "In Progress"),
-        env: Vec::new(),
-    };
-    run(&smoke, from_env).await;
+        "LINEAR",
+        &required,
+        tracker,
+        ("Todo", "In Progress"),
+    )
+    .await;
 }
 
 /// The harness itself, on the GitHub model (runs in every CI): a ticket in another
