@@ -164,8 +164,24 @@ pub async fn run(plan: &RunPlan) -> RunReport {
     }
 }
 
+/// The run's `agent.log`; when it cannot be read, why, with what its directory holds
+/// (an empty log once failed a resume test, and the reason was not kept).
 pub fn log_of(report: &RunReport) -> String {
-    std::fs::read_to_string(&report.log_path).unwrap_or_default()
+    std::fs::read_to_string(&report.log_path).unwrap_or_else(|err| {
+        let dir = report.log_path.parent().unwrap_or(&report.log_path);
+        let listing: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        format!(
+            "(cannot read {}: {err}; its directory holds {listing:?})",
+            report.log_path.display()
+        )
+    })
 }
 
 fn failure(report: &RunReport) -> (&str, Category, NextAction, &str) {
