@@ -113,4 +113,10 @@ fn moving_a_card_cancels_the_run_in_another_tick_process_and_nothing_is_written(
     );
     let claims = sb.ok(&["claims", "list", "--state-root", "state", "--json"]);
     assert_eq!(claims.trim(), "[]", "the claim was released");
+    // Symphony conformance 17.4.5: a move to a status that is not terminal stops the
+    // agent without cleaning its workspace (the ticket may come back).
+    assert!(
+        sb.path().join("state/workspaces").join(&id).is_dir(),
+        "the workspace of a ticket moved to a non-terminal status is kept"
+    );
 }

@@ -560,3 +560,53 @@ async fn slot_exhaustion_a_due_retry_held_by_a_full_cap_keeps_its_entry_and_says
         r.to_text()
     );
 }
+
+/// Symphony conformance 17.4.10: the retry delay doubles from `backoff_base_seconds`
+/// and stops at the configured `backoff_max_seconds`.
+#[tokio::test]
+async fn retry_backoff_doubles_and_stops_at_the_configured_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), &["sh", "-c", "exit 3"], 5, None);
+    cfg.retry.backoff_max = std::time::Duration::from_secs(25);
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("7", "flaky", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+    let mut delays = Vec::new();
+    for _ in 0..4 {
+        let r = p.tick(TickOptions::default()).await.unwrap();
+        assert_eq!(r.runs.len(), 1, "{}", r.to_text());
+        let entry = ledger.retries(Scope::All).unwrap().remove(0);
+        let delay = (entry.due_at - clock.now()).num_seconds();
+        delays.push(delay);
+        clock.advance(delay);
+    }
+    assert_eq!(delays, [10, 20, 25, 25], "10 s, doubled, capped at 25 s");
+}
+
+/// Symphony conformance 17.4.12: a stalled agent is killed, and its run is a
+/// transient failure whose retry is queued.
+#[tokio::test]
+async fn a_stalled_agent_is_killed_and_its_retry_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), &["sleep", "600"], 3, None);
+    cfg.agent.stall_timeout = Some(std::time::Duration::from_secs(1));
+    let tracker = Arc::new(MemoryTracker::new());
+    tracker.insert(MemoryTracker::ticket("7", "silent", "ready-for-design"));
+    let clock = StepClock::new();
+    let (p, ledger) = pipeline(cfg, tracker.clone(), clock.clone()).await;
+    let r = p.tick(TickOptions::default()).await.unwrap();
+    assert_eq!(
+        (r.runs[0].outcome.as_str(), r.runs[0].reason_code.as_deref()),
+        ("failure", Some("agent.stalled")),
+        "{}",
+        r.to_text()
+    );
+    let retries = ledger.retries(Scope::All).unwrap();
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0].due_at, clock.now() + Duration::seconds(10));
+    let OutcomeBlock::Failure(f) = &blocks(&tracker, "7")[0] else {
+        panic!("no failure block")
+    };
+    assert_eq!(f.next_action.as_str(), "retry", "{f:?}");
+}
