@@ -40,6 +40,10 @@ as_postgres() {
 }
 
 data=$(mktemp -d "${TMPDIR:-/tmp}/sortie-pg.XXXXXX")
+# The postgres user cannot enter $SORTIE_TEST_SERVICES (mode 700), so the cluster lives
+# beside it; scripts/test removes the directories listed in *.dirs once the services
+# are stopped.
+echo "$data" >>"$SORTIE_TEST_SERVICES/postgres.dirs"
 if [[ $(id -u) -eq 0 ]]; then
   chown postgres: "$data"
   touch "$log" && chown postgres: "$log"
