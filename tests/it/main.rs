@@ -40,6 +40,7 @@ mod config_home;
 mod config_load;
 mod config_rules;
 mod config_warnings;
+mod conformance_logs;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
