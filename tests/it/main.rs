@@ -41,6 +41,7 @@ mod config_load;
 mod config_rules;
 mod config_warnings;
 mod conformance_logs;
+mod conformance_workspace;
 mod crash_anywhere;
 mod daemon_e2e;
 mod daemon_serve;
