@@ -40,6 +40,7 @@ mod config_home;
 mod config_load;
 mod config_rules;
 mod config_warnings;
+mod conformance_hooks;
 mod conformance_logs;
 mod conformance_workspace;
 mod crash_anywhere;
