@@ -103,6 +103,32 @@ fn log_sink_failure_a_tick_with_stderr_on_a_full_disk_still_moves_the_ticket() {
     a_tick_still_moves_the_ticket(Sink::Full);
 }
 
+/// The cron example of docs/operations.md (`>> state/tick.log 2>&1`) on a full disk:
+/// the tick's work is done; only its report to stdout is lost, which is a runtime
+/// failure (exit 1), as for any other stdout that cannot be written.
+#[test]
+fn log_sink_failure_a_tick_with_stdout_and_stderr_on_a_full_disk_still_moves_the_ticket() {
+    let sb = Sandbox::three_stages(1);
+    let id = sb.add("widget", "ready-for-design", &[]);
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full exists on Linux")
+    };
+    let status = command(
+        &sb,
+        Sink::Full,
+        &["pipeline", "tick", "--config", "pipeline.yaml"],
+    )
+    .stdout(full())
+    .status()
+    .expect("run sortie");
+    assert_eq!(status.code(), Some(1), "not a panic (101): {status:?}");
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+    assert_eq!(sb.blocks(&id).len(), 1, "the outcome block was posted");
+}
+
 /// A daemon process, killed when dropped.
 struct Running(Child);
 
