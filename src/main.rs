@@ -17,7 +17,8 @@ fn main() -> ExitCode {
             if cli::is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("sortie: {err:#}");
+            // Never `eprintln!`: it panics on a full disk under stderr (issue #39).
+            cli::say(format_args!("sortie: {err:#}"));
             ExitCode::from(cli::exit_code_for(&err))
         }
     }

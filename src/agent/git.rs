@@ -489,7 +489,9 @@ async fn copy_remote_branches(mirror: &Path, timeout: Duration) -> Result<(), Gi
 /// Fetch the mirror and give the ticket its worktree at `dir` on `branch`: the existing
 /// worktree when there is one; otherwise one made from the local branch, else from the
 /// branch on the remote, else a new branch from `base`. A worktree whose directory a
-/// person deleted is recreated from the branch (its commits are kept).
+/// person deleted is recreated from the branch (its commits are kept). A `dir` that
+/// holds files but is not a worktree of this mirror (a plain directory, a clone of its
+/// own) is [`GitError::NotAWorktree`].
 pub async fn prepare_worktree(
     state_root: &Path,
     git_cfg: &GitWorkspace,
@@ -559,6 +561,9 @@ pub async fn prepare_worktree(
         mirror,
         url: git_cfg.url.clone(),
     };
+    // A `.git` is not enough: a clone of its own, or a worktree of another mirror (or of
+    // one since deleted), would run, commit and push outside the ticket's branch.
+    worktree_admin(&worktree)?;
     // A sandboxed run that sortie did not see end (a crash) left HEAD detached.
     leave_sandbox(&worktree, timeout).await?;
     worktree.start = catch_up(&worktree, timeout).await?;
@@ -909,6 +914,8 @@ fn worktree_admin(worktree: &Worktree) -> Result<PathBuf, GitError> {
     let refused = || GitError::NotAWorktree(worktree.dir.clone());
     let text = std::fs::read_to_string(worktree.dir.join(".git")).map_err(|_| refused())?;
     let gitdir = PathBuf::from(text.strip_prefix("gitdir:").ok_or_else(refused)?.trim());
+    // Relative when git writes relative worktree paths (`worktree.useRelativePaths`).
+    let gitdir = worktree.dir.join(gitdir);
     let meta = std::fs::symlink_metadata(&gitdir).map_err(|_| refused())?;
     let worktrees = worktree
         .mirror

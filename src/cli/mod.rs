@@ -184,6 +184,9 @@ impl Cli {
 /// either, the daemon logs at `info` (each run, each removal, each dropped write-back:
 /// a tick where nothing happened logs nothing) and every other command, a cron tick
 /// included, at `warn`, so it stays quiet unless something went wrong.
+///
+/// A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped:
+/// losing the log never stops a tick or the daemon (issue #39, item 17).
 pub fn init_logging(verbose: u8, daemon: bool) {
     let default = match (verbose, daemon) {
         (0, false) => "warn",
@@ -194,10 +197,39 @@ pub fn init_logging(verbose: u8, daemon: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
+        // Its report of a failed write goes to the same stderr, with `eprintln!`, which
+        // panics when that write fails too.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+}
+
+/// Standard error for logs and messages to the person at the terminal, where a failed
+/// write is dropped: there is nowhere left to report it, and the work matters more than
+/// its log. (`eprintln!` panics instead.)
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// Write one line to standard error, dropping it when that fails ([`LossyStderr`]): for
+/// messages on the paths of a tick and the daemon, which must not die of a full disk
+/// under their stderr.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(LossyStderr, "{line}");
 }
 
 #[cfg(test)]

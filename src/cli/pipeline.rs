@@ -132,7 +132,10 @@ fn tick(
                 other => config_error(other),
             })?;
         for (role, program) in pipeline.missing_agents() {
-            eprintln!("{}", missing_agent_warning(pipeline.config(), &role, &program));
+            super::say(format_args!(
+                "{}",
+                missing_agent_warning(pipeline.config(), &role, &program)
+            ));
         }
         let tick = pipeline.tick(TickOptions { dry_run });
         tokio::pin!(tick);
@@ -151,19 +154,19 @@ fn tick(
                 }
             };
             if signalled.is_some() {
-                eprintln!("sortie: second signal: exiting now; the next tick takes over the claims and stops their agents");
+                super::say(format_args!("sortie: second signal: exiting now; the next tick takes over the claims and stops their agents"));
                 pipeline.interrupt();
                 std::process::exit(128 + number);
             }
             signalled = Some(number);
             if grace.is_zero() {
-                eprintln!("sortie: interrupted: stopping the runs of this tick (nothing is written on their tickets); a second signal exits at once");
+                super::say(format_args!("sortie: interrupted: stopping the runs of this tick (nothing is written on their tickets); a second signal exits at once"));
                 pipeline.interrupt();
             } else {
-                eprintln!(
+                super::say(format_args!(
                     "sortie: interrupted: no new claims; runs get {}s to finish, then are stopped; a second signal exits at once",
                     grace.as_secs()
-                );
+                ));
                 pipeline.stop_claiming();
                 deadline
                     .as_mut()
@@ -190,11 +193,11 @@ fn tick(
     // failure, whoever watches the exit code must hear of it (issue #29).
     let unstored: Vec<_> = report.unstored_runs().collect();
     if let Some(first) = unstored.first() {
-        eprintln!(
+        super::say(format_args!(
             "sortie: the ledger failed: the outcome of {} run(s) could not be stored ({}); nothing was written on their tickets, and they run again at their next claim",
             unstored.len(),
             first.ledger_error.as_deref().unwrap_or_default()
-        );
+        ));
         return Ok(super::EXIT_FAILURE);
     }
     Ok(super::EXIT_OK)
