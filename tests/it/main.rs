@@ -89,6 +89,7 @@ mod linear_cli;
 mod linear_config;
 mod linear_pipeline;
 mod linear_schema;
+mod pagination_integrity;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod questions;

@@ -53,6 +53,20 @@ impl Fixture for Gitea {
             .add_issue(title, &[&format!("status/{status}")])
             .to_string()
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        let id = self.open_ticket(title, status).await;
+        for l in labels {
+            self.model.board().ensure_label(l);
+        }
+        let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        self.model
+            .edit(id.parse().unwrap(), |i| i.labels.extend(labels));
+        Some(id)
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        self.model.edit(id.parse().unwrap(), |i| i.broken = true);
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         let label = format!("status/{status}");
         // A person picks an existing label, or creates it on the way.

@@ -58,6 +58,20 @@ impl Fixture for Github {
             .add_issue(title, &[&format!("status:{status}")])
             .to_string()
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        let id = self.open_ticket(title, status).await;
+        for l in labels {
+            self.model.add_repo_label(l);
+        }
+        let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        self.model
+            .edit(id.parse().unwrap(), |i| i.labels.extend(labels));
+        Some(id)
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        self.model.edit(id.parse().unwrap(), |i| i.broken = true);
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         let label = format!("status:{status}");
         self.model.edit(id.parse().unwrap(), |i| {
