@@ -509,7 +509,7 @@ async fn malformed_record_get_is_an_error_and_reconcile_keeps_the_claim() {
     let claim = ledger
         .try_claim(
             &ClaimRequest {
-                key: ClaimKey::new(tracker.name(), &format!("ENG-{n}"), "architect"),
+                key: ClaimKey::new(tracker.name(), format!("ENG-{n}"), "architect"),
                 stage: "ready for design".into(),
                 claimer_id: "otherhost:1:abc".into(),
                 run_id: "r-other".into(),
