@@ -491,9 +491,7 @@ impl crate::pipeline_suite::Asks for Harness {
 /// reconcile keeps the claim (no cancel request) and the tick goes on.
 #[tokio::test]
 async fn malformed_record_get_is_an_error_and_reconcile_keeps_the_claim() {
-    use sortie::ledger::{
-        ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Ledger, Scope, SqliteLedger,
-    };
+    use sortie::ledger::{ClaimKey, ClaimOutcome, Ledger, Scope, SqliteLedger};
     use sortie::tracker::{Tracker, TrackerError};
     let h = Harness::new(&["true"]).await;
     let n = h.model.add_issue("claimed", "Ready for design", &[]);
@@ -508,19 +506,10 @@ async fn malformed_record_get_is_an_error_and_reconcile_keeps_the_claim() {
     let ledger = SqliteLedger::open(&h.config().ledger_path()).unwrap();
     let claim = ledger
         .try_claim(
-            &ClaimRequest {
-                key: ClaimKey::new(tracker.name(), format!("ENG-{n}"), "architect"),
-                stage: "ready for design".into(),
-                claimer_id: "otherhost:1:abc".into(),
-                run_id: "r-other".into(),
-                ttl: Duration::from_secs(600),
-                limits: ClaimLimits {
-                    global: 10,
-                    role: 10,
-                    status: None,
-                },
-                attempt_floor: 1,
-            },
+            &crate::common::claim_by_another_host(
+                ClaimKey::new(tracker.name(), format!("ENG-{n}"), "architect"),
+                "ready for design",
+            ),
             Clock::now(&*h.clock),
         )
         .unwrap();

@@ -86,33 +86,35 @@ async fn pagination_integrity_an_honest_listing_reads_every_page() {
 async fn pagination_integrity_a_failing_later_page_fails_the_listing() {
     let (model, t) = github(NextLink::Honest).await;
     // Page 1 answers; page 2 fails twice (the adapter retries a 5xx once).
-    model.fail_after("GET", "/issues", 503, 1, 2);
+    model.fail("GET", "page=2", 503, None, 2);
     match t.list(&ready()).await {
         Err(TrackerError::Unavailable(_)) => {}
         other => panic!("GitHub: expected Unavailable, got {other:?}"),
     }
     let (model, t) = gitlab(NextLink::Honest).await;
-    model.fail_after("GET", "/issues", 503, 1, 1);
+    model.fail("GET", "page=2", 503, None, 1);
     match t.list(&ready()).await {
         Err(TrackerError::Unavailable(_)) => {}
         other => panic!("GitLab: expected Unavailable, got {other:?}"),
     }
 }
 
+/// Both adapters, their model serving `link`, refuse the listing with an error naming
+/// `says`, after reading one page (GitHub's requests are counted).
+async fn both_refuse(link: NextLink, says: &str) {
+    let (model, t) = github(link).await;
+    refused(t.list(&ready()).await, says);
+    assert_eq!(model.requests().len(), 1, "{:#?}", model.log());
+    let (_model, t) = gitlab(link).await;
+    refused(t.list(&ready()).await, says);
+}
+
 #[tokio::test]
 async fn pagination_integrity_an_off_host_next_link_is_an_error() {
-    let (model, t) = github(NextLink::OffHost).await;
-    refused(t.list(&ready()).await, "is not under the API base");
-    assert_eq!(model.requests().len(), 1, "{:#?}", model.log());
-    let (_model, t) = gitlab(NextLink::OffHost).await;
-    refused(t.list(&ready()).await, "is not under the API base");
+    both_refuse(NextLink::OffHost, "is not under the API base").await;
 }
 
 #[tokio::test]
 async fn pagination_integrity_a_next_link_loop_is_an_error() {
-    let (model, t) = github(NextLink::Loop).await;
-    refused(t.list(&ready()).await, "pagination loop");
-    assert_eq!(model.requests().len(), 1, "{:#?}", model.log());
-    let (_model, t) = gitlab(NextLink::Loop).await;
-    refused(t.list(&ready()).await, "pagination loop");
+    both_refuse(NextLink::Loop, "pagination loop").await;
 }

@@ -104,6 +104,11 @@ macro_rules! contract_tests {
     };
 }
 
+/// `first` followed by `rest`: a status label and the other labels of a new issue.
+pub fn labels_after<'a>(first: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once(first).chain(rest.iter().copied()).collect()
+}
+
 fn ids(listing: &sortie::tracker::Listing) -> Vec<String> {
     let mut ids: Vec<String> = listing.tickets.iter().map(|t| t.id.clone()).collect();
     ids.sort();

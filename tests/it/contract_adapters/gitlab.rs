@@ -59,14 +59,9 @@ impl Fixture for Gitlab {
             .to_string()
     }
     async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
-        let id = self.open_ticket(title, status).await;
-        for l in labels {
-            self.model.board().ensure_label(l);
-        }
-        let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
-        self.model
-            .edit(id.parse().unwrap(), |i| i.labels.extend(labels));
-        Some(id)
+        let status = format!("status::{status}");
+        let labels = crate::contract::labels_after(&status, labels);
+        Some(self.model.add_issue(title, &labels).to_string())
     }
     async fn corrupt(&self, id: &str) -> bool {
         self.model.edit(id.parse().unwrap(), |i| i.broken = true);

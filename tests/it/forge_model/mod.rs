@@ -320,21 +320,6 @@ impl ForgeModel {
             .arm(method, path_contains, status, retry_after, 0, times);
     }
 
-    /// Like [`ForgeModel::fail`], after letting `skip` matching requests through (a later
-    /// page of a listing failing).
-    pub fn fail_after(
-        &self,
-        method: &str,
-        path_contains: &str,
-        status: u16,
-        skip: usize,
-        times: usize,
-    ) {
-        self.board()
-            .faults
-            .arm(method, path_contains, status, None, skip, times);
-    }
-
     /// Stop answering with injected failures.
     pub fn clear_faults(&self) {
         self.board().faults.clear();

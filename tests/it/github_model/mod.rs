@@ -266,21 +266,6 @@ impl GithubModel {
         self.state().before_merge = Some(Box::new(f));
     }
 
-    /// Like [`GithubModel::fail`], after letting `skip` matching requests through (a
-    /// later page of a listing failing).
-    pub fn fail_after(
-        &self,
-        method: &str,
-        path_contains: &str,
-        status: u16,
-        skip: usize,
-        times: usize,
-    ) {
-        self.state()
-            .faults
-            .arm(method, path_contains, status, None, skip, times);
-    }
-
     /// Serve `link` as the `rel="next"` link of listings.
     pub fn set_next_link(&self, link: NextLink) {
         self.state().next_link = link;
