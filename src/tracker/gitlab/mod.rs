@@ -165,7 +165,15 @@ impl GitlabTracker {
                 return Ok(items);
             }
             items.extend(page);
-            match next_page(&url, reply.header("x-next-page"), reply.header("link")) {
+            let next = next_page(&url, reply.header("x-next-page"), reply.header("link")).map_err(
+                |e| {
+                    TrackerError::Invalid(format!(
+                        "GitLab listing {}: {e}; refusing to act on part of the board",
+                        strip_query(&first)
+                    ))
+                },
+            )?;
+            match next {
                 Some(next) => url = walk.follow(next, base)?,
                 None => return Ok(items),
             }
