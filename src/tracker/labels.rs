@@ -24,7 +24,8 @@ pub struct LabelReading {
     pub status: String,
     /// The most urgent (lowest) priority label's number.
     pub priority: Option<i64>,
-    /// Every label that is neither a status nor a numeric priority, in label order.
+    /// Every label that is neither a status nor a numeric priority, in label order,
+    /// normalized ([`normalize_labels`]).
     pub other: Vec<String>,
 }
 
@@ -125,7 +126,7 @@ impl LabelScheme {
         Ok(LabelReading {
             status,
             priority,
-            other,
+            other: normalize_labels(other),
         })
     }
 
@@ -203,6 +204,8 @@ pub fn is_listed(statuses: &[String], status: &str) -> bool {
 
 /// A ticket's labels as every adapter reports them: trimmed, blanks dropped, and names
 /// that differ only by case (by [`same_name`]) kept once, in their first spelling.
+/// Case is kept, not lowered: label filters and status labels already compare ignoring
+/// case, and a label reads back (in prompts, the dashboard) as people spelled it.
 pub fn normalize_labels(labels: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for label in labels {
@@ -251,6 +254,10 @@ mod tests {
         assert_eq!(r.status, "Ready");
         assert_eq!(r.priority, Some(1));
         assert_eq!(r.other, ["bug", "priority:high"]);
+        let r = scheme("status:")
+            .read([" Bug ", "bug", "", "status:ready", "Agent-OK"])
+            .unwrap();
+        assert_eq!(r.other, ["Bug", "Agent-OK"]);
         let r = scheme("status/").read(["feature"]).unwrap();
         assert_eq!((r.status.as_str(), r.priority), ("", None));
     }

@@ -35,7 +35,8 @@ impl MemoryTracker {
     }
 
     /// Add or replace a ticket.
-    pub fn insert(&self, ticket: Ticket) {
+    pub fn insert(&self, mut ticket: Ticket) {
+        ticket.labels = super::labels::normalize_labels(ticket.labels);
         self.state().tickets.insert(ticket.id.clone(), ticket);
     }
 

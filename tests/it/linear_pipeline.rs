@@ -485,3 +485,39 @@ impl crate::pipeline_suite::Asks for Harness {
             .sum()
     }
 }
+
+/// Issue #39, item 9: a claimed ticket whose record turns malformed is skipped by the
+/// listing and its re-read fails; that is no evidence the ticket left its stage, so
+/// reconcile keeps the claim (no cancel request) and the tick goes on.
+#[tokio::test]
+async fn malformed_record_get_is_an_error_and_reconcile_keeps_the_claim() {
+    use sortie::ledger::{ClaimKey, ClaimOutcome, Ledger, Scope, SqliteLedger};
+    use sortie::tracker::{Tracker, TrackerError};
+    let h = Harness::new(&["true"]).await;
+    let n = h.model.add_issue("claimed", "Ready for design", &[]);
+    h.model.edit(n, |i| i.broken = true);
+    let tracker = h.tracker();
+    match tracker.get(&format!("ENG-{n}")).await {
+        Err(TrackerError::NotFound(e)) => panic!("a malformed record read as gone: {e}"),
+        Err(_) => {}
+        Ok(t) => panic!("a malformed record read as a ticket: {t:?}"),
+    }
+    // Another host holds the ticket's architect claim.
+    let ledger = SqliteLedger::open(&h.config().ledger_path()).unwrap();
+    let claim = ledger
+        .try_claim(
+            &crate::common::claim_by_another_host(
+                ClaimKey::new(tracker.name(), format!("ENG-{n}"), "architect"),
+                "ready for design",
+            ),
+            Clock::now(&*h.clock),
+        )
+        .unwrap();
+    assert!(matches!(claim, ClaimOutcome::Acquired(_)));
+    let r = h.tick_with(tracker).await;
+    assert_eq!(r.json["cancels"], serde_json::json!([]), "{}", r.text);
+    let claims = ledger.claims(Scope::All).unwrap();
+    assert_eq!(claims.len(), 1, "{}", r.text);
+    assert!(!claims[0].cancel_requested, "{}", r.text);
+    h.assert_nothing_refused();
+}

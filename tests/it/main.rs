@@ -94,6 +94,7 @@ mod linear_config;
 mod linear_pipeline;
 mod linear_schema;
 mod live_smoke;
+mod pagination_integrity;
 mod pipeline_e2e;
 mod pipeline_lib;
 mod questions;

@@ -11,9 +11,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use sortie::config::Config;
-use sortie::ledger::{
-    ClaimKey, ClaimLimits, ClaimOutcome, ClaimRequest, Hold, Ledger, Scope, SqliteLedger,
-};
+use sortie::ledger::{ClaimKey, ClaimOutcome, Hold, Ledger, Scope, SqliteLedger};
 use sortie::pipeline::{Clock, Faults, Pipeline, PipelineError, TickOptions};
 use sortie::tracker::memory::MemoryTracker;
 use sortie::tracker::{Capabilities, Comment, Listing, Ticket, Tracker, TrackerError};
@@ -296,19 +294,10 @@ async fn a_listing_that_drops_tickets_cancels_nothing_and_clears_no_hold() {
     let claim = s
         .ledger
         .try_claim(
-            &ClaimRequest {
-                key: ClaimKey::new("memory", "1", "architect"),
-                stage: "ready-for-design".into(),
-                claimer_id: "otherhost:1:abc".into(),
-                run_id: "r-other".into(),
-                ttl: Duration::from_secs(600),
-                limits: ClaimLimits {
-                    global: 10,
-                    role: 10,
-                    status: None,
-                },
-                attempt_floor: 1,
-            },
+            &crate::common::claim_by_another_host(
+                ClaimKey::new("memory", "1", "architect"),
+                "ready-for-design",
+            ),
             now,
         )
         .unwrap();

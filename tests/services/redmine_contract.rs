@@ -45,6 +45,12 @@ impl Fixture for Redmine {
     async fn open_ticket(&self, title: &str, status: &str) -> String {
         self.project.issue(title, canonical(status), "Normal").await
     }
+    async fn open_labelled(&self, _: &str, _: &str, _: &[&str]) -> Option<String> {
+        None
+    }
+    async fn corrupt(&self, _id: &str) -> bool {
+        false
+    }
     async fn move_to(&self, id: &str, status: &str) {
         self.project.jane_moves(id, canonical(status)).await;
     }

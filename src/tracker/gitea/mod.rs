@@ -19,14 +19,14 @@ use super::forge_core::{
     check_access, check_token, closes, core_tracker_methods, fmt_adapter, not_a, open_adapter,
     Dialect, ForgeCore,
 };
-use super::http::{adapter_options, encode, ExchangeObserver};
+use super::http::{adapter_options, encode, strip_query, ExchangeObserver, PageWalk};
 use super::labels::{LabelMove, LabelScheme};
 use super::{CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
 /// Items asked per page (Gitea's default `MAX_RESPONSE_ITEMS`).
 const LIMIT: usize = 50;
-/// Pages followed per listing before giving up.
+/// Pages read per listing at most; more fails the listing.
 const MAX_PAGES: usize = 200;
 
 /// Gitea's names: issues and pulls by `number`, comments.
@@ -143,19 +143,15 @@ impl GiteaTracker {
         self.core.client.get_json(&self.core.issue_path(id)?).await
     }
 
-    /// Every item of a page/limit listing; `first` has its query but no `page`.
-    async fn all_pages(&self, first: &str) -> Result<(Vec<Value>, Vec<String>), TrackerError> {
+    /// Every item of a page/limit listing; `first` has its query but no `page`. The
+    /// page cap or a failing page fails the whole listing ([`PageWalk`]).
+    async fn all_pages(&self, first: &str) -> Result<Vec<Value>, TrackerError> {
         let mut items: Vec<Value> = Vec::new();
-        let mut warnings = Vec::new();
+        let mut walk = PageWalk::new(format!("Gitea listing {}", strip_query(first)), MAX_PAGES);
         let sep = if first.contains('?') { '&' } else { '?' };
         for page in 1.. {
-            if page > MAX_PAGES {
-                warnings.push(format!(
-                    "stopped after {MAX_PAGES} pages of {LIMIT}; the rest is not listed"
-                ));
-                break;
-            }
             let url = format!("{first}{sep}page={page}&limit={LIMIT}");
+            walk.visit(&url)?;
             let reply = self.core.client.send(Method::GET, &url, None).await?;
             let got: Vec<Value> = reply.json("GET a Gitea listing")?;
             let n = got.len();
@@ -171,12 +167,12 @@ impl GiteaTracker {
                 break;
             }
         }
-        Ok((items, warnings))
+        Ok(items)
     }
 
     /// Read the repository's labels (one paginated request) and keep them for this tick.
     async fn refresh_labels(&self) -> Result<LabelIds, TrackerError> {
-        let (items, _) = self
+        let items = self
             .all_pages(&format!("{}/labels", self.core.project))
             .await?;
         let labels: Vec<WireLabel> = items
@@ -277,8 +273,7 @@ impl Tracker for GiteaTracker {
                 self.core.project,
                 encode(spelled)
             );
-            let (items, warnings) = self.all_pages(&first).await?;
-            listing.warnings.extend(warnings);
+            let items = self.all_pages(&first).await?;
             self.core.collect(
                 items,
                 |i: &WireIssue| i.head.number,

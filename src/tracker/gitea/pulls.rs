@@ -73,10 +73,7 @@ impl Forge for GiteaTracker {
             .iter()
             .map(status_check)
             .collect();
-        let (reviews, warnings) = self.all_pages(&format!("{pull_path}/reviews")).await?;
-        for warning in warnings {
-            tracing::warn!(pull_request = index, %warning, "reviews may be incomplete");
-        }
+        let reviews = self.all_pages(&format!("{pull_path}/reviews")).await?;
         state.reviews = reviews.iter().map(review).collect();
         for with_comments in reviews.iter().filter(|r| {
             r.get("comments_count")

@@ -4,19 +4,18 @@
 //! [`GithubApi`] is public so contract tests (and people debugging a setup) can make
 //! every request the adapter makes, exactly as it makes them.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use reqwest::{Method, Url};
 use serde_json::{json, Value};
 
 use super::transport::GithubClient;
-use crate::tracker::http::{strip_query, CachedPage, Reply, ResponseCache, Retry};
+use crate::tracker::http::{strip_query, CachedPage, PageWalk, Reply, ResponseCache, Retry};
 use crate::tracker::TrackerError;
 
 /// Items per page GitHub allows at most.
 const PER_PAGE: &str = "100";
-/// Pages followed at most for one listing (100 000 items); guards against a loop.
+/// Pages read at most for one listing (100 000 items); more is an error.
 const MAX_PAGES: usize = 1000;
 
 /// The GitHub REST calls sortie makes, for one repository.
@@ -28,13 +27,11 @@ pub struct GithubApi {
     cache: Arc<ResponseCache>,
 }
 
-/// Items of a paginated listing, and why pagination stopped early (if it did).
+/// Items of a paginated listing: every page of it.
 #[derive(Debug, Clone, Default)]
 pub struct Items {
-    /// Every item of every page followed.
+    /// Every item of every page.
     pub items: Vec<Value>,
-    /// Pagination links not followed, and why.
-    pub warnings: Vec<String>,
 }
 
 impl GithubApi {
@@ -324,12 +321,17 @@ impl GithubApi {
     }
 
     /// Every item of a paginated listing, following `rel="next"` links under `api_url`.
+    /// A link off `api_url`, a link loop, the page cap or a failing page fails the
+    /// whole listing ([`PageWalk`]).
     pub(super) async fn all_pages(&self, first: Url, persist: bool) -> Result<Items, TrackerError> {
         let mut out = Items::default();
-        let mut seen = HashSet::new();
+        let mut walk = PageWalk::new(
+            format!("GitHub listing {}", strip_query(first.path())),
+            MAX_PAGES,
+        );
         let mut url = first.to_string();
-        for _ in 0..MAX_PAGES {
-            seen.insert(url.clone());
+        loop {
+            walk.visit(&url)?;
             let page = self.get_conditional(&url, persist).await?;
             match parse_json(&page.body, "listing")? {
                 Value::Array(items) => out.items.extend(items),
@@ -343,24 +345,9 @@ impl GithubApi {
             let Some(next) = page.next else {
                 return Ok(out);
             };
-            if !next.starts_with(self.base.as_str()) {
-                // Never send the token to another host.
-                out.warnings.push(format!(
-                    "pagination link {next} is not under api_url {}; not followed",
-                    self.base
-                ));
-                return Ok(out);
-            }
-            if seen.contains(&next) {
-                return Ok(out);
-            }
-            url = next;
+            // Never send the token to another host.
+            url = walk.follow(next, self.base.as_str())?;
         }
-        out.warnings.push(format!(
-            "stopped after {MAX_PAGES} pages of {}",
-            strip_query(first.as_str())
-        ));
-        Ok(out)
     }
 }
 

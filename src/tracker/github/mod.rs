@@ -271,7 +271,6 @@ impl GithubTracker {
                     break;
                 }
             };
-            listing.warnings.extend(page.warnings);
             for value in page.items {
                 let number = value.get("number").and_then(|n| n.as_u64());
                 match serde_json::from_value::<WireIssue>(value) {
@@ -416,9 +415,6 @@ impl Tracker for GithubTracker {
     async fn comments(&self, id: &str) -> Result<Vec<Comment>, TrackerError> {
         let number = number(id)?;
         let page = self.api.comments(number).await?;
-        for warning in &page.warnings {
-            tracing::warn!(issue = number, %warning, "comments may be incomplete");
-        }
         let mut comments = Vec::with_capacity(page.items.len());
         for value in page.items {
             match serde_json::from_value::<WireComment>(value) {

@@ -19,14 +19,14 @@ use super::forge_core::{
     check_access, check_token, closes, core_tracker_methods, fmt_adapter, not_a, open_adapter,
     Dialect, ForgeCore,
 };
-use super::http::{adapter_options, encode, ExchangeObserver};
+use super::http::{adapter_options, encode, strip_query, ExchangeObserver, PageWalk};
 use super::labels::{LabelMove, LabelScheme};
 use super::{Blocker, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError};
 use crate::config::{Config, TrackerConfig};
 
 /// Items per page GitLab serves at most.
 const PER_PAGE: u32 = 100;
-/// Pages followed per listing before giving up (10 000 issues in one status).
+/// Pages read per listing at most (10 000 issues in one status); more fails the listing.
 const MAX_PAGES: usize = 100;
 
 /// GitLab's names: issues by `iid`, merge requests, notes.
@@ -149,29 +149,35 @@ impl GitlabTracker {
         Ok(issue)
     }
 
-    /// Every item of a paginated listing, following `x-next-page` or `Link`.
-    async fn all_pages(&self, first: String) -> Result<(Vec<Value>, Vec<String>), TrackerError> {
+    /// Every item of a paginated listing, following `x-next-page` or `Link`. A link
+    /// off the API base, a link loop, the page cap or a failing page fails the whole
+    /// listing ([`PageWalk`]).
+    async fn all_pages(&self, first: String) -> Result<Vec<Value>, TrackerError> {
+        let base = self.core.client.base();
+        let mut walk = PageWalk::new(format!("GitLab listing {}", strip_query(&first)), MAX_PAGES);
         let mut items = Vec::new();
-        let mut warnings = Vec::new();
-        let mut next = Some(first);
-        let mut pages = 0;
-        while let Some(url) = next.take() {
-            pages += 1;
-            if pages > MAX_PAGES {
-                warnings.push(format!(
-                    "stopped after {MAX_PAGES} pages of {PER_PAGE}; the rest is not listed"
-                ));
-                break;
-            }
+        let mut url = format!("{base}{first}");
+        loop {
+            walk.visit(&url)?;
             let reply = self.core.client.send(Method::GET, &url, None).await?;
             let page: Vec<Value> = reply.json("GET a GitLab listing")?;
-            let empty = page.is_empty();
+            if page.is_empty() {
+                return Ok(items);
+            }
             items.extend(page);
-            if !empty {
-                next = next_page(&url, reply.header("x-next-page"), reply.header("link"));
+            let next = next_page(&url, reply.header("x-next-page"), reply.header("link")).map_err(
+                |e| {
+                    TrackerError::Invalid(format!(
+                        "GitLab listing {}: {e}; refusing to act on part of the board",
+                        strip_query(&first)
+                    ))
+                },
+            )?;
+            match next {
+                Some(next) => url = walk.follow(next, base)?,
+                None => return Ok(items),
             }
         }
-        Ok((items, warnings))
     }
 
     /// The one `PUT /projects/:id/issues/:iid` of a transition: add `add`, remove
@@ -214,8 +220,7 @@ impl GitlabTracker {
                 self.core.project,
                 encode(&label)
             );
-            let (items, warnings) = self.all_pages(first).await?;
-            listing.warnings.extend(warnings);
+            let items = self.all_pages(first).await?;
             self.core.collect(
                 items,
                 |i: &WireIssue| i.iid,
@@ -314,10 +319,7 @@ impl Tracker for GitlabTracker {
             "{}/notes?sort=asc&order_by=created_at&per_page={PER_PAGE}",
             self.core.issue_path(id)?
         );
-        let (items, warnings) = self.all_pages(first).await?;
-        for warning in warnings {
-            tracing::warn!(issue = id, %warning, "notes may be incomplete");
-        }
+        let items = self.all_pages(first).await?;
         Ok(self
             .core
             .comments(id, items, |note: &WireNote| !note.system))
@@ -352,11 +354,11 @@ impl Tracker for GitlabTracker {
             return Ok(report);
         }
         let first = format!("{}/labels?per_page={PER_PAGE}", self.core.project);
-        let Some((items, _)) = check_access(
+        let Some(items) = check_access(
             &mut report,
             "project access",
             self.all_pages(first).await,
-            |(items, _)| {
+            |items| {
                 format!(
                     "{} label(s) on project {}",
                     items.len(),

@@ -66,14 +66,11 @@ impl Forge for GitlabTracker {
                 self.core.project,
                 super::PER_PAGE
             );
-            let (jobs, _) = self.all_pages(first).await?;
+            let jobs = self.all_pages(first).await?;
             state.checks = jobs.iter().map(job_check).collect();
         }
         let first = format!("{mr_path}/discussions?per_page={}", super::PER_PAGE);
-        let (discussions, warnings) = self.all_pages(first).await?;
-        for warning in warnings {
-            tracing::warn!(merge_request = iid, %warning, "discussions may be incomplete");
-        }
+        let discussions = self.all_pages(first).await?;
         state.comments = discussions
             .iter()
             .flat_map(|d| discussion_comments(d, &state.url))

@@ -161,27 +161,33 @@ pub(crate) fn move_body(add: Option<&str>, remove: &[String], close: bool) -> Va
 
 /// The next page of a listing: `x-next-page` (offset pagination), else `Link: rel=next`
 /// (keyset pagination), as a path-or-URL for [`crate::tracker::rest::ForgeClient::send`].
+/// An `x-next-page` that is not a page number is an error: stopping there would list
+/// part of the board.
 pub(crate) fn next_page(
     current: &str,
     x_next_page: Option<&str>,
     link: Option<&str>,
-) -> Option<String> {
+) -> Result<Option<String>, String> {
     if let Some(page) = x_next_page.map(str::trim).filter(|p| !p.is_empty()) {
-        let page: u64 = page.parse().ok()?;
+        let page: u64 = page
+            .parse()
+            .map_err(|_| format!("x-next-page {page:?} is not a page number"))?;
         let base: Vec<&str> = current
             .split(['?', '&'])
             .filter(|part| !part.starts_with("page="))
             .collect();
-        let (path, query) = base.split_first()?;
+        let Some((path, query)) = base.split_first() else {
+            return Ok(None);
+        };
         let mut next = format!("{path}?");
         for q in query {
             next.push_str(q);
             next.push('&');
         }
         next.push_str(&format!("page={page}"));
-        return Some(next);
+        return Ok(Some(next));
     }
-    link.and_then(crate::tracker::http::next_link)
+    Ok(link.and_then(crate::tracker::http::next_link))
 }
 
 #[cfg(test)]
@@ -253,23 +259,33 @@ mod tests {
     fn pagination_follows_x_next_page_then_link() {
         let p = "/projects/g%2Fr/issues?state=opened&labels=x&per_page=100";
         assert_eq!(
-            next_page(p, Some("2"), None).as_deref(),
+            next_page(p, Some("2"), None).unwrap().as_deref(),
             Some("/projects/g%2Fr/issues?state=opened&labels=x&per_page=100&page=2")
         );
         assert_eq!(
-            next_page(&format!("{p}&page=2"), Some("3"), None).as_deref(),
+            next_page(&format!("{p}&page=2"), Some("3"), None)
+                .unwrap()
+                .as_deref(),
             Some("/projects/g%2Fr/issues?state=opened&labels=x&per_page=100&page=3")
         );
-        assert_eq!(next_page(p, Some(""), None), None);
+        assert_eq!(next_page(p, Some(""), None), Ok(None));
         assert_eq!(
             next_page(
                 p,
                 Some(""),
                 Some("<https://h/api/v4/x?cursor=abc>; rel=\"next\"")
             )
+            .unwrap()
             .as_deref(),
             Some("https://h/api/v4/x?cursor=abc")
         );
+    }
+
+    #[test]
+    fn pagination_integrity_an_unreadable_next_page_is_an_error() {
+        // Issue #39: not a truncated listing.
+        let p = "/projects/g%2Fr/issues?per_page=100";
+        assert!(next_page(p, Some("two"), None).is_err());
     }
 
     #[test]

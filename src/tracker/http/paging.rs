@@ -1,5 +1,74 @@
 //! Paging: where the next page of a listing is, by `Link` header, by offset, or by
-//! cursor.
+//! cursor, and the walk over a listing's pages, which refuses to act on part of it.
+
+use std::collections::HashSet;
+
+use super::url::{path_of, strip_query};
+use crate::tracker::TrackerError;
+
+/// Pages one listing reads at most where the adapter sets no cap of its own.
+pub const MAX_PAGES: usize = 1000;
+
+/// The pages one listing has read. Every refusal is an error, never a shorter listing
+/// with a warning: a tick must not act on part of the board (issue #39). It refuses a
+/// next link off the API base (the token would go to another host), a page already
+/// read (a link or cursor loop), and a page past the cap.
+#[derive(Debug)]
+pub struct PageWalk {
+    what: String,
+    cap: usize,
+    seen: HashSet<String>,
+}
+
+impl PageWalk {
+    /// A walk over the pages of `what` (`GitHub listing /repos/o/r/issues`), reading
+    /// `cap` pages at most.
+    pub fn new(what: impl Into<String>, cap: usize) -> Self {
+        PageWalk {
+            what: what.into(),
+            cap,
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Count the page at `key` (its URL, offset or cursor) before reading it: an error
+    /// when it was read already or the cap is reached.
+    pub fn visit(&mut self, key: &str) -> Result<(), TrackerError> {
+        if self.seen.len() >= self.cap {
+            return Err(TrackerError::Invalid(format!(
+                "{}: more than {} pages; refusing to act on part of the board",
+                self.what, self.cap
+            )));
+        }
+        if !self.seen.insert(key.to_string()) {
+            return Err(TrackerError::Invalid(format!(
+                "{}: the next page ({}) was read already (a pagination loop); refusing to act \
+                 on part of the board",
+                self.what,
+                strip_query(path_of(key))
+            )));
+        }
+        Ok(())
+    }
+
+    /// `next`, when it is a link under `base` (the API base URL, no trailing `/`); else
+    /// an error: following it would send the token to another host or path.
+    pub fn follow(&self, next: String, base: &str) -> Result<String, TrackerError> {
+        let base = base.trim_end_matches('/');
+        let under = next
+            .strip_prefix(base)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?']));
+        if under {
+            Ok(next)
+        } else {
+            Err(TrackerError::Invalid(format!(
+                "{}: the next page link {next} is not under the API base {base}; not followed, \
+                 and the listing fails rather than act on part of the board",
+                self.what
+            )))
+        }
+    }
+}
 
 /// The `rel="next"` target of a `Link` header, if any.
 pub fn next_link(header: &str) -> Option<String> {
@@ -44,6 +113,28 @@ pub fn next_cursor(next: Option<String>, last: bool, current: Option<&String>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pagination_integrity_a_loop_the_cap_and_an_off_host_link_are_errors() {
+        let mut walk = PageWalk::new("listing /issues", 2);
+        walk.visit("https://api.example/issues?page=1").unwrap();
+        let looped = walk.visit("https://api.example/issues?page=1").unwrap_err();
+        assert!(looped.to_string().contains("read already"), "{looped}");
+        walk.visit("https://api.example/issues?page=2").unwrap();
+        let capped = walk.visit("https://api.example/issues?page=3").unwrap_err();
+        assert!(capped.to_string().contains("more than 2 pages"), "{capped}");
+        let base = "https://api.example/api/v4";
+        assert!(walk.follow(format!("{base}/issues?page=2"), base).is_ok());
+        for off in [
+            "https://evil.example/api/v4/issues?page=2",
+            "https://api.example/api/v4evil/issues",
+            "https://api.example.evil/api/v4/issues",
+            "/api/v4/issues?page=2",
+        ] {
+            let err = walk.follow(off.to_string(), base).unwrap_err();
+            assert!(matches!(err, TrackerError::Invalid(_)), "{off}: {err}");
+        }
+    }
 
     #[test]
     fn next_link_finds_rel_next_anywhere_in_the_header() {

@@ -30,7 +30,7 @@ use super::{
 };
 use crate::block::jira::{adf, wiki};
 use crate::config::{Config, TicketFilter, TrackerConfig};
-use crate::tracker::http::next_offset;
+use crate::tracker::http::{next_offset, PageWalk, MAX_PAGES};
 
 pub use self::client::{jira_said, REQUEST_TIMEOUT};
 pub use crate::tracker::http::{Exchange, ExchangeObserver};
@@ -372,7 +372,9 @@ impl Tracker for JiraTracker {
         let key = self.key(id)?;
         let mut out = Vec::new();
         let mut start = 0u64;
+        let mut walk = PageWalk::new(format!("Jira comments of {key}"), MAX_PAGES);
         loop {
+            walk.visit(&start.to_string())?;
             let page: CommentPage = self
                 .api
                 .get(&format!(

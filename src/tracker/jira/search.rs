@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::wire::{self, quote, CloudPage, DcPage, Issue, FIELDS};
 use super::JiraTracker;
 use crate::config::TicketFilter;
-use crate::tracker::http::{encode, next_cursor, next_offset};
+use crate::tracker::http::{encode, next_cursor, next_offset, PageWalk, MAX_PAGES};
 use crate::tracker::{Listing, TrackerError};
 
 impl JiraTracker {
@@ -55,9 +55,13 @@ impl JiraTracker {
             )),
             other => other,
         };
+        // A page read twice (a cursor or `startAt` the server does not move) or past
+        // the cap fails the listing: never act on part of the board.
+        let mut walk = PageWalk::new("Jira search", MAX_PAGES);
         if self.cloud() {
             let mut token: Option<String> = None;
             loop {
+                walk.visit(token.as_deref().unwrap_or(""))?;
                 let mut body = json!({
                     "jql": jql,
                     "fields": FIELDS,
@@ -80,6 +84,7 @@ impl JiraTracker {
         } else {
             let mut start = 0u64;
             loop {
+                walk.visit(&start.to_string())?;
                 let path = format!(
                     "/search?jql={}&startAt={start}&maxResults={}&fields={}",
                     encode(jql),

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::block::jira::{adf, wiki};
+use crate::tracker::labels::normalize_labels;
 use crate::tracker::{same_name, Blocker, Comment, Ticket};
 
 /// The fields a listing or a read asks for: only what a ticket is made of (its issue
@@ -358,7 +359,7 @@ pub fn ticket(issue: &Issue, cx: &TicketContext<'_>) -> Result<Ticket, String> {
         body: f.description.as_ref().map(markdown).unwrap_or_default(),
         // The config's spelling, so `In design` in the config is `In Design` in Jira.
         status: cx.spelled(&f.status.name),
-        labels: f.labels.clone(),
+        labels: normalize_labels(f.labels.iter().cloned()),
         priority,
         created_at: created,
         updated_at: updated,

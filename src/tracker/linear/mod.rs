@@ -31,7 +31,7 @@ pub use self::comments::comment_id;
 // state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
 use self::transport::LinearClient;
 use crate::tracker::http::{
-    adapter_options, fmt_options, next_cursor, Retry, DEFAULT_RETRY_BACKOFF,
+    adapter_options, fmt_options, next_cursor, PageWalk, Retry, DEFAULT_RETRY_BACKOFF, MAX_PAGES,
 };
 
 use self::states::TeamStates;
@@ -280,7 +280,9 @@ impl Tracker for LinearTracker {
         let variables_filter = self.issue_filter(&state_ids, filter);
         let query = queries::issues();
         let mut after: Option<String> = None;
+        let mut walk = PageWalk::new("Linear issues", MAX_PAGES);
         loop {
+            walk.visit(after.as_deref().unwrap_or(""))?;
             let data = self
                 .transport
                 .send(
@@ -326,7 +328,9 @@ impl Tracker for LinearTracker {
     async fn blockers(&self, id: &str) -> Result<Vec<Blocker>, TrackerError> {
         let mut relations: Vec<WireRelation> = Vec::new();
         let mut after: Option<String> = None;
+        let mut walk = PageWalk::new(format!("Linear blockers of {id}"), MAX_PAGES);
         loop {
+            walk.visit(after.as_deref().unwrap_or(""))?;
             let data = self
                 .transport
                 .send(
@@ -353,7 +357,9 @@ impl Tracker for LinearTracker {
         let query = queries::comments();
         let mut comments = Vec::new();
         let mut after: Option<String> = None;
+        let mut walk = PageWalk::new(format!("Linear comments of {id}"), MAX_PAGES);
         loop {
+            walk.visit(after.as_deref().unwrap_or(""))?;
             let data = self
                 .transport
                 .send(

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::tracker::labels::normalize_labels;
 use crate::tracker::{same_name, Blocker, Comment, Ticket};
 
 /// A connection's `pageInfo`.
@@ -184,6 +185,7 @@ impl WireIssue {
             tracing::warn!(issue = %self.identifier, "more than 10 labels: only the first 10 are seen");
         }
         labels.sort();
+        let labels = normalize_labels(labels);
         Ticket {
             closed: naming.closed(&self.state),
             status: naming.status(&self.state.name),

@@ -12,6 +12,7 @@ use super::format::{
     split_front_matter,
 };
 use super::TICKET_FILE;
+use crate::tracker::labels::normalize_labels;
 use crate::tracker::{Comment, Ticket};
 
 /// How one ticket folder turned out while listing.
@@ -102,7 +103,7 @@ pub(super) fn load_ticket(
             title: front.title,
             body: body.to_owned(),
             status: front.status,
-            labels: front.labels,
+            labels: normalize_labels(front.labels),
             priority: front.priority,
             created_at,
             updated_at,

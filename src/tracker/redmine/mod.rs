@@ -25,7 +25,7 @@ use self::wire::{
 use super::{
     same_name, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
-use crate::tracker::http::{encode, next_offset};
+use crate::tracker::http::{encode, next_offset, PageWalk, MAX_PAGES};
 
 pub use self::client::REQUEST_TIMEOUT;
 
@@ -215,7 +215,9 @@ impl RedmineTracker {
         let priorities = self.priorities().await?;
         let mut seen = HashSet::new();
         let mut offset: u64 = 0;
+        let mut walk = PageWalk::new("Redmine listing /issues.json", MAX_PAGES);
         loop {
+            walk.visit(&offset.to_string())?;
             // subproject_id=!* keeps subprojects' issues off this project's board;
             // sorting by id keeps pages stable while issues change.
             let path = format!(

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::tracker::labels::normalize_labels;
 use crate::tracker::{Comment, Ticket, TrackerError};
 
 /// `{id, name}`: how Redmine refers to a project, tracker, user, priority or category.
@@ -281,13 +282,13 @@ pub fn ticket(
         .is_closed
         .or_else(|| statuses.is_closed(issue.status.id))
         .unwrap_or(false);
-    let labels = issue
-        .tracker
-        .iter()
-        .chain(issue.category.iter())
-        .map(|n| n.name.clone())
-        .filter(|n| !n.is_empty())
-        .collect();
+    let labels = normalize_labels(
+        issue
+            .tracker
+            .iter()
+            .chain(issue.category.iter())
+            .map(|n| n.name.clone()),
+    );
     Ticket {
         id: issue.id.to_string(),
         title: issue.subject.clone(),

@@ -212,3 +212,14 @@ fn a_page_keeps_its_issues_raw_so_one_bad_issue_does_not_sink_it() {
     assert_eq!(page.total_count, 2);
     assert!(serde_json::from_value::<Issue>(page.issues[0].clone()).is_err());
 }
+
+#[test]
+fn labels_normalized_trimmed_blanks_dropped_case_duplicates_merged() {
+    // Issue #39: a tracker and a category named alike read back as one label, trimmed.
+    let mut v: serde_json::Value = serde_json::from_str(ISSUE).unwrap();
+    v["issue"]["tracker"]["name"] = " Bug ".into();
+    v["issue"]["category"]["name"] = "bug".into();
+    let issue = serde_json::from_value::<IssueEnvelope>(v).unwrap().issue;
+    let t = ticket(&issue, "http://rm.example", &catalogue(), &ranks());
+    assert_eq!(t.labels, ["Bug"]);
+}

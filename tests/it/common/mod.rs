@@ -385,3 +385,24 @@ pub fn store_merged_reaction(
         .expect("put reaction");
     assert_eq!(put, ReactionPut::Stored);
 }
+
+/// A claim on `key` in `stage` as another host's live run holds it (a 600 s lease, caps
+/// of 10).
+pub fn claim_by_another_host(
+    key: sortie::ledger::ClaimKey,
+    stage: &str,
+) -> sortie::ledger::ClaimRequest {
+    sortie::ledger::ClaimRequest {
+        key,
+        stage: stage.into(),
+        claimer_id: "otherhost:1:abc".into(),
+        run_id: "r-other".into(),
+        ttl: std::time::Duration::from_secs(600),
+        limits: sortie::ledger::ClaimLimits {
+            global: 10,
+            role: 10,
+            status: None,
+        },
+        attempt_floor: 1,
+    }
+}

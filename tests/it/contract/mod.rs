@@ -32,6 +32,14 @@ pub trait Fixture: Send + Sync {
     async fn open_ticket(&self, title: &str, status: &str) -> String;
     /// A person moves the ticket to `status`, whatever it is in.
     async fn move_to(&self, id: &str, status: &str);
+    /// A person opens a ticket in `status` carrying `labels`, spelled as given as far as
+    /// the tracker keeps them; its id. `None` only where labels are not free-form (a
+    /// real Redmine: its tracker and category names, which an admin sets up).
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String>;
+    /// The tracker serves the ticket's record malformed from now on (its creation time
+    /// not a date). False only where no record can be malformed: the memory board holds
+    /// typed tickets, a real Redmine serves what it validated.
+    async fn corrupt(&self, id: &str) -> bool;
     /// A person closes the ticket. `None` when the tracker flags it closed
     /// (`Ticket::closed`); `Some(status)` when closing is moving it to a status the
     /// pipeline configures as terminal (the local board, Redmine without closed flags).
@@ -81,6 +89,8 @@ macro_rules! contract_tests {
             a_transition_from_elsewhere_is_a_conflict_and_writes_nothing,
             errors_are_typed,
             check_passes_on_a_board_with_every_status,
+            labels_normalized_trimmed_blanks_dropped_case_duplicates_merged,
+            malformed_record_get_is_an_error_and_a_listing_skips_it,
         );
     };
     (@each $make:path; $($clause:ident),* $(,)?) => {
@@ -92,6 +102,11 @@ macro_rules! contract_tests {
             }
         )*
     };
+}
+
+/// `first` followed by `rest`: a status label and the other labels of a new issue.
+pub fn labels_after<'a>(first: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once(first).chain(rest.iter().copied()).collect()
 }
 
 fn ids(listing: &sortie::tracker::Listing) -> Vec<String> {
@@ -354,4 +369,60 @@ pub async fn check_passes_on_a_board_with_every_status(f: &dyn Fixture) {
         .await
         .expect("check runs");
     assert!(report.all_ok(), "{:#?}", report.checks);
+}
+
+/// Labels read back normalized by one rule for every adapter (issue #39, item 8):
+/// trimmed, blanks dropped, names differing only by case kept once in their first
+/// spelling (case is kept, not lowered), by `get` and by a listing alike.
+pub async fn labels_normalized_trimmed_blanks_dropped_case_duplicates_merged(f: &dyn Fixture) {
+    let [a, ..] = f.statuses();
+    let Some(x) = f
+        .open_labelled("labels", &a, &[" Bug ", "bug", "", "Agent-OK"])
+        .await
+    else {
+        // A real Redmine: its labels (tracker, category) are not free-form; the rule
+        // is unit-tested on its wire format.
+        return;
+    };
+    let t = f.tracker();
+    let got = t.get(&x).await.expect("get").labels;
+    let listing = t.list(std::slice::from_ref(&a)).await.expect("list");
+    let listed = listing
+        .tickets
+        .iter()
+        .find(|t| t.id == x)
+        .expect("listed")
+        .labels
+        .clone();
+    for mut labels in [got, listed] {
+        // Order is the tracker's (Linear sorts them): compare the set.
+        labels.sort();
+        assert_eq!(labels, ["Agent-OK", "Bug"]);
+    }
+}
+
+/// A malformed record (issue #39, item 9): re-reading it is an error, never "gone"
+/// (`NotFound`, on which reconcile would drop a claim); a listing skips it with a
+/// warning and lists the rest.
+pub async fn malformed_record_get_is_an_error_and_a_listing_skips_it(f: &dyn Fixture) {
+    let [a, ..] = f.statuses();
+    let bad = f.open_ticket("malformed", &a).await;
+    let good = f.open_ticket("fine", &a).await;
+    let t = f.tracker();
+    if !f.corrupt(&bad).await {
+        // The memory board, a real Redmine: no record can be malformed; it still reads.
+        t.get(&bad).await.expect("a typed ticket reads");
+        return;
+    }
+    match t.get(&bad).await {
+        Err(TrackerError::NotFound(e)) => panic!("a malformed record read as gone: {e}"),
+        Err(_) => {}
+        Ok(ticket) => panic!("a malformed record read as a ticket: {ticket:?}"),
+    }
+    let listing = t
+        .list(std::slice::from_ref(&a))
+        .await
+        .expect("a listing skips a malformed record");
+    assert_eq!(ids(&listing), [good]);
+    assert!(!listing.warnings.is_empty(), "skipped with a warning");
 }

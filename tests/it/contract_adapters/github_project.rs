@@ -92,6 +92,16 @@ impl Fixture for Project {
         let n = self.model.add_issue(title, on_board(status));
         format!("{REPO}#{n}")
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        let id = self.open_ticket(title, status).await;
+        let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        self.model.github.edit(number(&id), |i| i.labels = labels);
+        Some(id)
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        self.model.github.edit(number(id), |i| i.broken = true);
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         self.model.move_card(number(id), on_board(status));
     }

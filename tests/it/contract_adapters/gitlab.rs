@@ -58,6 +58,15 @@ impl Fixture for Gitlab {
             .add_issue(title, &[&format!("status::{status}")])
             .to_string()
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        let status = format!("status::{status}");
+        let labels = crate::contract::labels_after(&status, labels);
+        Some(self.model.add_issue(title, &labels).to_string())
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        self.model.edit(id.parse().unwrap(), |i| i.broken = true);
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         let label = format!("status::{status}");
         // A person picks an existing label, or creates it on the way.

@@ -104,6 +104,15 @@ impl Fixture for Jira {
     async fn open_ticket(&self, title: &str, status: &str) -> String {
         self.model.add_issue(title, &on_board(status), &[])
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        // Jira itself refuses a label with a space; the model keeps what it is given,
+        // as a record written by another client could carry.
+        Some(self.model.add_issue(title, &on_board(status), labels))
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        self.model.edit(id, |i| i.broken = true);
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         let status = on_board(status);
         self.model.edit(id, |i| i.status = status);

@@ -95,6 +95,14 @@ impl Fixture for Linear {
         let n = self.model.add_issue(title, on_board(status), &[]);
         format!("{TEAM}-{n}")
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        let n = self.model.add_issue(title, on_board(status), labels);
+        Some(format!("{TEAM}-{n}"))
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        self.model.edit(number(id), |i| i.broken = true);
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         self.model.move_to(number(id), on_board(status));
     }

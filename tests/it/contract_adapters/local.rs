@@ -40,6 +40,23 @@ impl Fixture for Local {
         };
         self.board.add_ticket(new).expect("add").id
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        // `add_ticket` refuses a blank label: a person edits the file instead.
+        let id = self.open_ticket(title, status).await;
+        let file = self.board.path().join(&id).join("ticket.md");
+        let labels: Vec<String> = labels.iter().map(|l| format!("{l:?}")).collect();
+        let text = format!(
+            "---\ntitle: {title}\nstatus: {status}\nlabels: [{}]\n---\n",
+            labels.join(", ")
+        );
+        std::fs::write(file, text).unwrap();
+        Some(id)
+    }
+    async fn corrupt(&self, id: &str) -> bool {
+        let file = self.board.path().join(id).join("ticket.md");
+        std::fs::write(file, "---\ntitle: [unclosed\nstatus: ready\n---\nbody\n").unwrap();
+        true
+    }
     async fn move_to(&self, id: &str, status: &str) {
         self.board.set_status(id, status).expect("move");
     }

@@ -36,6 +36,16 @@ impl Fixture for Memory {
         self.board.insert(MemoryTracker::ticket(&id, title, status));
         id
     }
+    async fn open_labelled(&self, title: &str, status: &str, labels: &[&str]) -> Option<String> {
+        let id = self.open_ticket(title, status).await;
+        let mut ticket = MemoryTracker::ticket(&id, title, status);
+        ticket.labels = labels.iter().map(|l| l.to_string()).collect();
+        self.board.insert(ticket);
+        Some(id)
+    }
+    async fn corrupt(&self, _id: &str) -> bool {
+        false
+    }
     async fn move_to(&self, id: &str, status: &str) {
         self.board.set_status(id, status);
     }

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+pub use crate::model_plumbing::NextLink;
 use crate::model_plumbing::{header, Faults, Hooks, Line, RequestLog};
 pub use crate::model_plumbing::{percent_decode, Logged};
 
@@ -30,6 +31,8 @@ pub struct Issue {
     pub updated: i64,
     pub comments: Vec<Note>,
     pub assignees: Vec<String>,
+    /// Answer `created_at` with something that is not a date (a corrupted record).
+    pub broken: bool,
 }
 
 /// One comment, or a note the forge wrote itself (`system`).
@@ -68,6 +71,9 @@ pub struct Board {
     pub clock: i64,
     pub next_id: u64,
     pub max_per_page: usize,
+    /// What listings serve as their next page's link (GitLab: a `Link` header instead
+    /// of `x-next-page` when not [`NextLink::Honest`]).
+    pub next_link: NextLink,
     pub remaining: u64,
     log: RequestLog<Logged>,
     faults: Faults,
@@ -215,6 +221,7 @@ impl ForgeModel {
             clock: 0,
             next_id: 1000,
             max_per_page: 100,
+            next_link: NextLink::Honest,
             remaining: 2000,
             log: RequestLog::default(),
             faults: Faults::default(),
@@ -274,6 +281,7 @@ impl ForgeModel {
                 updated: now,
                 comments: Vec::new(),
                 assignees: Vec::new(),
+                broken: false,
             },
         );
         number

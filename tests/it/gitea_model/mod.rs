@@ -51,7 +51,8 @@ fn issue_json(b: &Board, i: &Issue) -> Value {
         "html_url": format!("https://gitea.example.com/{REPO}/issues/{}", i.number),
         "pull_request": if i.pull_request { json!({"merged": false}) } else { Value::Null },
         "comments": i.comments.len(),
-        "created_at": time(i.created), "updated_at": time(i.updated),
+        "created_at": if i.broken { "yesterday".to_string() } else { time(i.created) },
+        "updated_at": time(i.updated),
     })
 }
 

@@ -30,6 +30,7 @@ pub use pulls::{
 use routes::route;
 
 pub use crate::model_plumbing::Logged;
+pub use crate::model_plumbing::NextLink;
 use crate::model_plumbing::{header, percent_decode, Faults, Hooks, Line, RequestLog};
 
 /// The token the model accepts.
@@ -53,6 +54,8 @@ pub struct Issue {
     pub comments: Vec<ModelComment>,
     /// Numbers of the issues blocking this one (issue dependencies).
     pub blocked_by: Vec<u64>,
+    /// Answer `created_at` with something that is not a date (a corrupted record).
+    pub broken: bool,
 }
 
 /// One comment.
@@ -75,6 +78,8 @@ struct State {
     clock: i64,
     next_comment_id: u64,
     max_per_page: usize,
+    /// The `rel="next"` link listings serve.
+    next_link: NextLink,
     log: RequestLog<Logged>,
     limit: u64,
     remaining: u64,
@@ -116,6 +121,7 @@ impl GithubModel {
             clock: 0,
             next_comment_id: 1000,
             max_per_page: 100,
+            next_link: NextLink::Honest,
             log: RequestLog::default(),
             limit: 5000,
             remaining: 5000,
@@ -193,6 +199,7 @@ impl GithubModel {
                 updated: now,
                 comments: Vec::new(),
                 blocked_by: Vec::new(),
+                broken: false,
             },
         );
         number
@@ -257,6 +264,11 @@ impl GithubModel {
     /// push racing the merge).
     pub fn before_merge(&self, f: impl FnOnce() + Send + 'static) {
         self.state().before_merge = Some(Box::new(f));
+    }
+
+    /// Serve `link` as the `rel="next"` link of listings.
+    pub fn set_next_link(&self, link: NextLink) {
+        self.state().next_link = link;
     }
 
     pub fn clear_faults(&self) {
@@ -399,7 +411,7 @@ fn issue_json(i: &Issue) -> Value {
         "user": {"login": "alice"},
         "comments": i.comments.len(),
         "html_url": format!("https://github.com/{REPO}/issues/{}", i.number),
-        "created_at": time(i.created),
+        "created_at": if i.broken { "yesterday".to_string() } else { time(i.created) },
         "updated_at": time(i.updated),
     });
     if i.pull_request {

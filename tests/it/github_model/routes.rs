@@ -38,6 +38,11 @@ pub(super) fn paginate(s: &State, req: &Request, items: Vec<Value>) -> Answer {
         next.query_pairs_mut()
             .extend_pairs(kept)
             .append_pair("page", &(page + 1).to_string());
+        let this = match req.url.query() {
+            Some(q) => format!("{}{}?{q}", s.origin, req.url.path()),
+            None => format!("{}{}", s.origin, req.url.path()),
+        };
+        let next = s.next_link.serve(&s.origin, &this, next.to_string());
         ans.link = Some(format!("<{next}>; rel=\"next\""));
     }
     ans

@@ -278,7 +278,7 @@ fn item_json(p: &Project, item: &Item) -> Value {
 }
 
 fn issue_json(p: &Project, repo: &str, number: u64) -> Option<Value> {
-    let (title, body, open, labels, created, updated) = if repo.eq_ignore_ascii_case(REPO) {
+    let (title, body, open, labels, created, updated, broken) = if repo.eq_ignore_ascii_case(REPO) {
         let issue = p.issues.get(number).filter(|i| !i.pull_request)?;
         (
             issue.title,
@@ -287,6 +287,7 @@ fn issue_json(p: &Project, repo: &str, number: u64) -> Option<Value> {
             issue.labels,
             issue.created,
             issue.updated,
+            issue.broken,
         )
     } else if repo.eq_ignore_ascii_case(OTHER_REPO) {
         let issue = p.other.get(&number)?;
@@ -297,6 +298,7 @@ fn issue_json(p: &Project, repo: &str, number: u64) -> Option<Value> {
             Vec::new(),
             0,
             0,
+            false,
         )
     } else {
         return None;
@@ -306,7 +308,8 @@ fn issue_json(p: &Project, repo: &str, number: u64) -> Option<Value> {
         "__typename": "Issue", "__repo": repo, "number": number, "title": title, "body": body,
         "url": format!("https://github.com/{repo}/issues/{number}"),
         "state": if open { "OPEN" } else { "CLOSED" },
-        "createdAt": time(created), "updatedAt": time(updated),
+        "createdAt": if broken { "yesterday".to_string() } else { time(created) },
+        "updatedAt": time(updated),
         "repository": {"__typename": "Repository", "nameWithOwner": repo},
         "labels": {"nodes": labels, "pageInfo": {"hasNextPage": false, "endCursor": null}},
         "assignees": {"nodes": [], "pageInfo": {"hasNextPage": false, "endCursor": null}},

@@ -9,8 +9,8 @@
 use serde_json::{json, Value};
 
 use crate::forge_model::{
-    answer, empty, message_body, page_of, time, Answer, Board, Dialect, ForgeModel, Issue, Note,
-    Req,
+    answer, empty, message_body, page_of, time, Answer, Board, Dialect, ForgeModel, Issue,
+    NextLink, Note, Req,
 };
 
 mod pulls;
@@ -43,7 +43,8 @@ fn issue_json(i: &Issue) -> Value {
         "author": {"username": "alice", "id": 2},
         "web_url": format!("https://gitlab.example.com/{PROJECT}/-/issues/{}", i.number),
         "references": {"full": format!("{PROJECT}#{}", i.number)},
-        "created_at": time(i.created), "updated_at": time(i.updated),
+        "created_at": if i.broken { "yesterday".to_string() } else { time(i.created) },
+        "updated_at": time(i.updated),
     })
 }
 
@@ -88,6 +89,22 @@ fn paginate(b: &Board, req: &Req, items: Vec<Value>) -> Answer {
     } else {
         String::new()
     };
+    if more && b.next_link != NextLink::Honest {
+        // The next page named only by a `Link` header, as the model was told to serve it.
+        let url = &req.raw.url;
+        let this = format!("{}{}?{}", b.origin, url.path(), url.query().unwrap_or(""));
+        let kept: Vec<String> = url
+            .query_pairs()
+            .filter(|(k, _)| k != "page")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let honest = format!("{}{}?{}&page={next}", b.origin, url.path(), kept.join("&"));
+        let link = b.next_link.serve(&b.origin, &this, honest);
+        a.headers
+            .push(("link".to_string(), format!("<{link}>; rel=\"next\"")));
+        a.headers.push(("x-next-page".to_string(), String::new()));
+        return a;
+    }
     a.headers.extend([
         ("x-page".to_string(), page.to_string()),
         ("x-per-page".to_string(), per_page.to_string()),

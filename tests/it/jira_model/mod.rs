@@ -68,6 +68,8 @@ pub struct Issue {
     pub comments: Vec<ModelComment>,
     /// Set fields (a transition's required field ends up here).
     pub fields: BTreeMap<String, String>,
+    /// Answer `created` with something that is not a date (a corrupted record).
+    pub broken: bool,
 }
 
 /// One comment, its body exactly as posted (ADF JSON on Cloud, a wiki string on DC).
@@ -262,6 +264,7 @@ impl JiraModel {
                 updated: now,
                 comments: Vec::new(),
                 fields: BTreeMap::new(),
+                broken: false,
             },
         );
         key

@@ -127,7 +127,7 @@ fn issue_json(s: &State, i: &Issue) -> Value {
             "status": status_json(s, &i.status),
             "labels": i.labels,
             "priority": {"name": i.priority},
-            "created": time(i.created),
+            "created": if i.broken { "yesterday".to_string() } else { time(i.created) },
             "updated": time(i.updated),
             "assignee": Value::Null,
         }

@@ -61,6 +61,30 @@ impl<T: std::fmt::Display> RequestLog<T> {
     }
 }
 
+/// What a model serves as the link to a listing's next page (issue #39, pagination
+/// integrity): the honest one, one on another host, or one back to the page itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NextLink {
+    #[default]
+    Honest,
+    /// The next page's link, on `127.0.0.2` (never contacted: the adapter must refuse it).
+    OffHost,
+    /// A link to the very page being answered: a loop.
+    Loop,
+}
+
+impl NextLink {
+    /// The link to serve on a page that has a next one: `honest` is its URL on `origin`,
+    /// `this` is the URL of the page being answered.
+    pub fn serve(self, origin: &str, this: &str, honest: String) -> String {
+        match self {
+            NextLink::Honest => honest,
+            NextLink::OffHost => honest.replacen(origin, "http://127.0.0.2:9", 1),
+            NextLink::Loop => this.to_string(),
+        }
+    }
+}
+
 /// What an injected fault answers.
 #[derive(Debug, Clone, Copy)]
 pub struct Fault {
