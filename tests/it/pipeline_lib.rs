@@ -501,7 +501,7 @@ async fn concurrent_replays_of_one_stored_outcome_post_it_once() {
 /// says the cap holds it; it runs once the slot is free.
 #[tokio::test]
 async fn slot_exhaustion_a_due_retry_held_by_a_full_cap_keeps_its_entry_and_says_why() {
-    use sortie::ledger::{ClaimLimits, ClaimOutcome, ClaimRequest};
+    use sortie::ledger::ClaimOutcome;
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), &["sh", "-c", "exit 3"], 3, None);
     let tracker = Arc::new(MemoryTracker::new());
@@ -514,19 +514,10 @@ async fn slot_exhaustion_a_due_retry_held_by_a_full_cap_keeps_its_entry_and_says
 
     // Another host runs architect on ticket 8: the role's one slot is taken.
     tracker.insert(MemoryTracker::ticket("8", "busy", "designing"));
-    let other = ClaimRequest {
-        key: ClaimKey::new("memory", "8", "architect"),
-        stage: "ready-for-design".into(),
-        claimer_id: "other-host:1:aaaa".into(),
-        run_id: "elsewhere".into(),
-        ttl: std::time::Duration::from_secs(3600),
-        limits: ClaimLimits {
-            global: 10,
-            role: 10,
-            status: None,
-        },
-        attempt_floor: 1,
-    };
+    let other = crate::common::claim_by_another_host(
+        ClaimKey::new("memory", "8", "architect"),
+        "ready-for-design",
+    );
     let held = ledger.try_claim(&other, clock.now()).unwrap();
     assert!(matches!(held, ClaimOutcome::Acquired(_)), "{held:?}");
 
