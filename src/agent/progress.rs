@@ -34,6 +34,8 @@ pub struct Progress {
     pub turns: Option<u32>,
     /// Tokens (and cost, when the CLI reports it while running) so far.
     pub usage: Option<Usage>,
+    /// The latest rate-limit report of each limit type (Claude Code), empty before one.
+    pub rate_limits: Vec<crate::rate_limit::RateLimit>,
 }
 
 /// A handle on a run's [`Progress`]: the stream reader writes it, the daemon reads it.

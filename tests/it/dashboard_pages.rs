@@ -55,6 +55,17 @@ impl Daemon {
         tracker: Arc<dyn Tracker>,
         clock: Arc<dyn Clock>,
     ) -> Daemon {
+        Daemon::start_with(path, tracker, clock, sortie::daemon::STATE_TIMEOUT).await
+    }
+
+    /// Serve as [`Daemon::start_at`], `/api/v1/state` waiting `state_timeout` for the
+    /// ledger.
+    pub(crate) async fn start_with(
+        path: std::path::PathBuf,
+        tracker: Arc<dyn Tracker>,
+        clock: Arc<dyn Clock>,
+        state_timeout: Duration,
+    ) -> Daemon {
         let config = Config::load(&path).expect("config");
         let ledger: Arc<dyn Ledger> =
             Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
@@ -72,6 +83,7 @@ impl Daemon {
             config_path: path,
             factory,
             clock,
+            state_timeout,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -400,6 +412,7 @@ async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
         title: None,
         agent: None,
         model: None,
+        rate_limits: Vec::new(),
     };
     d.ledger.record_run(&record("outside", &secret)).unwrap();
     d.ledger
@@ -869,6 +882,7 @@ async fn recent_handoffs_and_failures_survive_a_restart() {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     d.stop().await;
@@ -1063,6 +1077,7 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
                 title: None,
                 agent: None,
                 model: None,
+                rate_limits: Vec::new(),
             })
             .unwrap();
         d.ledger
@@ -1116,6 +1131,7 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     let page = decoded(
@@ -1260,6 +1276,7 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     let page = decoded(
