@@ -235,19 +235,16 @@ struct LedgerReads {
 }
 
 impl LedgerReads {
-    /// Read what the state shows; `Err` when the ledger does not answer at all (its
-    /// `ping` fails), the reads that fail after it are noted in `errors`.
-    /// `scoped` is the config's tracker name (claims, retries, holds), `own` the
-    /// tracker's own name (run history and usage are keyed by it).
+    /// Read what the state shows of tracker `own`; `Err` when the ledger does not answer
+    /// at all (its `ping` fails), the reads that fail after it are noted in `errors`.
     fn read(
         ledger: &dyn Ledger,
-        scoped: &str,
         own: &str,
         now: chrono::DateTime<Utc>,
     ) -> Result<LedgerReads, LedgerError> {
         ledger.ping()?;
         let mut errors = Vec::new();
-        let scope = Scope::Tracker(scoped);
+        let scope = Scope::Tracker(own);
         let (usage_today, usage_7_days) = match usage(ledger, own, now) {
             Ok((today, week)) => (Some(today), Some(week)),
             Err(e) => {
@@ -285,10 +282,11 @@ async fn state(State(shared): State<Arc<Shared>>) -> Response {
         Some(pipeline) => {
             rate_limit_remaining = pipeline.tracker().rate_limit_remaining();
             let ledger = pipeline.ledger().clone();
-            let (scoped, own) = (config.tracker.name(), pipeline.tracker().name().to_string());
-            let read = tokio::task::spawn_blocking(move || {
-                LedgerReads::read(ledger.as_ref(), &scoped, &own, now)
-            });
+            // Everything the pipeline writes is keyed by its tracker's own name (the
+            // config's name for it in production; a test's stand-in tracker has its own).
+            let own = pipeline.tracker().name().to_string();
+            let read =
+                tokio::task::spawn_blocking(move || LedgerReads::read(ledger.as_ref(), &own, now));
             match tokio::time::timeout(shared.state_timeout, read).await {
                 Ok(Ok(Ok(read))) => reads = read,
                 Ok(Ok(Err(err))) => {

@@ -531,7 +531,11 @@ fn tool_result(event: &Value) -> Option<(&'static str, String)> {
 pub(super) fn rate_limit(event: &Value, now: chrono::DateTime<chrono::Utc>) -> Option<RateLimit> {
     let info = event.get("rate_limit_info")?.as_object()?;
     let text = |key: &str| info.get(key).and_then(Value::as_str).map(str::to_string);
-    let number = |key: &str| info.get(key).and_then(Value::as_f64).filter(|n| n.is_finite());
+    let number = |key: &str| {
+        info.get(key)
+            .and_then(Value::as_f64)
+            .filter(|n| n.is_finite())
+    };
     let resets_at = number("resetsAt").and_then(|secs| {
         // Seconds since the epoch; a value in milliseconds would be past the year 2600.
         let secs = if secs > 2e10 { secs / 1000.0 } else { secs };

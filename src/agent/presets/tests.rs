@@ -842,10 +842,7 @@ fn agent_rate_limits_from_claude_rate_limit_event_are_kept_per_run_and_aggregate
     // The first report carried the overage and the threshold.
     let mut first_only = EventStream::parse(
         AgentPreset::ClaudeCode,
-        CLAUDE_RATE_LIMITS
-            .split(|b| *b == b'\n')
-            .nth(2)
-            .unwrap(),
+        CLAUDE_RATE_LIMITS.split(|b| *b == b'\n').nth(2).unwrap(),
     )
     .unwrap()
     .rate_limits();
@@ -859,8 +856,11 @@ fn agent_rate_limits_from_claude_rate_limit_event_are_kept_per_run_and_aggregate
         ("allowed_warning", Some("rejected"), Some(0.8))
     );
     // A line without `rate_limit_info` is an event, not a report.
-    let empty = EventStream::parse(AgentPreset::ClaudeCode, b"{\"type\":\"rate_limit_event\"}\n")
-        .unwrap();
+    let empty = EventStream::parse(
+        AgentPreset::ClaudeCode,
+        b"{\"type\":\"rate_limit_event\"}\n",
+    )
+    .unwrap();
     assert!(empty.rate_limits().is_empty());
 
     // Several runs' reports, in no particular order.
@@ -873,16 +873,25 @@ fn agent_rate_limits_from_claude_rate_limit_event_are_kept_per_run_and_aggregate
     };
     let runs = [
         ("claude-code", "r1", report("five_hour", "rejected", 10)),
-        ("claude-code", "r2", report("five_hour", "allowed_warning", 30)),
+        (
+            "claude-code",
+            "r2",
+            report("five_hour", "allowed_warning", 30),
+        ),
         ("claude-code", "r3", report("five_hour", "allowed", 20)),
         ("claude-code", "r1", report("seven_day", "allowed", 10)),
-        ("claude-code", "r4", report("seven_day", "allowed_warning", 40)),
+        (
+            "claude-code",
+            "r4",
+            report("seven_day", "allowed_warning", 40),
+        ),
         ("claude-code", "r5", report("seven_day", "rejected", 40)),
         ("claude-code", "r6", report("seven_day", "allowed", 40)),
         ("codex", "r7", report("five_hour", "allowed", 5)),
     ];
     let agents = aggregate(runs.iter().map(|(a, r, l)| (*a, *r, l)));
-    let summary: Vec<(&str, &str, Vec<(&str, &str, &str, u32)>)> = agents
+    type Limit<'a> = (&'a str, &'a str, &'a str, u32);
+    let summary: Vec<(&str, &str, Vec<Limit<'_>>)> = agents
         .iter()
         .map(|a| {
             (
