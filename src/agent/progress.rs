@@ -14,8 +14,8 @@ pub const EVENT_TEXT_CHARS: usize = 160;
 /// One event of an agent's stream, as a person reads it at a glance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentEvent {
-    /// What it was: `init`, `message`, `tool_use`, `tool_result`, `result`, `retry`
-    /// (Claude Code); `thread`, `turn`, `message`, `command`, `reasoning`, `file_change`,
+    /// What it was: `init`, `message`, `tool_use`, `tool_result`, `result`, `retry`,
+    /// `rate_limit` (Claude Code); `thread`, `turn`, `message`, `command`, `reasoning`, `file_change`,
     /// `warning`, `error`, `turn_failed` (Codex); `message`, `thought`, `tool_call`,
     /// `tool_result`, `plan`, `permission`, `stop` (ACP); `output` (a log line, for `command`).
     pub kind: String,
