@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod names;
 pub mod pipeline;
 pub mod program;
+pub mod rate_limit;
 pub mod state_file;
 pub mod stats;
 pub mod tracker;

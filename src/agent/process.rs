@@ -78,6 +78,9 @@ pub struct RunReport {
     /// How the agent's session began: new, resumed, or new after a resume that failed;
     /// `None` when the run had no session (preset `command`, or the agent never started one).
     pub session_start: Option<SessionStart>,
+    /// The latest rate-limit report of each limit type the agent's stream carried
+    /// (Claude Code's `rate_limit_event`); empty when it carried none.
+    pub rate_limits: Vec<crate::rate_limit::RateLimit>,
 }
 
 /// How a run's agent session began (issue #36): said in the tick report, so that a retry
@@ -119,6 +122,8 @@ pub enum RunEnd {
         usage: Option<Usage>,
         /// The agent's session, as far as the stream told it.
         session_id: Option<String>,
+        /// The rate-limit reports the stream carried before the cancel.
+        rate_limits: Vec<crate::rate_limit::RateLimit>,
     },
 }
 
@@ -200,6 +205,7 @@ pub async fn run_agent(
             session_id,
             notes,
             session_start: None,
+            rate_limits: Vec::new(),
         })
     };
 
@@ -319,6 +325,10 @@ pub async fn run_agent(
         .as_ref()
         .and_then(EventStream::session_id)
         .map(str::to_string);
+    let rate_limits = stream
+        .as_ref()
+        .map(EventStream::rate_limits)
+        .unwrap_or_default();
     if let Some(session_id) = &session_id {
         let record = SessionRecord {
             session_id: session_id.clone(),
@@ -353,6 +363,7 @@ pub async fn run_agent(
                 log_path,
                 usage,
                 session_id,
+                rate_limits,
             }
         }
         (_, Some(handshake), _) => handshake,
@@ -437,6 +448,7 @@ pub async fn run_agent(
     let mut end = finished(outcome, exit_code, usage, session_id, notes);
     if let RunEnd::Finished(report) = &mut end {
         report.session_start = session_start;
+        report.rate_limits = rate_limits;
     }
     end
 }

@@ -14,8 +14,8 @@ pub const EVENT_TEXT_CHARS: usize = 160;
 /// One event of an agent's stream, as a person reads it at a glance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentEvent {
-    /// What it was: `init`, `message`, `tool_use`, `tool_result`, `result`, `retry`
-    /// (Claude Code); `thread`, `turn`, `message`, `command`, `reasoning`, `file_change`,
+    /// What it was: `init`, `message`, `tool_use`, `tool_result`, `result`, `retry`,
+    /// `rate_limit` (Claude Code); `thread`, `turn`, `message`, `command`, `reasoning`, `file_change`,
     /// `warning`, `error`, `turn_failed` (Codex); `message`, `thought`, `tool_call`,
     /// `tool_result`, `plan`, `permission`, `stop` (ACP); `output` (a log line, for `command`).
     pub kind: String,
@@ -34,6 +34,8 @@ pub struct Progress {
     pub turns: Option<u32>,
     /// Tokens (and cost, when the CLI reports it while running) so far.
     pub usage: Option<Usage>,
+    /// The latest rate-limit report of each limit type (Claude Code), empty before one.
+    pub rate_limits: Vec<crate::rate_limit::RateLimit>,
 }
 
 /// A handle on a run's [`Progress`]: the stream reader writes it, the daemon reads it.

@@ -19,7 +19,8 @@ use super::state::{FinishedRun, TickSummary};
 use super::views::{live_runs, usage, LiveRunView, UsageSince};
 use super::Shared;
 use crate::config::Config;
-use crate::ledger::{Hold, RetryEntry, RunRecord, Scope};
+use crate::ledger::{Hold, Ledger, LedgerError, RetryEntry, RunRecord, Scope};
+use crate::rate_limit::AgentRateLimits;
 use crate::tracker::webhook::Vendor;
 
 /// The routes of the HTTP surface.
@@ -199,6 +200,8 @@ struct StateView {
     last_tick: Option<TickSummary>,
     last_ok_tick_at: Option<chrono::DateTime<Utc>>,
     live_runs: Vec<LiveRunView>,
+    /// Seconds agents have run: the runs this daemon saw end plus the runs going now.
+    seconds_running: f64,
     retry_queue: Vec<RetryEntry>,
     held: Vec<Hold>,
     /// Questions agents asked on tickets, waiting for a person's answer (the last
@@ -208,47 +211,113 @@ struct StateView {
     ledger_runs: Vec<RunRecord>,
     usage_today: Option<UsageSince>,
     usage_7_days: Option<UsageSince>,
+    /// Agents' rate limits: the runs of the last 7 days and the runs going now, added up.
+    agent_rate_limits: Vec<AgentRateLimits>,
     rate_limit_remaining: Option<u64>,
+    errors: Vec<String>,
+    /// Set (with a 503) when the ledger cannot be read: `{"code", "message"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<serde_json::Value>,
+}
+
+/// What `/api/v1/state` reads from the ledger, off the async threads.
+#[derive(Default)]
+struct LedgerReads {
+    retry_queue: Vec<RetryEntry>,
+    held: Vec<Hold>,
+    ledger_runs: Vec<RunRecord>,
+    usage_today: Option<UsageSince>,
+    usage_7_days: Option<UsageSince>,
+    /// Run history of the last 7 days, for the agents' rate limits.
+    week_runs: Vec<RunRecord>,
+    /// The reads that failed while the ledger answered.
     errors: Vec<String>,
 }
 
-async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
-    let config = shared.config();
-    let config = &*config;
-    let tracker = config.tracker.name();
-    let mut errors = Vec::new();
-    let scope = Scope::Tracker(&tracker);
-    let now = shared.now();
-    let mut usage_today = None;
-    let mut usage_7_days = None;
-    let mut rate_limit_remaining = None;
-    let (retry_queue, held, ledger_runs): (Vec<RetryEntry>, Vec<Hold>, Vec<RunRecord>) =
-        match shared.pipeline() {
-            Some(pipeline) => {
-                let ledger = pipeline.ledger();
-                rate_limit_remaining = pipeline.tracker().rate_limit_remaining();
-                match usage(ledger.as_ref(), pipeline.tracker().name(), now) {
-                    Ok((today, week)) => {
-                        usage_today = Some(today);
-                        usage_7_days = Some(week);
-                    }
-                    Err(e) => errors.push(format!("usage: {e}")),
-                }
-                (
-                    or_note(&mut errors, "retries", ledger.retries(scope)),
-                    or_note(&mut errors, "holds", ledger.holds(scope)),
-                    or_note(&mut errors, "recent runs", ledger.recent_runs(scope, 20)),
-                )
-            }
-            None => {
-                let reason = shared.status().not_ready.clone().unwrap_or_default();
-                errors.push(format!("no pipeline yet: {reason}"));
-                (Vec::new(), Vec::new(), Vec::new())
+impl LedgerReads {
+    /// Read what the state shows of tracker `own`; `Err` when the ledger does not answer
+    /// at all (its `ping` fails), the reads that fail after it are noted in `errors`.
+    fn read(
+        ledger: &dyn Ledger,
+        own: &str,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<LedgerReads, LedgerError> {
+        ledger.ping()?;
+        let mut errors = Vec::new();
+        let scope = Scope::Tracker(own);
+        let (usage_today, usage_7_days) = match usage(ledger, own, now) {
+            Ok((today, week)) => (Some(today), Some(week)),
+            Err(e) => {
+                errors.push(format!("usage: {e}"));
+                (None, None)
             }
         };
+        let week = now - chrono::Duration::days(7);
+        Ok(LedgerReads {
+            retry_queue: or_note(&mut errors, "retries", ledger.retries(scope)),
+            held: or_note(&mut errors, "holds", ledger.holds(scope)),
+            ledger_runs: or_note(&mut errors, "recent runs", ledger.recent_runs(scope, 20)),
+            week_runs: or_note(&mut errors, "rate limits", ledger.runs_since(own, week)),
+            usage_today,
+            usage_7_days,
+            errors,
+        })
+    }
+}
+
+/// `GET /api/v1/state`: what the daemon knows, with what the ledger says. The ledger is
+/// read off the async threads and waited for at most `state_timeout`: past it (a lock
+/// held), the answer leaves the ledger's parts out and says so in `errors`. A ledger that
+/// cannot be read (removed, corrupt, its server down) is a 503 with the rest of the
+/// state, `errors` and the `error` envelope.
+async fn state(State(shared): State<Arc<Shared>>) -> Response {
+    let config = shared.config();
+    let config = &*config;
+    let now = shared.now();
+    let mut errors = Vec::new();
+    let mut unavailable = None;
+    let mut rate_limit_remaining = None;
+    let mut reads = LedgerReads::default();
+    match shared.pipeline() {
+        Some(pipeline) => {
+            rate_limit_remaining = pipeline.tracker().rate_limit_remaining();
+            let ledger = pipeline.ledger().clone();
+            // Everything the pipeline writes is keyed by its tracker's own name (the
+            // config's name for it in production; a test's stand-in tracker has its own).
+            let own = pipeline.tracker().name().to_string();
+            let read =
+                tokio::task::spawn_blocking(move || LedgerReads::read(ledger.as_ref(), &own, now));
+            match tokio::time::timeout(shared.state_timeout, read).await {
+                Ok(Ok(Ok(read))) => reads = read,
+                Ok(Ok(Err(err))) => {
+                    errors.push(format!("ledger: {err}"));
+                    unavailable = Some(format!("the ledger cannot be read: {err}"));
+                }
+                Ok(Err(panicked)) => errors.push(format!("ledger: the read failed: {panicked}")),
+                Err(_) => errors.push(format!(
+                    "ledger: timeout: no answer within {:.1}s (a lock held, or the ledger busy); \
+                     retry_queue, held, ledger_runs, usage_today, usage_7_days and the rate \
+                     limits of finished runs are left out of this answer",
+                    shared.state_timeout.as_secs_f64()
+                )),
+            }
+        }
+        None => {
+            let status = shared.status();
+            let reason = status.not_ready.clone().unwrap_or_default();
+            errors.push(format!("no pipeline yet: {reason}"));
+            if status.ledger_unavailable {
+                unavailable = Some(format!("the ledger cannot be opened: {reason}"));
+            }
+        }
+    }
+    errors.append(&mut reads.errors);
     let live_runs = live_runs(&shared).await;
+    let agent_rate_limits = agent_rate_limits(&reads.week_runs, &live_runs);
     let status = shared.status();
-    Json(StateView {
+    let seconds_running =
+        status.counters.run_sum + live_runs.iter().map(|r| r.running_seconds).sum::<f64>();
+    let view = StateView {
         started_at: shared.started_at,
         shutting_down: status.shutting_down,
         config: ConfigSummary::of(&shared.config_path, config),
@@ -257,20 +326,57 @@ async fn state(State(shared): State<Arc<Shared>>) -> Json<StateView> {
         last_tick: status.last_tick.clone(),
         last_ok_tick_at: status.last_ok_at,
         live_runs,
-        retry_queue,
-        held,
+        seconds_running,
+        retry_queue: reads.retry_queue,
+        held: reads.held,
         waiting_questions: status
             .last_tick
             .as_ref()
             .map(|t| t.questions.clone())
             .unwrap_or_default(),
         recent_runs: status.recent.iter().cloned().collect(),
-        ledger_runs,
-        usage_today,
-        usage_7_days,
+        ledger_runs: reads.ledger_runs,
+        usage_today: reads.usage_today,
+        usage_7_days: reads.usage_7_days,
+        agent_rate_limits,
         rate_limit_remaining,
         errors,
-    })
+        error: unavailable
+            .as_ref()
+            .map(|message| serde_json::json!({"code": "ledger_unavailable", "message": message})),
+    };
+    let code = if unavailable.is_some() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (code, Json(view)).into_response()
+}
+
+/// The agents' rate limits: the reports kept on the last week's run history and those of
+/// the runs going now (whose history row gets them only when they end), added up by
+/// [`crate::rate_limit::aggregate`].
+fn agent_rate_limits(week_runs: &[RunRecord], live: &[LiveRunView]) -> Vec<AgentRateLimits> {
+    let agent_of = |run_id: &str| {
+        week_runs
+            .iter()
+            .find(|r| r.run_id == run_id)
+            .and_then(|r| r.agent.as_deref())
+            .unwrap_or("unknown")
+    };
+    let recorded = week_runs.iter().flat_map(|r| {
+        let agent = r.agent.as_deref().unwrap_or("unknown");
+        r.rate_limits
+            .iter()
+            .map(move |l| (agent, r.run_id.as_str(), l))
+    });
+    let going = live.iter().flat_map(|v| {
+        let agent = agent_of(&v.run.run_id);
+        v.rate_limits
+            .iter()
+            .map(move |l| (agent, v.run.run_id.as_str(), l))
+    });
+    crate::rate_limit::aggregate(recorded.chain(going))
 }
 
 /// `/api/v1/stats` parameters: as `sortie stats --since --by`.

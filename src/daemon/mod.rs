@@ -83,7 +83,14 @@ pub struct ServeOptions {
     pub factory: PipelineFactory,
     /// Where "now" comes from for the status the daemon reports.
     pub clock: Arc<dyn Clock>,
+    /// How long `/api/v1/state` waits for the ledger before it answers with what it
+    /// knows without it, and an error ([`STATE_TIMEOUT`]).
+    pub state_timeout: Duration,
 }
+
+/// How long `/api/v1/state` waits for its ledger reads by default: shorter than the
+/// SQLite ledger's 10 s wait for a lock, so a locked ledger gets a partial answer.
+pub const STATE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl ServeOptions {
     /// The production options for `config_path`.
@@ -92,6 +99,7 @@ impl ServeOptions {
             config_path,
             factory: default_factory(),
             clock: Arc::new(SystemClock::from_env()),
+            state_timeout: STATE_TIMEOUT,
         }
     }
 }
@@ -128,6 +136,8 @@ pub(crate) struct Shared {
     wake: Arc<Notify>,
     clock: Arc<dyn Clock>,
     started_at: DateTime<Utc>,
+    /// [`ServeOptions::state_timeout`].
+    state_timeout: Duration,
 }
 
 impl Shared {
@@ -213,6 +223,7 @@ pub async fn serve(
         wake: wake.clone(),
         started_at: opts.clock.now(),
         clock: opts.clock.clone(),
+        state_timeout: opts.state_timeout,
     });
     let mut applied = Fingerprint::of(&opts.config_path, &config);
     match (opts.factory)(config, wake.clone()).await {
@@ -221,7 +232,9 @@ pub async fn serve(
         }
         Err(err) if err.is_transient() => {
             tracing::warn!(error = %err, "cannot build the pipeline yet; serving, not ready, retrying each poll");
-            shared.status().not_ready = Some(err.to_string());
+            let mut status = shared.status();
+            status.not_ready = Some(err.to_string());
+            status.ledger_unavailable = matches!(err, PipelineError::Ledger(_));
         }
         Err(err) => return Err(DaemonError::Pipeline(err.to_string())),
     }
@@ -450,6 +463,7 @@ async fn reload_if_changed(shared: &Shared, opts: &ServeOptions, applied: &mut F
                 .replace(Arc::new(pipeline));
             let mut status = shared.status();
             status.not_ready = None;
+            status.ledger_unavailable = false;
             status.config_error = None;
             if let Some(running) = previous {
                 tracing::info!(config = %shared.config_path.display(), "config reloaded");
@@ -467,7 +481,9 @@ async fn reload_if_changed(shared: &Shared, opts: &ServeOptions, applied: &mut F
         Err(err) if err.is_transient() => {
             // Not the file's fault: keep `applied` as it was, so the next poll tries again.
             tracing::warn!(error = %err, "cannot build the pipeline now; will retry at the next poll");
-            shared.status().not_ready = Some(err.to_string());
+            let mut status = shared.status();
+            status.not_ready = Some(err.to_string());
+            status.ledger_unavailable = matches!(err, PipelineError::Ledger(_));
         }
         Err(err) => {
             let message = err.to_string();
@@ -555,6 +571,7 @@ mod tests {
             wake: Arc::new(Notify::new()),
             started_at: clock.now(),
             clock,
+            state_timeout: STATE_TIMEOUT,
         })
     }
 

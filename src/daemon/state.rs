@@ -112,6 +112,8 @@ pub struct DaemonStatus {
     pub shutting_down: bool,
     /// Why no pipeline could be built yet (the tracker or the ledger unreachable).
     pub not_ready: Option<String>,
+    /// Whether that is because the ledger could not be opened.
+    pub ledger_unavailable: bool,
     /// A tick was asked for (refresh, webhook, an ended run) and has not started yet.
     pub tick_requested: bool,
     /// Finished runs, newest first.

@@ -309,6 +309,7 @@ mod tests {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         }
     }
 

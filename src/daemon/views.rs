@@ -26,6 +26,13 @@ pub(super) struct LiveRunView {
     pub(super) cost_usd: Option<f64>,
     /// Tokens so far by kind.
     pub(super) usage: Option<crate::agent::Usage>,
+    /// The latest rate-limit report of each limit type the agent's stream carried so far
+    /// (Claude Code's `rate_limit_event`); empty before one.
+    pub(super) rate_limits: Vec<crate::rate_limit::RateLimit>,
+    /// Seconds since the run started, fractional (the sum of these is a part of
+    /// `seconds_running`).
+    #[serde(skip)]
+    pub(super) running_seconds: f64,
     /// Where the log tail is served.
     pub(super) log_url: String,
 }
@@ -46,8 +53,11 @@ pub(super) async fn live_runs(shared: &Shared) -> Vec<LiveRunView> {
                     at,
                 }),
         };
+        let running = now - run.started_at;
         views.push(LiveRunView {
-            elapsed_seconds: (now - run.started_at).num_seconds(),
+            elapsed_seconds: running.num_seconds(),
+            running_seconds: (running.num_milliseconds() as f64 / 1000.0).max(0.0),
+            rate_limits: progress.rate_limits,
             log_url: format!("/runs/{}/log", run.run_id),
             last_event,
             turns: progress.turns,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::DateTime;
 
 use crate::ledger::{FollowUp, LedgerError, OutboxState, ReactionRecord, RunPhase, Timestamp};
+use crate::rate_limit::RateLimit;
 
 /// A timestamp as stored: integer milliseconds since the Unix epoch (UTC).
 pub(in crate::ledger) fn to_millis(t: Timestamp) -> i64 {
@@ -27,6 +28,26 @@ pub(in crate::ledger) fn expiry_millis(now: Timestamp, ttl: Duration) -> i64 {
 /// Decode a stored attempt or counter that must fit a `u32`.
 pub(in crate::ledger) fn to_u32(value: i64, what: &str) -> Result<u32, LedgerError> {
     u32::try_from(value).map_err(|_| LedgerError::Corrupt(format!("{what} {value} is not a u32")))
+}
+
+/// A run's rate-limit reports as stored: JSON text, `NULL` for none (so that the upsert's
+/// `COALESCE` keeps reports recorded earlier).
+pub(in crate::ledger) fn rate_limits_text(limits: &[RateLimit]) -> Option<String> {
+    if limits.is_empty() {
+        return None;
+    }
+    serde_json::to_string(limits).ok()
+}
+
+/// Decode stored rate-limit reports (`NULL`, in rows from before they were kept: none).
+pub(in crate::ledger) fn parse_rate_limits(
+    text: Option<&str>,
+) -> Result<Vec<RateLimit>, LedgerError> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| LedgerError::Corrupt(format!("rate limits {text:?}: {e}"))),
+    }
 }
 
 /// The stored name of a run phase.

@@ -232,6 +232,11 @@ pub struct RunRecord {
     /// The model its agent was told to use, when sortie could tell it from the argv;
     /// kept once recorded like `agent`.
     pub model: Option<String>,
+    /// The latest rate-limit report of each limit type the run's agent reported (Claude
+    /// Code's `rate_limit_event`), recorded when the run ends and kept once recorded like
+    /// `title`; empty when it reported none (and in rows from before they were kept).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<crate::rate_limit::RateLimit>,
 }
 
 /// Progress of an outbox entry through write-back.

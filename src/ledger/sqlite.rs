@@ -66,6 +66,58 @@ const STATEMENT_CACHE: usize = 64;
 #[derive(Debug)]
 pub struct SqliteLedger {
     conn: Mutex<Connection>,
+    /// The file the connection opened, to tell when it was removed or replaced under it
+    /// (`None` in memory).
+    file: Option<LedgerFile>,
+}
+
+/// A ledger file's path and the identity (device, inode) it had when opened.
+#[derive(Debug)]
+struct LedgerFile {
+    path: std::path::PathBuf,
+    identity: (u64, u64),
+}
+
+impl LedgerFile {
+    fn open(path: &Path) -> Result<LedgerFile, LedgerError> {
+        let meta = std::fs::metadata(path).map_err(|cause| LedgerError::Open {
+            path: path.display().to_string(),
+            cause,
+        })?;
+        Ok(LedgerFile {
+            path: path.to_path_buf(),
+            identity: identity(&meta),
+        })
+    }
+
+    /// Whether the path still names the file the connection has open. A removed or
+    /// replaced file is not an error SQLite reports: the open connection keeps reading
+    /// and writing the unlinked file, which no other process sees.
+    fn check(&self) -> Result<(), LedgerError> {
+        let shown = self.path.display();
+        match std::fs::metadata(&self.path) {
+            Ok(meta) if identity(&meta) == self.identity => Ok(()),
+            Ok(_) => Err(LedgerError::Unavailable(format!(
+                "the ledger file {shown} was replaced by another file after sortie opened it; \
+                 restart sortie to use the new one"
+            ))),
+            Err(err) => Err(LedgerError::Unavailable(format!(
+                "the ledger file {shown} is gone ({err}): it was removed after sortie opened \
+                 it, and what sortie writes now no other process sees; restart sortie"
+            ))),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn identity(_meta: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
 }
 
 impl SqliteLedger {
@@ -104,6 +156,7 @@ impl SqliteLedger {
         migrations::migrate(&mut conn, shown)?;
         Ok(SqliteLedger {
             conn: Mutex::new(conn),
+            file: Some(LedgerFile::open(path)?),
         })
     }
 
@@ -121,6 +174,7 @@ impl SqliteLedger {
         migrations::migrate(&mut conn, ":memory:")?;
         Ok(SqliteLedger {
             conn: Mutex::new(conn),
+            file: None,
         })
     }
 
@@ -511,6 +565,19 @@ impl Ledger for SqliteLedger {
         conn.prepare_cached("COMMIT")?.execute([])?;
         drop(open);
         Ok(snapshot)
+    }
+
+    /// The file is still the one opened (not removed or replaced), and a read of it
+    /// answers (waiting like any statement for a lock, up to the busy timeout).
+    fn ping(&self) -> Result<(), LedgerError> {
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
+        self.with_conn(|conn| {
+            conn.prepare_cached("SELECT count(*) FROM sqlite_master")?
+                .query_row([], |row| row.get::<_, i64>(0))?;
+            Ok(())
+        })
     }
 }
 

@@ -193,6 +193,7 @@ pub(crate) fn would_start(config: &Config, dispatches: &[Dispatch<'_>]) -> Vec<R
             ledger_error: None,
             verify: Vec::new(),
             session: None,
+            rate_limits: Vec::new(),
         })
         .collect()
 }

@@ -233,6 +233,10 @@ pub struct RunLine {
     /// How the agent's session began (`new`, `resumed`, `fell_back`: a resume was asked
     /// for and a new session began instead); none when the run had no agent session.
     pub session: Option<crate::agent::SessionStart>,
+    /// The latest rate-limit report of each limit type the agent's stream carried
+    /// (Claude Code's `rate_limit_event`); left out when it carried none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<crate::rate_limit::RateLimit>,
 }
 
 impl RunLine {
@@ -256,6 +260,7 @@ impl RunLine {
             ledger_error: None,
             verify: Vec::new(),
             session: None,
+            rate_limits: Vec::new(),
         }
     }
 }

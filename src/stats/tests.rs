@@ -41,6 +41,7 @@ fn run(
         title: None,
         agent: None,
         model: None,
+        rate_limits: Vec::new(),
     }
 }
 

@@ -59,6 +59,7 @@ impl Daemon {
             config_path: path,
             factory,
             clock: Arc::new(SystemClock::default()),
+            state_timeout: sortie::daemon::STATE_TIMEOUT,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -349,6 +350,7 @@ async fn a_stop_during_a_tick_ends_the_daemon_without_polling_the_shutdown_again
         config_path: path,
         factory,
         clock: Arc::new(SystemClock::default()),
+        state_timeout: sortie::daemon::STATE_TIMEOUT,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     // The shutdown completes once the first tick is listing the board.
@@ -422,6 +424,7 @@ async fn a_retry_runs_when_it_falls_due_not_at_the_next_poll() {
         config_path: path,
         factory,
         clock,
+        state_timeout: sortie::daemon::STATE_TIMEOUT,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let stop = Arc::new(Notify::new());

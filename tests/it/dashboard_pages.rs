@@ -55,6 +55,17 @@ impl Daemon {
         tracker: Arc<dyn Tracker>,
         clock: Arc<dyn Clock>,
     ) -> Daemon {
+        Daemon::start_with(path, tracker, clock, sortie::daemon::STATE_TIMEOUT).await
+    }
+
+    /// Serve as [`Daemon::start_at`], `/api/v1/state` waiting `state_timeout` for the
+    /// ledger.
+    pub(crate) async fn start_with(
+        path: std::path::PathBuf,
+        tracker: Arc<dyn Tracker>,
+        clock: Arc<dyn Clock>,
+        state_timeout: Duration,
+    ) -> Daemon {
         let config = Config::load(&path).expect("config");
         let ledger: Arc<dyn Ledger> =
             Arc::new(SqliteLedger::open(&config.ledger_path()).expect("ledger"));
@@ -72,6 +83,7 @@ impl Daemon {
             config_path: path,
             factory,
             clock,
+            state_timeout,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -400,6 +412,7 @@ async fn run_logs_are_served_only_for_known_runs_and_only_from_state_runs() {
         title: None,
         agent: None,
         model: None,
+        rate_limits: Vec::new(),
     };
     d.ledger.record_run(&record("outside", &secret)).unwrap();
     d.ledger
@@ -869,6 +882,7 @@ async fn recent_handoffs_and_failures_survive_a_restart() {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     d.stop().await;
@@ -1063,6 +1077,7 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
                 title: None,
                 agent: None,
                 model: None,
+                rate_limits: Vec::new(),
             })
             .unwrap();
         d.ledger
@@ -1116,6 +1131,7 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     let page = decoded(
@@ -1260,6 +1276,7 @@ async fn a_blocked_card_says_why_it_failed_and_what_releases_it() {
             title: None,
             agent: None,
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     let page = decoded(
@@ -1412,6 +1429,283 @@ async fn waiting_questions_are_listed_with_their_age_and_a_link_to_the_ticket() 
         "no question waits for an answer",
         Duration::from_secs(10),
     )
+    .await;
+    d.stop().await;
+}
+
+/// One stage whose architect runs the fake Claude Code CLI on its stream with
+/// `rate_limit_event`s, one line at a time as the test creates `steps/<n>`.
+fn rate_limited_claude_config(dir: &std::path::Path) -> String {
+    format!(
+        r#"tracker: {{kind: local, path: board}}
+state_root: {state}
+roles_dir: {roles}
+poll_interval_seconds: 1
+shutdown_grace_seconds: 0
+agent:
+  preset: claude-code
+  command: ["{fake}"]
+  timeout_seconds: 120
+  env: {{FAKE_SCENARIO: stepped, FAKE_STREAM: claude-rate-limits.jsonl, FAKE_STEP_DIR: "{steps}"}}
+pipeline_stages:
+  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
+"#,
+        state = dir.join("state").display(),
+        roles = crate::common::repo().join("roles").display(),
+        fake = crate::common::repo()
+            .join("tests/fixtures/agents/fake-claude")
+            .display(),
+        steps = dir.join("steps").display(),
+    )
+}
+
+/// Issue #39 item 14 (Symphony 17, state snapshot): `/api/v1/state` carries the agents'
+/// rate limits (live from the run's stream, then from run history once it ends, added
+/// up per agent and limit), `seconds_running` (the runs going now plus the runs that
+/// ended) and the retry queue with each entry's ticket, attempt, due time and reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_snapshot_has_rate_limits_seconds_running_and_the_retry_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("steps")).unwrap();
+    let step = |n: u32| std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, rate_limited_claude_config(dir.path())).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "1", "Design the login page", "ready-for-design");
+    ticket(&board, "9", "Design the flaky thing", "ready-for-design");
+    let due = chrono::DateTime::parse_from_rfc3339("2099-01-01T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
+    d.ledger
+        .schedule_retry(&sortie::ledger::RetryEntry {
+            key: ClaimKey::new("memory", "9", "architect"),
+            stage: "ready-for-design".into(),
+            failed_attempt: 2,
+            due_at: due,
+            reason_code: "tests.failed".into(),
+        })
+        .unwrap();
+    d.until(Duration::from_secs(15), "one live run", || async {
+        d.state().await["live_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+
+    // Init, a message, then the first rate-limit report.
+    for n in 1..=3 {
+        step(n);
+    }
+    d.until(
+        Duration::from_secs(10),
+        "the first rate-limit report",
+        || async {
+            d.state().await["live_runs"][0]["rate_limits"][0]["status"] == "allowed_warning"
+        },
+    )
+    .await;
+    let state = d.state().await;
+    let live = &state["live_runs"][0];
+    assert_eq!(live["ticket"], "1", "{state}");
+    assert_eq!(live["last_event"]["kind"], "rate_limit", "{state}");
+    let limit = &live["rate_limits"][0];
+    assert_eq!(limit["limit_type"], "five_hour");
+    assert_eq!(limit["utilization"], 0.82);
+    assert_eq!(limit["surpassed_threshold"], 0.8);
+    assert_eq!(limit["overage_status"], "rejected");
+    assert_eq!(limit["resets_at"], "2026-12-06T05:00:00Z");
+    let agents = &state["agent_rate_limits"];
+    assert_eq!(agents.as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(agents[0]["agent"], "claude-code", "{state}");
+    assert_eq!(agents[0]["status"], "allowed_warning", "{state}");
+    assert_eq!(agents[0]["limits"][0]["run_id"], live["run_id"], "{state}");
+    assert_eq!(agents[0]["limits"][0]["limit_type"], "five_hour", "{state}");
+    let running = state["seconds_running"].as_f64().expect("seconds_running");
+    assert!(running > 0.0, "{state}");
+    // The retry queue: ticket 9 waits for its retry (not due), with what failed and why.
+    let queue = state["retry_queue"].as_array().expect("retry_queue");
+    assert_eq!(queue.len(), 1, "{state}");
+    assert_eq!(queue[0]["key"]["ticket_id"], "9");
+    assert_eq!(queue[0]["key"]["role"], "architect");
+    assert_eq!(queue[0]["stage"], "ready-for-design");
+    assert_eq!(queue[0]["failed_attempt"], 2);
+    assert_eq!(queue[0]["due_at"], "2099-01-01T10:00:00Z");
+    assert_eq!(queue[0]["reason_code"], "tests.failed");
+    assert_eq!(state["errors"], serde_json::json!([]), "{state}");
+
+    // The rest of the stream: the run ends, its reports stay on its history row.
+    for n in 4..=11 {
+        step(n);
+    }
+    d.until(Duration::from_secs(15), "the run to end", || async {
+        let state = d.state().await;
+        state["live_runs"].as_array().map_or(1, Vec::len) == 0
+            && state["recent_runs"].as_array().map_or(0, Vec::len) == 1
+    })
+    .await;
+    let state = d.state().await;
+    let ended = &state["recent_runs"][0];
+    assert_eq!(ended["outcome"], "success", "{state}");
+    let kept = |limits: &serde_json::Value| -> Vec<(String, String)> {
+        limits
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .map(|l| {
+                (
+                    l["limit_type"].as_str().unwrap_or("").to_string(),
+                    l["status"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let expected: Vec<(String, String)> = [
+        ("five_hour", "allowed"),
+        ("seven_day", "allowed"),
+        ("seven_day_fable", "queued"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(kept(&ended["rate_limits"]), expected, "the tick's run line");
+    let history = state["ledger_runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["key"]["ticket_id"] == "1"))
+        .expect("the run in run history");
+    assert_eq!(kept(&history["rate_limits"]), expected, "run history");
+    let agents = &state["agent_rate_limits"];
+    assert_eq!(agents[0]["agent"], "claude-code", "{state}");
+    // An unknown status ranks above `allowed`: the agent's worst.
+    assert_eq!(agents[0]["status"], "queued", "{state}");
+    assert_eq!(kept(&agents[0]["limits"]), expected, "{state}");
+    let duration = ended["duration_seconds"].as_f64().expect("duration");
+    let running = state["seconds_running"].as_f64().unwrap();
+    assert!(running >= duration && duration > 0.0, "{state}");
+    d.stop().await;
+}
+
+/// A config with no agent work to do (the board stays empty), ticking once at start:
+/// the daemon's loop reads the ledger on the async threads, and a loop waiting for a
+/// locked ledger would hold one of the test runtime's two.
+fn idle_config(dir: &std::path::Path) -> String {
+    config_text(dir, "").replace(
+        "poll_interval_seconds: 1\n",
+        "poll_interval_seconds: 3600\n",
+    )
+}
+
+/// Issue #39 item 15 (Symphony 17, snapshot errors): a ledger that cannot be read (here
+/// its SQLite file removed under the daemon, which would keep writing to the unlinked
+/// file) makes `/api/v1/state` a 503 with the JSON error envelope, `errors[]` and what
+/// the daemon knows without the ledger; `/readyz` fails too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_errors_an_unavailable_ledger_is_a_503_with_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, idle_config(dir.path())).unwrap();
+    let ledger_path = Config::load(&path).unwrap().ledger_path();
+    let board = Arc::new(MemoryTracker::new());
+    let d = Daemon::start(path, board as Arc<dyn Tracker>).await;
+    let (code, body) = d.get("/api/v1/state").await;
+    assert_eq!(code, 200, "{body}");
+    let state: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(state["errors"], serde_json::json!([]), "{body}");
+    assert!(state.get("error").is_none(), "{body}");
+
+    std::fs::remove_file(&ledger_path).unwrap();
+    let (code, body) = d.get("/api/v1/state").await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(error_code(&body), "ledger_unavailable");
+    let state: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let errors = state["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{body}");
+    let error = errors[0].as_str().unwrap();
+    assert!(error.starts_with("ledger: "), "{error}");
+    assert!(
+        error.contains("ledger.db") && error.contains("removed"),
+        "{error}"
+    );
+    // What the daemon knows without the ledger is still there.
+    assert_eq!(state["config"]["tracker"], "local", "{body}");
+    assert_eq!(state["live_runs"], serde_json::json!([]), "{body}");
+    assert_eq!(state["retry_queue"], serde_json::json!([]), "{body}");
+    let (code, body) = d.get("/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("removed"), "{body}");
+    d.stop().await;
+}
+
+/// Issue #39 item 15 (Symphony 17, snapshot timeout): while the ledger is locked (another
+/// process holds SQLite's write lock and a write of this daemon waits for it, holding the
+/// ledger's connection), `/api/v1/state` answers with what it knows and a timeout entry
+/// in `errors[]` instead of hanging; once the lock is released the answer is whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_errors_a_locked_ledger_gets_an_answer_with_a_timeout_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, idle_config(dir.path())).unwrap();
+    let ledger_path = Config::load(&path).unwrap().ledger_path();
+    let board = Arc::new(MemoryTracker::new());
+    let d = Daemon::start_with(
+        path,
+        board as Arc<dyn Tracker>,
+        Arc::new(SystemClock::default()),
+        Duration::from_secs(1),
+    )
+    .await;
+    // The loop's first tick is over (it then waits an hour): the lock below meets only
+    // the reads of this endpoint and the write started here.
+    d.until(Duration::from_secs(15), "the first tick", || async {
+        d.state().await["last_tick"]["ok"] == true
+    })
+    .await;
+
+    let other = rusqlite::Connection::open(&ledger_path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // A write of the daemon's ledger waits for the lock (up to SQLite's busy timeout,
+    // 10 s), holding the ledger's one connection: every read waits behind it.
+    let ledger = d.ledger.clone();
+    let writer = std::thread::spawn(move || {
+        ledger.schedule_retry(&sortie::ledger::RetryEntry {
+            key: ClaimKey::new("memory", "5", "architect"),
+            stage: "ready-for-design".into(),
+            failed_attempt: 1,
+            due_at: chrono::Utc::now() + chrono::Duration::hours(1),
+            reason_code: "tests.failed".into(),
+        })
+    });
+    let mut answered = None;
+    let end = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < end {
+        let (code, body) = d.get("/api/v1/state").await;
+        if body.contains("timeout") {
+            answered = Some((code, body));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, body) = answered.expect("an answer with a timeout error while the ledger is locked");
+    assert_eq!(code, 200, "{body}");
+    let state: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let errors = state["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{body}");
+    assert!(
+        errors[0].as_str().unwrap().starts_with("ledger: timeout"),
+        "{body}"
+    );
+    assert_eq!(state["config"]["tracker"], "local", "{body}");
+    assert_eq!(state["retry_queue"], serde_json::json!([]), "{body}");
+    assert!(state["seconds_running"].is_number(), "{body}");
+
+    other.execute_batch("ROLLBACK").unwrap();
+    writer
+        .join()
+        .unwrap()
+        .expect("the write goes through once the lock is released");
+    d.until(Duration::from_secs(15), "a whole answer again", || async {
+        let state = d.state().await;
+        state["errors"] == serde_json::json!([])
+            && state["retry_queue"][0]["key"]["ticket_id"] == "5"
+    })
     .await;
     d.stop().await;
 }

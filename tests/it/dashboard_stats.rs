@@ -169,6 +169,7 @@ async fn seeded() -> (tempfile::TempDir, Daemon) {
                 title: None,
                 agent: None,
                 model: None,
+                rate_limits: Vec::new(),
             })
             .unwrap();
         if let Some((tokens, cost_usd)) = s.usage {

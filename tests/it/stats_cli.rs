@@ -86,6 +86,7 @@ pipeline_stages:
                 title: None,
                 agent: None,
                 model: None,
+                rate_limits: Vec::new(),
             })
             .unwrap();
         if let Some((tokens, cost_usd)) = usage {

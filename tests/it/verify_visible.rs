@@ -69,6 +69,7 @@ impl Daemon {
             config_path: path,
             factory,
             clock: Arc::new(SystemClock::default()),
+            state_timeout: sortie::daemon::STATE_TIMEOUT,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -54,6 +54,7 @@ macro_rules! ledger_suite {
             records::retries_are_queued_replaced_listed_by_due_time_and_cleared,
             records::holds_are_recorded_replaced_and_cleared,
             records::runs_are_upserted_by_run_id_and_listed_newest_first,
+            records::agent_rate_limits_on_a_run_record_are_kept_once_recorded,
             records::usage_since_lists_the_usage_of_the_runs_started_in_the_window,
             hooks::an_update_keeps_the_first_attempt_time_and_replaces_the_rest,
             hooks::failures_list_newest_first_and_due_retries_soonest_first,

@@ -170,6 +170,7 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
         title: None,
         agent: None,
         model: None,
+        rate_limits: Vec::new(),
         finished_at: None,
     };
     // The title, agent and model are recorded when the run starts (#37: the agent and
@@ -204,6 +205,71 @@ pub fn runs_are_upserted_by_run_id_and_listed_newest_first(backend: &dyn Backend
     assert!(ledger.recent_runs(Scope::All, 0).unwrap().is_empty());
 }
 
+/// Issue #39 (items 16, 18): the rate-limit reports a run's agent made are stored on its
+/// history row when it ends, and a later record without them (written at another phase)
+/// keeps them, like the title.
+pub fn agent_rate_limits_on_a_run_record_are_kept_once_recorded(backend: &dyn Backend) {
+    use sortie::rate_limit::RateLimit;
+    let ledger = backend.fresh();
+    let mut run = RunRecord {
+        run_id: "r1".into(),
+        key: key("T-1", "backend"),
+        stage: "ready".into(),
+        stage_attempt: 1,
+        claimer_id: "host:1:a".into(),
+        phase: RunPhase::Running,
+        outcome: None,
+        reason_code: None,
+        log_path: None,
+        started_at: at(0),
+        session_id: None,
+        route: None,
+        title: None,
+        agent: Some("claude-code".into()),
+        model: None,
+        rate_limits: Vec::new(),
+        finished_at: None,
+    };
+    ledger.record_run(&run).unwrap();
+    assert!(ledger.run("r1").unwrap().unwrap().rate_limits.is_empty());
+    let limits = vec![
+        RateLimit {
+            limit_type: "five_hour".into(),
+            status: "allowed_warning".into(),
+            resets_at: Some(at(18_000)),
+            utilization: Some(0.82),
+            overage_status: Some("rejected".into()),
+            is_using_overage: Some(false),
+            surpassed_threshold: Some(0.8),
+            observed_at: at(60),
+        },
+        RateLimit {
+            limit_type: "a_limit_from_a_newer_cli".into(),
+            status: "queued".into(),
+            resets_at: None,
+            utilization: None,
+            overage_status: None,
+            is_using_overage: None,
+            surpassed_threshold: None,
+            observed_at: at(61),
+        },
+    ];
+    run.rate_limits = limits.clone();
+    ledger.record_run(&run).unwrap();
+    run.rate_limits = Vec::new();
+    run.phase = RunPhase::Finished;
+    run.outcome = Some("success".into());
+    run.finished_at = Some(at(120));
+    ledger.record_run(&run).unwrap();
+    let stored = ledger.run("r1").unwrap().unwrap();
+    assert_eq!(stored.rate_limits, limits);
+    assert_eq!(stored.outcome.as_deref(), Some("success"));
+    assert_eq!(
+        ledger.runs_since("local", at(0)).unwrap()[0].rate_limits,
+        limits
+    );
+}
+
 /// Issue #37: the usage rows of the runs started in a window (what `sortie stats` and
 /// the day limit read), a cost never reported kept as unknown.
 pub fn usage_since_lists_the_usage_of_the_runs_started_in_the_window(backend: &dyn Backend) {
@@ -225,6 +291,7 @@ pub fn usage_since_lists_the_usage_of_the_runs_started_in_the_window(backend: &d
         title: None,
         agent: None,
         model: None,
+        rate_limits: Vec::new(),
         finished_at: Some(at(started + 5)),
     };
     let usage = |id: &str, tracker: &str, cost: Option<f64>| RunUsage {
@@ -282,6 +349,9 @@ pub fn rows_without_run_agents_read_as_unknown(ledger: &dyn Ledger) {
     use sortie::stats::{compute, GroupBy};
     let old = ledger.run("old-2").unwrap().unwrap();
     assert_eq!((old.agent, old.model), (None, None));
+    // Issue #39: rows from before runs kept rate limits (SQLite schema 9, PostgreSQL 7)
+    // read with none.
+    assert!(old.rate_limits.is_empty());
     let since = at(0) - chrono::Duration::days(3650);
     let started_at = at(0);
     ledger
@@ -302,6 +372,7 @@ pub fn rows_without_run_agents_read_as_unknown(ledger: &dyn Ledger) {
             title: None,
             agent: Some("command".into()),
             model: None,
+            rate_limits: Vec::new(),
         })
         .unwrap();
     let runs = ledger.runs_since("local", since).unwrap();

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{clip, Taken, SESSION_NOT_FOUND};
 use crate::agent::outcome::{AgentOutcome, Usage};
 use crate::block::{Category, NextAction};
+use crate::rate_limit::RateLimit;
 
 /// What the stream has told so far.
 #[derive(Debug, Default)]
@@ -33,6 +34,8 @@ pub(super) struct ClaudeStream {
     event: Option<(&'static str, String)>,
     /// How many such events were seen (tells a reader that `event` changed).
     events_seen: u64,
+    /// The latest `rate_limit_event` of each limit type.
+    rate_limits: Vec<RateLimit>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,9 +210,30 @@ impl ClaudeStream {
                     }
                 }
             }
+            "rate_limit_event" => {
+                if let Some(limit) = serde_json::from_str::<Value>(line)
+                    .ok()
+                    .and_then(|v| rate_limit(&v, chrono::Utc::now()))
+                {
+                    let mut text = format!("{} {}", limit.limit_type, limit.status);
+                    if let Some(used) = limit.utilization {
+                        text.push_str(&format!(", {:.0}% used", used * 100.0));
+                    }
+                    if let Some(resets) = limit.resets_at {
+                        text.push_str(&format!(", resets {}", resets.format("%Y-%m-%dT%H:%MZ")));
+                    }
+                    self.saw("rate_limit", text);
+                    crate::rate_limit::keep_latest(&mut self.rate_limits, limit);
+                }
+            }
             _ => {}
         }
         Taken::Event
+    }
+
+    /// The latest rate-limit report of each limit type.
+    pub(super) fn rate_limits(&self) -> &[RateLimit] {
+        &self.rate_limits
     }
 
     /// Tokens and cost. From the `result` event's `modelUsage` summed over models when it
@@ -492,6 +516,41 @@ fn tool_result(event: &Value) -> Option<(&'static str, String)> {
         _ => String::new(),
     };
     Some((kind, text))
+}
+
+/// A `rate_limit_event`'s `rate_limit_info`, read at `now`. Lenient: a field of an
+/// unexpected type is left out, an unknown status or limit type is kept as spelled, a
+/// missing one reads `unknown`; `None` only without a `rate_limit_info` object.
+///
+/// Claude Code 2.1.197 emits it when the limits it reads from the API's
+/// `anthropic-ratelimit-unified-*` response headers change:
+/// `{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning",
+/// "resetsAt":1765000000,"rateLimitType":"five_hour","utilization":0.82,
+/// "overageStatus":"rejected","isUsingOverage":false,"surpassedThreshold":0.8},
+/// "uuid":"...","session_id":"..."}`.
+pub(super) fn rate_limit(event: &Value, now: chrono::DateTime<chrono::Utc>) -> Option<RateLimit> {
+    let info = event.get("rate_limit_info")?.as_object()?;
+    let text = |key: &str| info.get(key).and_then(Value::as_str).map(str::to_string);
+    let number = |key: &str| {
+        info.get(key)
+            .and_then(Value::as_f64)
+            .filter(|n| n.is_finite())
+    };
+    let resets_at = number("resetsAt").and_then(|secs| {
+        // Seconds since the epoch; a value in milliseconds would be past the year 2600.
+        let secs = if secs > 2e10 { secs / 1000.0 } else { secs };
+        chrono::DateTime::from_timestamp(secs as i64, 0)
+    });
+    Some(RateLimit {
+        limit_type: text("rateLimitType").unwrap_or_else(|| "unknown".to_string()),
+        status: text("status").unwrap_or_else(|| "unknown".to_string()),
+        resets_at,
+        utilization: number("utilization"),
+        overage_status: text("overageStatus"),
+        is_using_overage: info.get("isUsingOverage").and_then(Value::as_bool),
+        surpassed_threshold: number("surpassedThreshold"),
+        observed_at: now,
+    })
 }
 
 /// The text blocks of a message's content, joined.

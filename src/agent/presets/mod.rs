@@ -345,6 +345,7 @@ impl EventStream {
             last_event,
             turns: self.turns(),
             usage: self.usage(),
+            rate_limits: self.rate_limits(),
         });
         if let Some((_, published)) = self.progress.as_mut() {
             *published = seen;
@@ -357,6 +358,15 @@ impl EventStream {
             Parser::Claude(p) => p.usage(),
             Parser::Codex(p) => p.usage(),
             Parser::Acp(p) => p.usage(),
+        }
+    }
+
+    /// The latest rate-limit report of each limit type (Claude Code's
+    /// `rate_limit_event`); empty for the other presets, whose streams carry none.
+    pub fn rate_limits(&self) -> Vec<crate::rate_limit::RateLimit> {
+        match &self.parser {
+            Parser::Claude(p) => p.rate_limits().to_vec(),
+            Parser::Codex(_) | Parser::Acp(_) => Vec::new(),
         }
     }
 

@@ -799,3 +799,139 @@ fn the_budget_watch_trips_at_the_usage_event_that_reaches_the_limit() {
     assert!(s.usage().unwrap().total_tokens() >= 2500);
     assert_eq!(watch.tripped(), None);
 }
+
+const CLAUDE_RATE_LIMITS: &[u8] =
+    include_bytes!("../../../tests/fixtures/agents/claude-rate-limits.jsonl");
+
+/// Issue #39 (items 16, 18): Claude Code's `rate_limit_event`s are parsed (unknown
+/// statuses, limit types and fields tolerated), the latest one of each limit type is what
+/// a run keeps, and reports from several runs add up per agent and limit: the latest
+/// report wins whatever its status, two read at the same instant keep the worse, and the
+/// agent's status is the worst of its limits.
+#[test]
+fn agent_rate_limits_from_claude_rate_limit_event_are_kept_per_run_and_aggregated() {
+    use crate::rate_limit::{aggregate, RateLimit};
+    let stream = EventStream::parse(AgentPreset::ClaudeCode, CLAUDE_RATE_LIMITS).unwrap();
+    // The events do not disturb the rest of the stream.
+    assert!(matches!(
+        stream.outcome(Some(0), ""),
+        AgentOutcome::Success { .. }
+    ));
+    assert_eq!(stream.counts.noise, 0);
+    let kept = stream.rate_limits();
+    let brief: Vec<(&str, &str, Option<f64>)> = kept
+        .iter()
+        .map(|l| (l.limit_type.as_str(), l.status.as_str(), l.utilization))
+        .collect();
+    // five_hour went allowed_warning -> rejected -> allowed: the run keeps the last.
+    assert_eq!(
+        brief,
+        [
+            ("five_hour", "allowed", Some(0.05)),
+            ("seven_day", "allowed", Some(0.31)),
+            // Unknown words kept as spelled; a utilization that is not a number dropped.
+            ("seven_day_fable", "queued", None),
+        ]
+    );
+    let five_hour = &kept[0];
+    assert_eq!(
+        five_hour.resets_at,
+        chrono::DateTime::from_timestamp(1_796_551_200, 0)
+    );
+    assert_eq!(five_hour.is_using_overage, Some(false));
+    // The first report carried the overage and the threshold.
+    let mut first_only = EventStream::parse(
+        AgentPreset::ClaudeCode,
+        CLAUDE_RATE_LIMITS.split(|b| *b == b'\n').nth(2).unwrap(),
+    )
+    .unwrap()
+    .rate_limits();
+    let first = first_only.remove(0);
+    assert_eq!(
+        (
+            first.status.as_str(),
+            first.overage_status.as_deref(),
+            first.surpassed_threshold
+        ),
+        ("allowed_warning", Some("rejected"), Some(0.8))
+    );
+    // A line without `rate_limit_info` is an event, not a report.
+    let empty = EventStream::parse(
+        AgentPreset::ClaudeCode,
+        b"{\"type\":\"rate_limit_event\"}\n",
+    )
+    .unwrap();
+    assert!(empty.rate_limits().is_empty());
+
+    // Several runs' reports, in no particular order.
+    let t = |s: i64| chrono::DateTime::from_timestamp(1_796_500_000 + s, 0).unwrap();
+    let report = |limit_type: &str, status: &str, at: i64| RateLimit {
+        observed_at: t(at),
+        limit_type: limit_type.into(),
+        status: status.into(),
+        ..five_hour.clone()
+    };
+    let runs = [
+        ("claude-code", "r1", report("five_hour", "rejected", 10)),
+        (
+            "claude-code",
+            "r2",
+            report("five_hour", "allowed_warning", 30),
+        ),
+        ("claude-code", "r3", report("five_hour", "allowed", 20)),
+        ("claude-code", "r1", report("seven_day", "allowed", 10)),
+        (
+            "claude-code",
+            "r4",
+            report("seven_day", "allowed_warning", 40),
+        ),
+        ("claude-code", "r5", report("seven_day", "rejected", 40)),
+        ("claude-code", "r6", report("seven_day", "allowed", 40)),
+        ("codex", "r7", report("five_hour", "allowed", 5)),
+    ];
+    let agents = aggregate(runs.iter().map(|(a, r, l)| (*a, *r, l)));
+    type Limit<'a> = (&'a str, &'a str, &'a str, u32);
+    let summary: Vec<(&str, &str, Vec<Limit<'_>>)> = agents
+        .iter()
+        .map(|a| {
+            (
+                a.agent.as_str(),
+                a.status.as_str(),
+                a.limits
+                    .iter()
+                    .map(|l| {
+                        (
+                            l.limit.limit_type.as_str(),
+                            l.limit.status.as_str(),
+                            l.run_id.as_str(),
+                            l.reports,
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "claude-code",
+                "rejected",
+                vec![
+                    // The latest report (r2, at 30) wins over an older rejection.
+                    ("five_hour", "allowed_warning", "r2", 3),
+                    // Three at the same instant: the worst.
+                    ("seven_day", "rejected", "r5", 4),
+                ]
+            ),
+            ("codex", "allowed", vec![("five_hour", "allowed", "r7", 1)]),
+        ]
+    );
+    // Another update moves the aggregate on: the rejection is over.
+    let mut more = runs.to_vec();
+    more.push(("claude-code", "r8", report("seven_day", "allowed", 50)));
+    let agents = aggregate(more.iter().map(|(a, r, l)| (*a, *r, l)));
+    assert_eq!(agents[0].status, "allowed_warning");
+    assert_eq!(agents[0].limits[1].limit.status, "allowed");
+    assert_eq!(agents[0].limits[1].reports, 5);
+}

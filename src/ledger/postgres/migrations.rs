@@ -226,6 +226,8 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE run_usage ADD COLUMN agent TEXT; ALTER TABLE run_usage ADD COLUMN model TEXT;",
     // 6: the agent and model on run history itself (the SQLite ledger's schema 8).
     "ALTER TABLE runs ADD COLUMN agent TEXT; ALTER TABLE runs ADD COLUMN model TEXT;",
+    // 7: a run's rate-limit reports, as JSON (the SQLite ledger's schema 9).
+    "ALTER TABLE runs ADD COLUMN rate_limits TEXT;",
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

@@ -8,7 +8,8 @@ use super::claims::corrupt;
 use super::pool::Conn;
 use crate::ledger::codec::{
     expiry_millis, follow_up_text, from_millis, legacy_follow_up, outbox_state_name,
-    parse_follow_up, parse_outbox_state, parse_phase, phase_name, to_millis, to_u32,
+    parse_follow_up, parse_outbox_state, parse_phase, parse_rate_limits, phase_name,
+    rate_limits_text, to_millis, to_u32,
 };
 use crate::ledger::{
     ClaimKey, Hold, HookDelivery, HookDeliveryState, LedgerError, OutboxEntry, RetryEntry,
@@ -137,7 +138,7 @@ macro_rules! run_columns {
     () => {
         "run_id, tracker, ticket_id, role, stage, stage_attempt, claimer_id, phase, \
          outcome, reason_code, log_path, started_at, finished_at, session_id, route, title, \
-         agent, model"
+         agent, model, rate_limits"
     };
 }
 
@@ -146,7 +147,7 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
         concat!(
             "INSERT INTO runs (",
             run_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
              ON CONFLICT (run_id) DO UPDATE SET tracker = excluded.tracker, \
              ticket_id = excluded.ticket_id, role = excluded.role, stage = excluded.stage, \
              stage_attempt = excluded.stage_attempt, claimer_id = excluded.claimer_id, \
@@ -157,7 +158,8 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
              route = COALESCE(excluded.route, runs.route), \
              title = COALESCE(excluded.title, runs.title), \
              agent = COALESCE(excluded.agent, runs.agent), \
-             model = COALESCE(excluded.model, runs.model)"
+             model = COALESCE(excluded.model, runs.model), \
+             rate_limits = COALESCE(excluded.rate_limits, runs.rate_limits)"
         ),
         &[
             &run.run_id,
@@ -178,6 +180,7 @@ pub(super) fn record_run(conn: &mut Conn, run: &RunRecord) -> Result<(), LedgerE
             &run.title,
             &run.agent,
             &run.model,
+            &rate_limits_text(&run.rate_limits),
         ],
     )?;
     Ok(())
@@ -201,6 +204,7 @@ fn decode_run(row: &Row) -> Result<RunRecord, LedgerError> {
         title: get(row, 15)?,
         agent: get(row, 16)?,
         model: get(row, 17)?,
+        rate_limits: parse_rate_limits(get::<Option<String>>(row, 18)?.as_deref())?,
     })
 }
 

@@ -185,6 +185,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN agent TEXT;
     ALTER TABLE runs ADD COLUMN model TEXT;
     ",
+    // 9: the latest rate-limit report of each limit type a run's agent reported, as JSON
+    // (issue #39). Rows from before read as NULL: no reports.
+    "
+    ALTER TABLE runs ADD COLUMN rate_limits TEXT;
+    ",
 ];
 
 /// The SQL of migration `version` (1-based), if this build has it.

@@ -4,7 +4,8 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::ledger::codec::{
     expiry_millis, follow_up_text, from_millis, legacy_follow_up, outbox_state_name,
-    parse_follow_up, parse_outbox_state, parse_phase, phase_name, to_millis, to_u32,
+    parse_follow_up, parse_outbox_state, parse_phase, parse_rate_limits, phase_name,
+    rate_limits_text, to_millis, to_u32,
 };
 use crate::ledger::{ClaimKey, Hold, LedgerError, OutboxEntry, RetryEntry, RunRecord, Timestamp};
 
@@ -141,7 +142,7 @@ macro_rules! run_columns {
     () => {
         "run_id, tracker, ticket_id, role, stage, stage_attempt, claimer_id, phase, \
          outcome, reason_code, log_path, started_at, finished_at, session_id, route, title, \
-         agent, model"
+         agent, model, rate_limits"
     };
 }
 
@@ -150,7 +151,7 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
     conn.prepare_cached(concat!(
         "INSERT INTO runs (",
         run_columns!(),
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
          ON CONFLICT (run_id) DO UPDATE SET tracker = excluded.tracker, \
          ticket_id = excluded.ticket_id, role = excluded.role, stage = excluded.stage, \
          stage_attempt = excluded.stage_attempt, claimer_id = excluded.claimer_id, \
@@ -161,7 +162,8 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
          route = COALESCE(excluded.route, runs.route), \
          title = COALESCE(excluded.title, runs.title), \
          agent = COALESCE(excluded.agent, runs.agent), \
-         model = COALESCE(excluded.model, runs.model)"
+         model = COALESCE(excluded.model, runs.model), \
+         rate_limits = COALESCE(excluded.rate_limits, runs.rate_limits)"
     ))?
     .execute(rusqlite::params![
         &run.run_id,
@@ -182,6 +184,7 @@ pub(super) fn record_run(conn: &Connection, run: &RunRecord) -> Result<(), Ledge
         &run.title,
         &run.agent,
         &run.model,
+        rate_limits_text(&run.rate_limits),
     ])?;
     Ok(())
 }
@@ -199,6 +202,7 @@ type StoredRun = (
     Option<String>,
     i64,
     Option<i64>,
+    Option<String>,
     Option<String>,
     Option<String>,
     Option<String>,
@@ -224,6 +228,7 @@ fn stored_run(row: &Row<'_>) -> rusqlite::Result<StoredRun> {
         row.get(15)?,
         row.get(16)?,
         row.get(17)?,
+        row.get(18)?,
     ))
 }
 
@@ -245,6 +250,7 @@ fn decode_run(stored: StoredRun) -> Result<RunRecord, LedgerError> {
         title,
         agent,
         model,
+        rate_limits,
     ) = stored;
     Ok(RunRecord {
         run_id,
@@ -263,6 +269,7 @@ fn decode_run(stored: StoredRun) -> Result<RunRecord, LedgerError> {
         title,
         agent,
         model,
+        rate_limits: parse_rate_limits(rate_limits.as_deref())?,
     })
 }
 

@@ -243,6 +243,7 @@ async fn run_stage(
                 usage: None,
                 session_id: None,
                 session_start: None,
+                rate_limits: Vec::new(),
                 notes: vec![format!(
                     "the agent ran in run {}, which ended before its outcome was stored",
                     done.run_id
@@ -306,6 +307,7 @@ async fn run_stage(
                     log_path: report.log_path.clone(),
                     usage: report.usage,
                     session_id: report.session_id.clone(),
+                    rate_limits: std::mem::take(&mut report.rate_limits),
                 };
             }
         }
@@ -343,12 +345,20 @@ async fn run_stage(
         sandbox.clean_up();
     }
 
-    let (usage, session) = match &end {
+    let (usage, session, rate_limits) = match &end {
         RunEnd::Cancelled {
-            usage, session_id, ..
-        } => (*usage, session_id.clone()),
-        RunEnd::Finished(report) => (report.usage, report.session_id.clone()),
+            usage,
+            session_id,
+            rate_limits,
+            ..
+        } => (*usage, session_id.clone(), rate_limits.clone()),
+        RunEnd::Finished(report) => (
+            report.usage,
+            report.session_id.clone(),
+            report.rate_limits.clone(),
+        ),
     };
+    line.rate_limits = rate_limits.clone();
     // Priced from `prices:` when the agent reported tokens without a cost.
     let model = crate::config::model_in_argv(plan.preset, &plan.command, &plan.env);
     let cost =
@@ -358,7 +368,14 @@ async fn run_stage(
         agent: plan.preset.as_str(),
         model,
     };
-    record_usage_and_session(&*ctx.ledger, &*ctx.clock, &claim, usage, ran, session);
+    record_usage_and_session(
+        &*ctx.ledger,
+        &*ctx.clock,
+        &claim,
+        usage,
+        ran,
+        (session, rate_limits),
+    );
     match end {
         RunEnd::Cancelled { log_path, .. } => {
             run.cancelled(
@@ -429,15 +446,16 @@ struct Ran {
     model: Option<String>,
 }
 
-/// Record what the run consumed (also when it failed or was cancelled) and the agent
-/// session it ended with, which the next attempt of the same ticket and role resumes.
+/// Record what the run consumed (also when it failed or was cancelled), the agent
+/// session it ended with, which the next attempt of the same ticket and role resumes, and
+/// the rate-limit reports its agent's stream carried (on the run's history row).
 fn record_usage_and_session(
     ledger: &dyn Ledger,
     clock: &dyn Clock,
     claim: &Claim,
     usage: Option<crate::agent::Usage>,
     ran: Ran,
-    session: Option<String>,
+    (session, rate_limits): (Option<String>, Vec<crate::rate_limit::RateLimit>),
 ) {
     if let Some(usage) = usage {
         let record = RunUsage {
@@ -457,11 +475,18 @@ fn record_usage_and_session(
             tracing::warn!(%err, "could not record the run's usage");
         }
     }
-    // The run's row exists (recorded as running); the upsert keeps a session id once set.
-    if let (Some(session), Ok(Some(mut run))) = (session, ledger.run(&claim.run_id)) {
-        run.session_id = Some(session);
+    // The run's row exists (recorded as running); the upsert keeps a session id and rate
+    // limits once set.
+    if session.is_none() && rate_limits.is_empty() {
+        return;
+    }
+    if let Ok(Some(mut run)) = ledger.run(&claim.run_id) {
+        run.session_id = session.or(run.session_id);
+        if !rate_limits.is_empty() {
+            run.rate_limits = rate_limits;
+        }
         if let Err(err) = ledger.record_run(&run) {
-            tracing::warn!(%err, "could not record the agent's session id");
+            tracing::warn!(%err, "could not record the agent's session id and rate limits");
         }
     }
 }
@@ -530,6 +555,7 @@ pub(super) fn record_run(
         title: begun.map(|b| b.title.to_string()),
         agent: begun.map(|b| b.agent.to_string()),
         model: begun.and_then(|b| b.model.clone()),
+        rate_limits: Vec::new(),
     };
     if let Err(err) = ledger.record_run(&record) {
         tracing::warn!(%err, "could not record run history");
