@@ -58,6 +58,29 @@ fn git_section(url: &str, base: &str) -> String {
     format!("{{url: \"{url}\", base: {base}, push: false}}")
 }
 
+/// A sandbox whose workspaces are worktrees of a bare remote in its own folder,
+/// branching from `base`; returns the remote too.
+fn git_sandbox(base: &str, after_create: Option<&str>) -> (Sandbox, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = bare_remote(dir.path());
+    let url = format!("file://{}", remote.display());
+    let setup = Setup {
+        git: Some(git_section(&url, base)),
+        after_create,
+    };
+    (sandbox(dir, setup), remote)
+}
+
+/// The failure says `detail`, and is of `category` with `next` to do.
+fn assert_failure(failure: &FailureBlock, detail: &str, category: Category, next: NextAction) {
+    assert!(failure.detail.contains(detail), "{}", failure.detail);
+    assert_eq!(
+        (failure.category, failure.next_action),
+        (category, next),
+        "{failure:?}"
+    );
+}
+
 fn agent_log(sb: &Sandbox) -> String {
     std::fs::read_to_string(sb.path().join("agent.log")).unwrap_or_default()
 }
@@ -112,17 +135,12 @@ fn workspace_population_errors_a_failing_clone_is_a_git_failed_run() {
     );
     let id = sb.add("t", "todo", &[]);
     let failure = tick_fails(&sb, &id, "workspace.git_failed");
-    assert!(
-        failure.detail.contains("`git clone` failed"),
-        "{}",
-        failure.detail
-    );
-    assert_eq!(
-        failure.category,
+    assert_failure(
+        &failure,
+        "`git clone` failed",
         Category::Transient,
-        "retried: {failure:?}"
+        NextAction::Retry,
     );
-    assert_eq!(failure.next_action, NextAction::Retry);
     assert_eq!(agent_log(&sb), "", "the agent did not run");
     assert!(
         !workspace(&sb, &id).exists(),
@@ -132,16 +150,7 @@ fn workspace_population_errors_a_failing_clone_is_a_git_failed_run() {
 
 #[test]
 fn workspace_population_errors_a_failing_fetch_is_a_git_failed_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let remote = bare_remote(dir.path());
-    let url = format!("file://{}", remote.display());
-    let sb = sandbox(
-        dir,
-        Setup {
-            git: Some(git_section(&url, "main")),
-            after_create: None,
-        },
-    );
+    let (sb, remote) = git_sandbox("main", None);
     let id = sb.add("t", "todo", &[]);
     let first = sb.tick_json(&[]);
     assert_eq!(first["runs"][0]["outcome"], "success", "{first:#}");
@@ -151,17 +160,12 @@ fn workspace_population_errors_a_failing_fetch_is_a_git_failed_run() {
     // The mirror is cloned; now the remote is unreachable.
     std::fs::rename(&remote, remote.with_extension("moved")).unwrap();
     let failure = tick_fails(&sb, &id, "workspace.git_failed");
-    assert!(
-        failure.detail.contains("`git fetch` failed"),
-        "{}",
-        failure.detail
-    );
-    assert_eq!(
-        failure.category,
+    assert_failure(
+        &failure,
+        "`git fetch` failed",
         Category::Transient,
-        "retried: {failure:?}"
+        NextAction::Retry,
     );
-    assert_eq!(failure.next_action, NextAction::Retry);
     assert_eq!(agent_log(&sb), "architect\n", "backend's agent did not run");
     assert_eq!(
         std::fs::read_to_string(workspace(&sb, &id).join("notes.txt")).unwrap(),
@@ -172,31 +176,12 @@ fn workspace_population_errors_a_failing_fetch_is_a_git_failed_run() {
 
 #[test]
 fn workspace_population_errors_a_missing_base_branch_is_a_git_failed_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let remote = bare_remote(dir.path());
-    let url = format!("file://{}", remote.display());
-    let sb = sandbox(
-        dir,
-        Setup {
-            git: Some(git_section(&url, "trunk")),
-            after_create: None,
-        },
-    );
+    let (sb, _) = git_sandbox("trunk", None);
     let id = sb.add("t", "todo", &[]);
     let failure = tick_fails(&sb, &id, "workspace.git_failed");
-    assert!(
-        failure
-            .detail
-            .contains("base branch \"trunk\" is not on the remote"),
-        "{}",
-        failure.detail
-    );
-    assert_eq!(
-        failure.category,
-        Category::Policy,
-        "a person fixes the config"
-    );
-    assert_eq!(failure.next_action, NextAction::Manual);
+    // A person fixes the config.
+    let detail = "base branch \"trunk\" is not on the remote";
+    assert_failure(&failure, detail, Category::Policy, NextAction::Manual);
     assert_eq!(agent_log(&sb), "", "the agent did not run");
     assert!(
         !workspace(&sb, &id).exists(),
@@ -206,16 +191,7 @@ fn workspace_population_errors_a_missing_base_branch_is_a_git_failed_run() {
 
 /// A workspace path holding `make`'s files before the first run.
 fn not_a_work_tree(make: impl FnOnce(&Path, &Path)) {
-    let dir = tempfile::tempdir().unwrap();
-    let remote = bare_remote(dir.path());
-    let url = format!("file://{}", remote.display());
-    let sb = sandbox(
-        dir,
-        Setup {
-            git: Some(git_section(&url, "main")),
-            after_create: None,
-        },
-    );
+    let (sb, remote) = git_sandbox("main", None);
     let id = sb.add("t", "todo", &[]);
     let ws = workspace(&sb, &id);
     std::fs::create_dir_all(&ws).unwrap();
@@ -223,13 +199,9 @@ fn not_a_work_tree(make: impl FnOnce(&Path, &Path)) {
     std::fs::write(ws.join("precious.txt"), "mine").unwrap();
 
     let failure = tick_fails(&sb, &id, "workspace.git_failed");
-    assert!(
-        failure.detail.contains("is not a git worktree"),
-        "{}",
-        failure.detail
-    );
-    assert_eq!(failure.category, Category::Policy, "a person moves it away");
-    assert_eq!(failure.next_action, NextAction::Manual);
+    // A person moves it away.
+    let detail = "is not a git worktree";
+    assert_failure(&failure, detail, Category::Policy, NextAction::Manual);
     assert_eq!(agent_log(&sb), "", "the agent did not run");
     assert_eq!(
         std::fs::read_to_string(ws.join("precious.txt")).unwrap(),
@@ -292,15 +264,9 @@ fn workspace_population_errors_a_failing_after_create_fails_the_run_and_removes_
 
 #[test]
 fn workspace_population_errors_a_failing_after_create_in_a_git_workspace_removes_the_worktree() {
-    let dir = tempfile::tempdir().unwrap();
-    let remote = bare_remote(dir.path());
-    let url = format!("file://{}", remote.display());
-    let sb = sandbox(
-        dir,
-        Setup {
-            git: Some(git_section(&url, "main")),
-            after_create: Some(r#"["sh", "-c", "echo half > half-made.txt; exit 3"]"#),
-        },
+    let (sb, _) = git_sandbox(
+        "main",
+        Some(r#"["sh", "-c", "echo half > half-made.txt; exit 3"]"#),
     );
     let id = sb.add("t", "todo", &[]);
     let failure = tick_fails(&sb, &id, "workspace.hook_failed");
