@@ -721,9 +721,18 @@ async fn banners_say_when_the_daemon_is_not_ready_and_when_the_last_tick_failed(
     d.stop().await;
 }
 
-/// A config whose architect runs the fake Claude Code CLI, printing its recorded stream
-/// one event at a time as the test creates `steps/<n>`.
-fn stepped_claude_config(dir: &std::path::Path, extra: &str) -> String {
+/// Architect, then backend, as [`stepped_claude_config`] stages them.
+const TWO_STAGES: &str = "  - {role: architect, claim_status: ready-for-design, success_status: design-approved}
+  - {role: backend, claim_status: design-approved, success_status: done, requires_prior_role: architect}
+";
+
+/// A config whose agents run the fake Claude Code CLI, printing its recorded stream
+/// (`stream`: a file of tests/fixtures/agents, default its own) one event at a time as
+/// the test creates `steps/<n>`; `stages` are the `pipeline_stages` entries.
+fn stepped_claude_config(dir: &std::path::Path, stream: Option<&str>, stages: &str) -> String {
+    let stream = stream
+        .map(|s| format!("FAKE_STREAM: {s}, "))
+        .unwrap_or_default();
     format!(
         r#"tracker: {{kind: local, path: board}}
 state_root: {state}
@@ -734,11 +743,9 @@ agent:
   preset: claude-code
   command: ["{fake}"]
   timeout_seconds: 120
-  env: {{FAKE_SCENARIO: stepped, FAKE_STEP_DIR: "{steps}"}}
+  env: {{FAKE_SCENARIO: stepped, {stream}FAKE_STEP_DIR: "{steps}"}}
 pipeline_stages:
-  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
-  - {{role: backend, claim_status: design-approved, success_status: done, requires_prior_role: architect}}
-{extra}"#,
+{stages}"#,
         state = dir.join("state").display(),
         roles = crate::common::repo().join("roles").display(),
         fake = crate::common::repo()
@@ -756,7 +763,7 @@ async fn a_live_run_shows_its_last_event_turns_and_tokens_growing_as_it_streams(
     std::fs::create_dir_all(dir.path().join("steps")).unwrap();
     let step = |n: u32| std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
     let path = dir.path().join("pipeline.yaml");
-    std::fs::write(&path, stepped_claude_config(dir.path(), "")).unwrap();
+    std::fs::write(&path, stepped_claude_config(dir.path(), None, TWO_STAGES)).unwrap();
     let board = Arc::new(MemoryTracker::new());
     ticket(&board, "1", "Design the login page", "ready-for-design");
     let d = Daemon::start(path, board.clone() as Arc<dyn Tracker>).await;
@@ -851,7 +858,7 @@ async fn recent_handoffs_and_failures_survive_a_restart() {
         std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
     }
     let path = dir.path().join("pipeline.yaml");
-    std::fs::write(&path, stepped_claude_config(dir.path(), "")).unwrap();
+    std::fs::write(&path, stepped_claude_config(dir.path(), None, TWO_STAGES)).unwrap();
     let board = Arc::new(MemoryTracker::new());
     ticket(&board, "1", "Design the login page", "ready-for-design");
     ticket(&board, "2", "Design the billing page", "design-approved");
@@ -1433,32 +1440,6 @@ async fn waiting_questions_are_listed_with_their_age_and_a_link_to_the_ticket() 
     d.stop().await;
 }
 
-/// One stage whose architect runs the fake Claude Code CLI on its stream with
-/// `rate_limit_event`s, one line at a time as the test creates `steps/<n>`.
-fn rate_limited_claude_config(dir: &std::path::Path) -> String {
-    format!(
-        r#"tracker: {{kind: local, path: board}}
-state_root: {state}
-roles_dir: {roles}
-poll_interval_seconds: 1
-shutdown_grace_seconds: 0
-agent:
-  preset: claude-code
-  command: ["{fake}"]
-  timeout_seconds: 120
-  env: {{FAKE_SCENARIO: stepped, FAKE_STREAM: claude-rate-limits.jsonl, FAKE_STEP_DIR: "{steps}"}}
-pipeline_stages:
-  - {{role: architect, claim_status: ready-for-design, success_status: design-approved}}
-"#,
-        state = dir.join("state").display(),
-        roles = crate::common::repo().join("roles").display(),
-        fake = crate::common::repo()
-            .join("tests/fixtures/agents/fake-claude")
-            .display(),
-        steps = dir.join("steps").display(),
-    )
-}
-
 /// Issue #39 item 14 (Symphony 17, state snapshot): `/api/v1/state` carries the agents'
 /// rate limits (live from the run's stream, then from run history once it ends, added
 /// up per agent and limit), `seconds_running` (the runs going now plus the runs that
@@ -1469,7 +1450,11 @@ async fn state_snapshot_has_rate_limits_seconds_running_and_the_retry_queue() {
     std::fs::create_dir_all(dir.path().join("steps")).unwrap();
     let step = |n: u32| std::fs::write(dir.path().join("steps").join(n.to_string()), "").unwrap();
     let path = dir.path().join("pipeline.yaml");
-    std::fs::write(&path, rate_limited_claude_config(dir.path())).unwrap();
+    std::fs::write(&path, stepped_claude_config(
+            dir.path(),
+            Some("claude-rate-limits.jsonl"),
+            "  - {role: architect, claim_status: ready-for-design, success_status: design-approved}\n",
+        )).unwrap();
     let board = Arc::new(MemoryTracker::new());
     ticket(&board, "1", "Design the login page", "ready-for-design");
     ticket(&board, "9", "Design the flaky thing", "ready-for-design");
