@@ -8,9 +8,8 @@ use crate::common;
 use crate::git_workspaces::bare_remote;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::Sandbox;
+use common::{git, Sandbox};
 use sortie::block::{Category, FailureBlock, NextAction, OutcomeBlock};
 
 /// What the pipeline's `workspace:` section holds besides `prune_every_ticks`.
@@ -103,23 +102,6 @@ fn tick_fails(sb: &Sandbox, id: &str, reason_code: &str) -> FailureBlock {
         Some(OutcomeBlock::Failure(f)) => f,
         other => panic!("the last block on {id} is not a failure: {other:?}"),
     }
-}
-
-/// Run git in `dir`, assert it worked, return its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .expect("git is installed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

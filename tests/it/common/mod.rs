@@ -406,3 +406,24 @@ pub fn claim_by_another_host(
         attempt_floor: 1,
     }
 }
+
+/// `git` in `dir` (any repository, bare or not), its trimmed output; a failure panics
+/// with git's stderr. Commits are Alice's.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Alice")
+        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+        .env("GIT_COMMITTER_NAME", "Alice")
+        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("git is installed");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}

@@ -8,26 +8,8 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use super::Api;
+pub use crate::common::git;
 use crate::{gitea_model, gitlab_model};
-
-/// `git` in `dir` (any repository, bare or not), its trimmed output.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Alice")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "Alice")
-        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
-        .output()
-        .expect("git is installed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// A bare repository with `main` (one commit: `README`) and a clone to push from.
 pub struct Remote {

@@ -7,26 +7,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use super::Api;
+use crate::common::git;
 use crate::github_model::GithubModel;
-
-/// `git` in `dir`, its trimmed output.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Alice")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "Alice")
-        .env("GIT_COMMITTER_EMAIL", "alice@example.com")
-        .output()
-        .expect("git is installed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// Commit `text` into `file` on `branch` of the clone `work` and push it.
 fn commit_and_push(work: &Path, branch: &str, file: &str, text: &str) -> String {
