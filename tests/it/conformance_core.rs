@@ -107,3 +107,16 @@ fn sort_order_priority_then_oldest_creation_instant_then_id() {
         .collect();
     assert_eq!(order, ["5", "6", "4", "3", "2", "7", "1"], "{report:#}");
 }
+
+/// Issue #52, item 17 (17.1.15, declared in docs/conformance.md): `attempt` is the
+/// stage attempt, 1 on the first run of a role on a ticket, never null as Symphony's
+/// first attempt is; a second attempt after a failure is 2.
+#[test]
+fn attempt_is_one_on_the_first_run_not_null() {
+    let sb = sandbox("attempt={{ attempt }} none={{ attempt is none }}\n");
+    write_ticket(&sb, "1", "status: ready\n");
+    let report = sb.tick_json(&[]);
+    assert_eq!(report["runs"][0]["outcome"], "success", "{report:#}");
+    let prompt = std::fs::read_to_string(sb.path().join("prompts/1.md")).unwrap();
+    assert_eq!(prompt, "attempt=1 none=False\n");
+}

@@ -1,7 +1,13 @@
 //! Issue #39, item 17 (Symphony SPEC.md section 17, log sink failure): a tick and the
-//! daemon keep working when their log cannot be written, with stderr closed and with
-//! stderr on a full disk (`/dev/full`, where every write fails with ENOSPC). The real
-//! binary, logging at debug so that every step writes log lines.
+//! daemon keep working when their log cannot be written, with stderr a pipe nobody reads
+//! any more (every write fails with EPIPE, as for `sortie ... 2>&1 | head -1` once `head`
+//! has exited) and with stderr on a full disk (`/dev/full`, where every write fails with
+//! ENOSPC). The real binary, logging at debug so that every step writes log lines.
+//!
+//! Issue #52, item 17: a *closed* stderr is no broken sink. The Rust runtime reopens a
+//! closed descriptor 0, 1 or 2 on `/dev/null` before `main`, so every write succeeds and
+//! a test with stderr closed passes whatever the binary does with a failed write. The
+//! broken pipe is the sink that really breaks.
 
 use crate::common;
 use crate::daemon_e2e::wait_until;
@@ -17,8 +23,9 @@ use nix::unistd::Pid;
 /// Where the binary's stderr goes.
 #[derive(Clone, Copy, Debug)]
 enum Sink {
-    /// File descriptor 2 is closed when the binary starts.
-    Closed,
+    /// A pipe whose read end is closed: every write fails with EPIPE (SIGPIPE is
+    /// ignored by the Rust runtime, so the write returns the error).
+    BrokenPipe,
     /// `/dev/full`: every write fails as on a full disk.
     Full,
 }
@@ -27,10 +34,9 @@ enum Sink {
 fn command(sb: &Sandbox, sink: Sink, args: &[&str]) -> Command {
     let bin = env!("CARGO_BIN_EXE_sortie");
     let mut cmd = match sink {
-        Sink::Closed => {
-            // `Stdio::null()` is an open descriptor; this closes it for real.
-            let mut cmd = Command::new("sh");
-            cmd.args(["-c", "exec 2>&-; exec \"$0\" \"$@\"", bin]);
+        Sink::BrokenPipe => {
+            let mut cmd = Command::new(bin);
+            cmd.stderr(Stdio::from(broken_pipe()));
             cmd
         }
         Sink::Full => {
@@ -53,17 +59,24 @@ fn command(sb: &Sandbox, sink: Sink, args: &[&str]) -> Command {
     cmd
 }
 
-/// The premise of [`Sink::Closed`]: a shell started the same way has no descriptor 2.
-fn assert_the_shell_closes_stderr() {
-    let out = Command::new("sh")
-        .args([
-            "-c",
-            "exec 2>&-; exec \"$0\" -c 'if [ -e /proc/self/fd/2 ]; then echo open; else echo closed; fi'",
-            "sh",
-        ])
-        .output()
-        .expect("run sh");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "closed");
+/// A pipe whose read end is already closed: its write end.
+fn broken_pipe() -> std::os::fd::OwnedFd {
+    let (read, write) = nix::unistd::pipe().expect("pipe");
+    drop(read);
+    write
+}
+
+/// The premise of [`Sink::BrokenPipe`]: a write to that descriptor fails with EPIPE in a
+/// Rust process (SIGPIPE ignored), as it will in the binary.
+fn assert_a_write_to_the_broken_pipe_fails() {
+    use std::io::Write;
+    let err = std::fs::File::from(broken_pipe())
+        .write_all(
+            b"probe
+",
+        )
+        .expect_err("a write to a pipe nobody reads fails");
+    assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
 }
 
 fn tick(sb: &Sandbox, sink: Sink) -> Output {
@@ -91,9 +104,9 @@ fn a_tick_still_moves_the_ticket(sink: Sink) {
 }
 
 #[test]
-fn log_sink_failure_a_tick_with_stderr_closed_still_moves_the_ticket() {
-    assert_the_shell_closes_stderr();
-    a_tick_still_moves_the_ticket(Sink::Closed);
+fn log_sink_failure_a_tick_with_stderr_a_broken_pipe_still_moves_the_ticket() {
+    assert_a_write_to_the_broken_pipe_fails();
+    a_tick_still_moves_the_ticket(Sink::BrokenPipe);
 }
 
 /// Regression: tracing-subscriber reported the failed write with `eprintln!`, which
@@ -185,9 +198,9 @@ fn the_daemon_still_drains_the_board(sink: Sink) {
 }
 
 #[test]
-fn log_sink_failure_the_daemon_with_stderr_closed_still_drains_the_board() {
-    assert_the_shell_closes_stderr();
-    the_daemon_still_drains_the_board(Sink::Closed);
+fn log_sink_failure_the_daemon_with_stderr_a_broken_pipe_still_drains_the_board() {
+    assert_a_write_to_the_broken_pipe_fails();
+    the_daemon_still_drains_the_board(Sink::BrokenPipe);
 }
 
 /// Regression: as for the tick, a failed log write panicked the daemon's tasks.

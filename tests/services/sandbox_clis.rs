@@ -97,6 +97,38 @@ fn agent_logs(state: &std::path::Path) -> String {
     out
 }
 
+/// A state root outside the system's temporary directory, as in production: the
+/// sandbox's `/tmp` is a fresh tmpfs, and Codex warns and makes no helper binaries (its
+/// "PATH aliases", which its file edits need) when CODEX_HOME is under a temporary
+/// directory. The target's own scratch directory is used unless the checkout itself is
+/// under it (a clone in `/tmp`, issue #52 item 16), then `/var/tmp`.
+fn state_dir_outside_the_temporary_directory() -> tempfile::TempDir {
+    let target_tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let system_tmp = std::env::temp_dir();
+    let under_tmp = |p: &std::path::Path| {
+        let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        p.starts_with(
+            system_tmp
+                .canonicalize()
+                .unwrap_or_else(|_| system_tmp.clone()),
+        ) || p.starts_with("/tmp")
+    };
+    let parent = if under_tmp(target_tmp) {
+        std::path::PathBuf::from("/var/tmp")
+    } else {
+        target_tmp.to_path_buf()
+    };
+    tempfile::Builder::new()
+        .prefix("sortie-sandbox-state-")
+        .tempdir_in(&parent)
+        .unwrap_or_else(|e| {
+            panic!(
+                "a state root outside the temporary directory, under {}: {e}",
+                parent.display()
+            )
+        })
+}
+
 fn sandboxed_resume(cli: Cli) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ModelServer::start(vec![], None, "/nonexistent"));
@@ -104,10 +136,8 @@ fn sandboxed_resume(cli: Cli) {
     // home); Claude's settings come from the environment.
     let host_config = tempfile::tempdir().unwrap();
     let agent = sandboxed_agent_yaml(cli, &server, host_config.path());
-    // The state root (and so the private home and the workspace) outside `/tmp`, as in
-    // production: the sandbox's `/tmp` is a fresh tmpfs, and Codex warns and makes no
-    // helper binaries (its "PATH aliases") when CODEX_HOME is under a temporary directory.
-    let state_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // The state root (and so the private home and the workspace) outside `/tmp`.
+    let state_dir = state_dir_outside_the_temporary_directory();
     let state = state_dir.path().canonicalize().unwrap();
     let config = config(&agent).replace(
         "state_root: state",
@@ -191,11 +221,14 @@ fn sandboxed_resume(cli: Cli) {
     assert_eq!(s.summary, "MOCK-DONE sandboxed", "{cli:?}");
 
     // The tool ran inside the sandbox and wrote the ticket's workspace.
-    assert_eq!(
-        std::fs::read_to_string(workspace.join("sandboxed.txt")).unwrap(),
-        "written inside bwrap\n",
-        "{cli:?}"
-    );
+    let written = std::fs::read_to_string(workspace.join("sandboxed.txt")).unwrap_or_else(|e| {
+        panic!(
+            "{cli:?}: the agent's tool did not write {} ({e}); agent logs:\n{}",
+            workspace.join("sandboxed.txt").display(),
+            agent_logs(&state)
+        )
+    });
+    assert_eq!(written, "written inside bwrap\n", "{cli:?}");
 
     // The retry resumed the session from the persistent private home: its first model
     // call carries run 1's tool call.
