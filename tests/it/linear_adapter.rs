@@ -3,6 +3,7 @@
 //! missing-state error, authentication, `check`, and what a tick costs.
 
 use crate::linear_model;
+use crate::model_plumbing::NextCursor;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -229,6 +230,35 @@ async fn blockers_come_from_blocks_relations_with_their_state() {
         ]
     );
     assert_eq!(t.blockers(&format!("ENG-{n}")).await.unwrap().len(), 2);
+    assert!(model.refused().is_empty(), "{:?}", model.refused());
+}
+
+/// Issue #52, item 10: a ticket's comments and blockers are cursor-paged like the
+/// listing (which the contract suite covers): a repeated cursor or a page saying more
+/// follow without one fails the read, never answers part of it.
+#[tokio::test]
+async fn comments_and_blockers_fail_on_a_cursor_loop_or_a_missing_cursor() {
+    let model = LinearModel::start().await;
+    let blocker = model.add_issue("blocker", "Designing", &[]);
+    let n = model.add_issue("blocked", "Ready for design", &[]);
+    model.edit(n, |i| i.blocked_by = vec![format!("ENG-{blocker}")]);
+    model.add_comment(n, ALICE_ID, "from alice");
+    let t = tracker(&config(&model.api_url(), "", STAGES), TOKEN);
+    let id = format!("ENG-{n}");
+    for (next, says) in [
+        (NextCursor::Repeated, "pagination loop"),
+        (NextCursor::Missing, "gives no cursor"),
+    ] {
+        model.set_next_cursor(next);
+        match t.comments(&id).await {
+            Err(TrackerError::Invalid(m)) => assert!(m.contains(says), "{next:?}: {m}"),
+            other => panic!("comments, {next:?}: expected Invalid naming {says:?}, got {other:?}"),
+        }
+        match t.blockers(&id).await {
+            Err(TrackerError::Invalid(m)) => assert!(m.contains(says), "{next:?}: {m}"),
+            other => panic!("blockers, {next:?}: expected Invalid naming {says:?}, got {other:?}"),
+        }
+    }
     assert!(model.refused().is_empty(), "{:?}", model.refused());
 }
 

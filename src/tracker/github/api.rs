@@ -179,11 +179,14 @@ impl GithubApi {
         parse_json(&page.body, "GET issue")
     }
 
-    /// `GET /repos/{o}/{r}/issues/{n}/comments?per_page=100`, every page, oldest first.
+    /// `GET /repos/{o}/{r}/issues/{n}/comments?per_page=100`, every page, oldest first,
+    /// their ETags persisted: a watched ticket's comments (its blocks) are read every
+    /// tick, and unchanged ones must answer `304` for free in the next cron process
+    /// too (issue #52).
     pub async fn comments(&self, number: u64) -> Result<Items, TrackerError> {
         let mut url = self.repo_url(&["issues", &number.to_string(), "comments"]);
         url.query_pairs_mut().append_pair("per_page", PER_PAGE);
-        self.all_pages(url, false).await
+        self.all_pages(url, true).await
     }
 
     /// `POST /repos/{o}/{r}/issues/{n}/comments` with `body`; the created comment.

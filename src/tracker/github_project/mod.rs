@@ -29,7 +29,7 @@ use super::{
     same_name, Blocker, Capabilities, CheckReport, Comment, Listing, Ticket, Tracker, TrackerError,
 };
 use crate::config::{Config, TrackerConfig};
-use crate::tracker::http::{adapter_options, fmt_options, next_cursor, DEFAULT_RETRY_BACKOFF};
+use crate::tracker::http::{adapter_options, fmt_options, PageWalk, DEFAULT_RETRY_BACKOFF};
 
 /// The file under the state root holding a rate-limit wait GitHub asked for.
 pub const WAIT_FILE: &str = "github-project-ratelimit.json";
@@ -369,14 +369,11 @@ impl Tracker for GithubProjectTracker {
         let mut seen = HashMap::new();
         let query = queries::items();
         let mut after: Option<String> = None;
+        // A cursor read twice, a page saying more follow without one, or more pages
+        // than the cap fail the listing: never act on part of the board.
+        let mut walk = PageWalk::new(format!("GitHub Project {}", self.project_name()), MAX_PAGES);
         for page_number in 1.. {
-            if page_number > MAX_PAGES {
-                return Err(TrackerError::Invalid(format!(
-                    "GitHub Project {}: more than {MAX_PAGES} pages of {} items; refusing to act on part of the board",
-                    self.project_name(),
-                    queries::ITEMS_PER_PAGE
-                )));
-            }
+            walk.visit(after.as_deref().unwrap_or(""))?;
             let data = self
                 .client
                 .send(
@@ -460,17 +457,11 @@ impl Tracker for GithubProjectTracker {
                 }
             }
             let info = &page["pageInfo"];
-            let last = !info["hasNextPage"].as_bool().unwrap_or(false);
+            let more = info["hasNextPage"].as_bool().unwrap_or(false);
             let cursor = info["endCursor"].as_str().map(str::to_string);
-            match next_cursor(cursor, last, after.as_ref()) {
+            match walk.next_cursor(more, cursor)? {
                 Some(cursor) => after = Some(cursor),
-                None if last => break,
-                None => {
-                    return Err(TrackerError::Invalid(format!(
-                        "GitHub Project {}: page {page_number} says more items follow but gives no new cursor; refusing to act on part of the board",
-                        self.project_name()
-                    )))
-                }
+                None => break,
             }
         }
         if pulls + drafts > 0 {

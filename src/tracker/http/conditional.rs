@@ -3,12 +3,14 @@
 //! that GitHub answers `304` without counting them against the rate limit.
 //!
 //! Cron ticks are separate processes, so the pages every tick asks for (the board
-//! listing, the token's user, and single issues, which the workspace prune re-reads
-//! every few ticks) are also persisted to a small JSON file under the state root,
-//! together with the time until which the tracker asked us to wait. The file is written
-//! after each listing and when the cache is dropped (the tracker closes). Everything
-//! else (comments, blockers) is kept for the life of the process only. The file is a
-//! cache: a missing, stale or broken file only costs full requests.
+//! listing, the token's user, single issues, which the workspace prune re-reads every
+//! few ticks, the comments of tickets, which watching a pull request re-reads every
+//! tick, and the pull requests' own reads) are also persisted to a JSON file under the
+//! state root, together with the time until which the tracker asked us to wait. The
+//! file is written after each listing and when the cache is dropped (the tracker
+//! closes); it keeps the most recently used pages within a count and a size. Everything
+//! else (blockers, repository labels) is kept for the life of the process only. The
+//! file is a cache: a missing, stale or broken file only costs full requests.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,9 @@ const MEMORY_ENTRIES: usize = 1000;
 const FILE_ENTRIES: usize = 300;
 /// Pages bigger than this are not written to the file.
 const FILE_BODY_MAX: usize = 512 * 1024;
+/// The pages' bodies written to the file at most, in all (most recently used are kept):
+/// persisting every ticket's comments must not make each save rewrite a huge file.
+const FILE_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Format version of the file; another version is ignored.
 const FILE_VERSION: u32 = 1;
 
@@ -175,11 +180,15 @@ impl ResponseCache {
                 .collect();
             persisted.sort_by_key(|(_, e)| std::cmp::Reverse(e.used));
             persisted.truncate(FILE_ENTRIES);
+            let mut bytes = 0;
+            let within_size = persisted.into_iter().take_while(|(_, e)| {
+                bytes += e.page.body.len();
+                bytes <= FILE_BYTES_MAX
+            });
             FileForm {
                 version: FILE_VERSION,
                 blocked_until: state.blocked_until,
-                pages: persisted
-                    .into_iter()
+                pages: within_size
                     .map(|(k, e)| (k.clone(), e.page.clone()))
                     .collect(),
             }
@@ -292,6 +301,33 @@ mod tests {
         assert_eq!(again.lookup("https://api/list"), Some(page("\"a\"")));
         assert_eq!(again.lookup("https://api/issue/1"), None);
         assert_eq!(again.blocked_until(), Some(until));
+    }
+
+    #[test]
+    fn the_file_keeps_the_most_recently_used_pages_within_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("github-etags.json");
+        let cache = ResponseCache::open(Some(path.clone()), "GitHub");
+        let big = |etag: &str| CachedPage {
+            body: "x".repeat(FILE_BODY_MAX),
+            ..page(etag)
+        };
+        let pages = FILE_BYTES_MAX / FILE_BODY_MAX + 1;
+        for n in 0..pages {
+            cache.store(&format!("https://api/comments/{n}"), big("\"c\""), true);
+        }
+        cache.save();
+
+        let again = ResponseCache::open(Some(path), "GitHub");
+        assert_eq!(
+            again.lookup("https://api/comments/0"),
+            None,
+            "the oldest goes"
+        );
+        for n in 1..pages {
+            let url = format!("https://api/comments/{n}");
+            assert!(again.lookup(&url).is_some(), "{url} is kept");
+        }
     }
 
     #[test]

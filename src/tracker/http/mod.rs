@@ -21,7 +21,7 @@ mod url;
 
 pub use self::clock::{system_clock, Clock};
 pub use self::observer::{Exchange, ExchangeObserver};
-pub use self::paging::{next_cursor, next_link, next_offset, PageWalk, MAX_PAGES};
+pub use self::paging::{next_link, next_offset, PageWalk, MAX_PAGES};
 pub use self::url::encode;
 
 pub(crate) use self::client::{fmt_options, no_answer, HttpClient};

@@ -12,7 +12,8 @@ pub const MAX_PAGES: usize = 1000;
 /// The pages one listing has read. Every refusal is an error, never a shorter listing
 /// with a warning: a tick must not act on part of the board (issue #39). It refuses a
 /// next link off the API base (the token would go to another host), a page already
-/// read (a link or cursor loop), and a page past the cap.
+/// read (a link or cursor loop, a page token the server repeats), a page that says more
+/// follow without a cursor (issue #52), and a page past the cap.
 #[derive(Debug)]
 pub struct PageWalk {
     what: String,
@@ -49,6 +50,28 @@ impl PageWalk {
             )));
         }
         Ok(())
+    }
+
+    /// The cursor of the next page, `None` when the page said it was the last
+    /// (`more` false). A page that says more follow but gives no cursor is an error:
+    /// ending there would act on part of the board. A cursor that was read already (a
+    /// server repeating its page token) is refused by the next [`visit`](Self::visit).
+    pub fn next_cursor(
+        &self,
+        more: bool,
+        cursor: Option<String>,
+    ) -> Result<Option<String>, TrackerError> {
+        if !more {
+            return Ok(None);
+        }
+        match cursor.filter(|c| !c.is_empty()) {
+            Some(cursor) => Ok(Some(cursor)),
+            None => Err(TrackerError::Invalid(format!(
+                "{}: a page says more follow but gives no cursor to the next one; refusing \
+                 to act on part of the board",
+                self.what
+            ))),
+        }
     }
 
     /// `next`, when it is a link under `base` (the API base URL, no trailing `/`); else
@@ -104,12 +127,6 @@ pub fn next_offset(start: u64, count: u64, total: u64) -> Option<u64> {
     (count > 0 && next < total).then_some(next)
 }
 
-/// The cursor of the next page: `next`, unless the page says it is the last or the
-/// cursor did not move (`current`), which would read the same page forever.
-pub fn next_cursor(next: Option<String>, last: bool, current: Option<&String>) -> Option<String> {
-    next.filter(|n| !last && Some(n) != current)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,14 +176,24 @@ mod tests {
     }
 
     #[test]
-    fn a_cursor_that_does_not_move_ends_the_listing() {
-        let a = "a".to_string();
-        assert_eq!(
-            next_cursor(Some("b".into()), false, Some(&a)),
-            Some("b".into())
-        );
-        assert_eq!(next_cursor(Some("a".into()), false, Some(&a)), None);
-        assert_eq!(next_cursor(Some("b".into()), true, Some(&a)), None);
-        assert_eq!(next_cursor(None, false, None), None);
+    fn a_cursor_loop_and_a_missing_cursor_are_errors_and_the_last_page_ends_the_walk() {
+        let mut walk = PageWalk::new("Jira search", 10);
+        walk.visit("").unwrap();
+        assert_eq!(walk.next_cursor(false, Some("b".into())).unwrap(), None);
+        assert_eq!(walk.next_cursor(false, None).unwrap(), None);
+        for missing in [None, Some(String::new())] {
+            let err = walk.next_cursor(true, missing).unwrap_err();
+            assert!(matches!(err, TrackerError::Invalid(_)), "{err}");
+            assert!(
+                err.to_string()
+                    .contains("Jira search: a page says more follow but gives no cursor"),
+                "{err}"
+            );
+        }
+        let next = walk.next_cursor(true, Some("b".into())).unwrap().unwrap();
+        walk.visit(&next).unwrap();
+        let repeated = walk.next_cursor(true, Some("b".into())).unwrap().unwrap();
+        let looped = walk.visit(&repeated).unwrap_err();
+        assert!(looped.to_string().contains("pagination loop"), "{looped}");
     }
 }

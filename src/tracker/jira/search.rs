@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::wire::{self, quote, CloudPage, DcPage, Issue, FIELDS};
 use super::JiraTracker;
 use crate::config::TicketFilter;
-use crate::tracker::http::{encode, next_cursor, next_offset, PageWalk, MAX_PAGES};
+use crate::tracker::http::{encode, next_offset, PageWalk, MAX_PAGES};
 use crate::tracker::{Listing, TrackerError};
 
 impl JiraTracker {
@@ -55,8 +55,9 @@ impl JiraTracker {
             )),
             other => other,
         };
-        // A page read twice (a cursor or `startAt` the server does not move) or past
-        // the cap fails the listing: never act on part of the board.
+        // A page read twice (a page token the server repeats, a `startAt` it does not
+        // move), one that says more follow without a token, or past the cap fails the
+        // listing: never act on part of the board (issue #52).
         let mut walk = PageWalk::new("Jira search", MAX_PAGES);
         if self.cloud() {
             let mut token: Option<String> = None;
@@ -72,11 +73,11 @@ impl JiraTracker {
                 }
                 let page: CloudPage = self.api.post("/search/jql", &body).await.map_err(refused)?;
                 raw.extend(page.issues);
-                match next_cursor(
-                    page.next_page_token,
-                    page.is_last == Some(true),
-                    token.as_ref(),
-                ) {
+                // `isLast` is optional: without it, a token is what says more follow.
+                let more = page
+                    .is_last
+                    .map_or(page.next_page_token.is_some(), |last| !last);
+                match walk.next_cursor(more, page.next_page_token)? {
                     Some(next) => token = Some(next),
                     None => break,
                 }

@@ -31,7 +31,7 @@ pub use self::comments::comment_id;
 // state, comments whose id the outcome fixes), so each is sent with `Retry::Safe`.
 use self::transport::LinearClient;
 use crate::tracker::http::{
-    adapter_options, fmt_options, next_cursor, PageWalk, Retry, DEFAULT_RETRY_BACKOFF, MAX_PAGES,
+    adapter_options, fmt_options, PageWalk, Retry, DEFAULT_RETRY_BACKOFF, MAX_PAGES,
 };
 
 use self::states::TeamStates;
@@ -313,7 +313,7 @@ impl Tracker for LinearTracker {
                 }
             }
             let info = page.page_info;
-            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+            match walk.next_cursor(info.has_next_page, info.end_cursor)? {
                 Some(cursor) => after = Some(cursor),
                 None => break,
             }
@@ -344,7 +344,7 @@ impl Tracker for LinearTracker {
                 decode("SortieBlockers", &data["issue"]["inverseRelations"])?;
             relations.extend(page.nodes);
             let info = page.page_info;
-            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+            match walk.next_cursor(info.has_next_page, info.end_cursor)? {
                 Some(cursor) => after = Some(cursor),
                 None => break,
             }
@@ -377,7 +377,7 @@ impl Tracker for LinearTracker {
                 }
             }
             let info = page.page_info;
-            match next_cursor(info.end_cursor, !info.has_next_page, None) {
+            match walk.next_cursor(info.has_next_page, info.end_cursor)? {
                 Some(cursor) => after = Some(cursor),
                 None => break,
             }

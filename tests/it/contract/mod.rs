@@ -21,6 +21,16 @@ pub enum Fault {
     RateLimited { secs: u64 },
 }
 
+/// A cursor the tracker serves broken on every page of a listing (issue #52).
+#[derive(Debug, Clone, Copy)]
+pub enum BrokenCursor {
+    /// The page says more follow and names its own cursor as the next one: a server
+    /// repeating its page token.
+    Repeated,
+    /// The page says more follow and names no cursor.
+    Missing,
+}
+
 /// One adapter over a board the test controls.
 #[async_trait]
 pub trait Fixture: Send + Sync {
@@ -61,6 +71,12 @@ pub trait Fixture: Send + Sync {
         let _ = fault;
         false
     }
+    /// Make every page of the tracker's listings carry `broken` from now on; false
+    /// when its listings are not paged by cursor (links, offsets, a file).
+    fn break_cursors(&self, broken: BrokenCursor) -> bool {
+        let _ = broken;
+        false
+    }
     /// The adapter with credentials the tracker rejects, when it has credentials.
     fn unauthorized(&self) -> Option<Arc<dyn Tracker>> {
         None
@@ -91,6 +107,7 @@ macro_rules! contract_tests {
             check_passes_on_a_board_with_every_status,
             labels_normalized_trimmed_blanks_dropped_case_duplicates_merged,
             malformed_record_get_is_an_error_and_a_listing_skips_it,
+            a_cursor_loop_or_a_missing_cursor_fails_the_listing,
         );
     };
     (@each $make:path; $($clause:ident),* $(,)?) => {
@@ -425,4 +442,34 @@ pub async fn malformed_record_get_is_an_error_and_a_listing_skips_it(f: &dyn Fix
         .expect("a listing skips a malformed record");
     assert_eq!(ids(&listing), [good]);
     assert!(!listing.warnings.is_empty(), "skipped with a warning");
+}
+
+/// A cursor-paged listing is the whole board or an error (issue #52, item 10): a page
+/// token the server repeats (a loop) and a page that says more follow without a cursor
+/// fail the listing (`Invalid`, naming why), never end it early with what was read.
+pub async fn a_cursor_loop_or_a_missing_cursor_fails_the_listing(f: &dyn Fixture) {
+    let [a, ..] = f.statuses();
+    f.open_ticket("paged", &a).await;
+    let t = f.tracker();
+    for (broken, says) in [
+        (BrokenCursor::Repeated, "pagination loop"),
+        (BrokenCursor::Missing, "gives no cursor"),
+    ] {
+        if !f.break_cursors(broken) {
+            // Not paged by cursor: links and offsets have their own tests
+            // (`tests/it/pagination_integrity.rs`).
+            return;
+        }
+        match t.list(std::slice::from_ref(&a)).await {
+            Err(TrackerError::Invalid(m)) => assert!(
+                m.contains(says) && m.contains("refusing to act on part of the board"),
+                "{broken:?}: {m}"
+            ),
+            Err(other) => panic!("{broken:?}: expected Invalid naming {says:?}, got {other}"),
+            Ok(l) => panic!(
+                "{broken:?}: the listing ended early with {} ticket(s) instead of failing",
+                l.tickets.len()
+            ),
+        }
+    }
 }

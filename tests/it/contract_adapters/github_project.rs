@@ -10,7 +10,8 @@ use sortie::config::Config;
 use sortie::tracker::github_project::{GithubProjectOptions, GithubProjectTracker};
 use sortie::tracker::Tracker;
 
-use crate::contract::{Fault, Fixture};
+use super::next_cursor;
+use crate::contract::{BrokenCursor, Fault, Fixture};
 use crate::github_project_model::{self as model, ProjectModel, NUMBER, OWNER, REPO, TOKEN};
 
 /// The board's options, as the project spells them.
@@ -142,6 +143,10 @@ impl Fixture for Project {
                 .fail(&[model::Fault::Server, model::Fault::Server]),
             Fault::RateLimited { secs } => self.model.fail(&[model::Fault::Secondary(secs)]),
         }
+        true
+    }
+    fn break_cursors(&self, broken: BrokenCursor) -> bool {
+        self.model.set_next_cursor(next_cursor(broken));
         true
     }
     fn unauthorized(&self) -> Option<Arc<dyn Tracker>> {

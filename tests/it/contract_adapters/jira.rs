@@ -10,7 +10,8 @@ use serde_json::json;
 use sortie::tracker::jira::{JiraSettings, JiraTracker, PAGE_SIZE};
 use sortie::tracker::Tracker;
 
-use crate::contract::{Fault, Fixture};
+use super::next_cursor;
+use crate::contract::{BrokenCursor, Fault, Fixture};
 use crate::jira_model::{self, JiraModel, Mode, PROJECT};
 
 /// The board's statuses the fixture uses, as Jira spells them: `Ready for Design` ->
@@ -156,6 +157,11 @@ impl Fixture for Jira {
             Fault::RateLimited { secs } => self.model.fail("GET", "/issue/", 429, Some(secs), 1),
         }
         true
+    }
+    fn break_cursors(&self, broken: BrokenCursor) -> bool {
+        // Data Center pages by offset (`startAt`).
+        self.model.set_next_cursor(next_cursor(broken));
+        self.model.mode == Mode::Cloud
     }
     fn unauthorized(&self) -> Option<Arc<dyn Tracker>> {
         Some(Arc::new(adapter(&self.model, &self.statuses, "wrong")))

@@ -10,7 +10,8 @@ use sortie::config::Config;
 use sortie::tracker::linear::{LinearOptions, LinearTracker};
 use sortie::tracker::Tracker;
 
-use crate::contract::{Fault, Fixture};
+use super::next_cursor;
+use crate::contract::{BrokenCursor, Fault, Fixture};
 use crate::linear_model::{LinearModel, ALICE_ID, TEAM, TOKEN};
 
 /// The team's states the fixture uses, as Linear spells them (`On hold` is of type
@@ -132,6 +133,10 @@ impl Fixture for Linear {
                 self.model.rate_limit(1, reset);
             }
         }
+        true
+    }
+    fn break_cursors(&self, broken: BrokenCursor) -> bool {
+        self.model.set_next_cursor(next_cursor(broken));
         true
     }
     fn unauthorized(&self) -> Option<Arc<dyn Tracker>> {

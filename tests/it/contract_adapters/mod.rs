@@ -10,3 +10,14 @@ mod jira;
 mod linear;
 mod local;
 mod memory;
+
+use crate::contract::BrokenCursor;
+use crate::model_plumbing::NextCursor;
+
+/// What a model serves for the contract's broken cursor.
+fn next_cursor(broken: BrokenCursor) -> NextCursor {
+    match broken {
+        BrokenCursor::Repeated => NextCursor::Repeated,
+        BrokenCursor::Missing => NextCursor::Missing,
+    }
+}

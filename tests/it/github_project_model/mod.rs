@@ -21,6 +21,7 @@ use wiremock::{Mock, Request, Respond, ResponseTemplate};
 
 use crate::github_model::SharedIssues;
 pub use crate::github_model::{GithubModel, LOGIN, REPO, TOKEN};
+use crate::model_plumbing::NextCursor;
 
 /// The project's owner and number.
 pub const OWNER: &str = "acme";
@@ -99,6 +100,8 @@ pub(crate) struct Project {
     pub refused: Vec<String>,
     /// Run before the answer to the n-th next `SortieProjectIssue` (0 = the next).
     pub before_issue_read: Vec<(usize, PersonActs)>,
+    /// The `pageInfo` the project's items serve.
+    pub next_cursor: NextCursor,
 }
 
 impl Project {
@@ -148,6 +151,7 @@ impl ProjectModel {
             log: Vec::new(),
             refused: Vec::new(),
             before_issue_read: Vec::new(),
+            next_cursor: NextCursor::Honest,
         };
         for name in statuses {
             let id = project.fresh_id("opt");
@@ -292,6 +296,11 @@ impl ProjectModel {
     /// Make the next answers fail, one per fault.
     pub fn fail(&self, faults: &[Fault]) {
         self.with(|p| p.faults.extend(faults.iter().copied()));
+    }
+
+    /// Serve the items' `pageInfo` as `next` says from now on.
+    pub fn set_next_cursor(&self, next: NextCursor) {
+        self.with(|p| p.next_cursor = next);
     }
 
     /// Points left in the hour.

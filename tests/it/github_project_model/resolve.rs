@@ -161,10 +161,15 @@ fn compute(
                 .iter()
                 .map(|i| item_json(p, i))
                 .collect();
+            let honest = (
+                end < p.items.len(),
+                (end > start).then(|| format!("cursor:{end}")),
+            );
+            let (more, cursor) = p.next_cursor.serve(format!("cursor:{start}"), honest);
             Some(
                 json!({"nodes": nodes, "totalCount": p.items.len(), "pageInfo": {
-                    "hasNextPage": end < p.items.len(),
-                    "endCursor": (end > start).then(|| format!("cursor:{end}")),
+                    "hasNextPage": more,
+                    "endCursor": cursor,
                 }}),
             )
         }

@@ -21,7 +21,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// A request as the model saw it (its path below `/rest/api/N`, with its query).
 pub use crate::model_plumbing::Logged;
-use crate::model_plumbing::{header, Faults, Hooks, Line, RequestLog};
+use crate::model_plumbing::{header, Faults, Hooks, Line, NextCursor, RequestLog};
 
 /// The project the model serves.
 pub const PROJECT: &str = "PROJ";
@@ -118,6 +118,8 @@ pub(crate) struct State {
     next_issue: u64,
     next_comment: u64,
     max_results: usize,
+    /// The `nextPageToken` Cloud searches serve.
+    next_cursor: NextCursor,
     log: RequestLog<Logged>,
     faults: Faults,
     get_hooks: Hooks<String, Hook>,
@@ -215,6 +217,7 @@ impl JiraModel {
             next_issue: 1,
             next_comment: 10000,
             max_results: 100,
+            next_cursor: NextCursor::Honest,
             log: RequestLog::default(),
             faults: Faults::default(),
             get_hooks: Hooks::default(),
@@ -377,6 +380,11 @@ impl JiraModel {
     /// Answer searches with at most `n` issues per page whatever is asked.
     pub fn set_max_results(&self, n: usize) {
         self.state().max_results = n;
+    }
+
+    /// Serve Cloud searches' `isLast` and `nextPageToken` as `next` says from now on.
+    pub fn set_next_cursor(&self, next: NextCursor) {
+        self.state().next_cursor = next;
     }
 
     /// Send `X-RateLimit-Remaining: remaining` and `X-RateLimit-Reset: reset` with

@@ -253,9 +253,12 @@ pub(super) fn route(s: &mut State, method: &str, path: &str, req: &Request) -> A
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);
             let page: Vec<Value> = all.iter().skip(start).take(size).cloned().collect();
-            let mut out = json!({"issues": page, "isLast": start + size >= all.len()});
-            if start + size < all.len() {
-                out["nextPageToken"] = json!(format!("page-after-{}", start + size));
+            let more = start + size < all.len();
+            let honest = (more, more.then(|| format!("page-after-{}", start + size)));
+            let (more, token) = s.next_cursor.serve(format!("page-after-{start}"), honest);
+            let mut out = json!({"issues": page, "isLast": !more});
+            if let Some(token) = token {
+                out["nextPageToken"] = json!(token);
             }
             answer(200, out)
         }

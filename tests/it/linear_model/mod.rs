@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::model_plumbing::{Faults, Hooks, RequestLog};
+use crate::model_plumbing::{Faults, Hooks, NextCursor, RequestLog};
 
 /// The API key the model accepts.
 pub const TOKEN: &str = "lin_api_test";
@@ -128,6 +128,8 @@ pub(crate) struct Model {
     /// down: 503).
     pub faults: Faults,
     pub accept: String,
+    /// The `pageInfo` every connection serves.
+    pub next_cursor: NextCursor,
 }
 
 /// The model and the server answering for it.
@@ -199,6 +201,7 @@ impl LinearModel {
             stale_comment_reads: BTreeMap::new(),
             faults: Faults::default(),
             accept: authorization.to_string(),
+            next_cursor: NextCursor::Honest,
         }));
         Mock::given(any())
             .respond_with(Responder(state.clone()))
@@ -339,6 +342,12 @@ impl LinearModel {
             m.faults.clear();
             m.faults.arm("POST", "/graphql", status, None, 0, count);
         })
+    }
+
+    /// Serve every connection's `pageInfo` (issues, comments, blockers) as `next`
+    /// says from now on.
+    pub fn set_next_cursor(&self, next: NextCursor) {
+        self.with(|m| m.next_cursor = next)
     }
 
     /// The next `count` comment listings of issue `n` miss its newest comment.

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::graphql::{argument, fields, shape, Checked};
 use super::{Issue, Model, ModelComment, TEAM};
+use crate::model_plumbing::NextCursor;
 
 /// Run the operation; the whole response body (`data` or `errors`).
 pub fn execute(model: &mut Model, checked: &Checked) -> Value {
@@ -68,7 +69,12 @@ fn resolve(
                 }
             }
             matching.sort_by_key(|i| i.created);
-            let (page, info) = paginate(matching.len(), &arg("first"), &arg("after"))?;
+            let (page, info) = paginate(
+                matching.len(),
+                &arg("first"),
+                &arg("after"),
+                model.next_cursor,
+            )?;
             let sub = Some(field);
             let nodes: Vec<Value> = matching[page]
                 .iter()
@@ -190,6 +196,7 @@ fn paginate(
     len: usize,
     first: &Value,
     after: &Value,
+    next: NextCursor,
 ) -> Result<(std::ops::Range<usize>, Value), String> {
     let first = first.as_u64().unwrap_or(50) as usize;
     if first > 250 {
@@ -204,8 +211,9 @@ fn paginate(
     };
     let start = start.min(len);
     let end = (start + first).min(len);
-    let info = json!({"hasNextPage": end < len,
-        "endCursor": if end > start { Value::String(end.to_string()) } else { Value::Null }});
+    let honest = (end < len, (end > start).then(|| end.to_string()));
+    let (more, cursor) = next.serve(start.to_string(), honest);
+    let info = json!({"hasNextPage": more, "endCursor": cursor});
     Ok((start..end, info))
 }
 
@@ -371,7 +379,7 @@ impl Model {
             }
         }
         let (first, after) = page_args("comments");
-        let comments_conn = match paginate(comments.len(), &first, &after) {
+        let comments_conn = match paginate(comments.len(), &first, &after, self.next_cursor) {
             Ok((range, info)) => {
                 json!({"nodes": comments[range].iter().map(|c| self.comment_json(c)).collect::<Vec<_>>(), "pageInfo": info})
             }
@@ -388,7 +396,7 @@ impl Model {
             })
             .collect();
         let (first, after) = page_args("inverseRelations");
-        let relations_conn = match paginate(relations.len(), &first, &after) {
+        let relations_conn = match paginate(relations.len(), &first, &after, self.next_cursor) {
             Ok((range, info)) => json!({"nodes": relations[range].to_vec(), "pageInfo": info}),
             Err(_) => json!({"nodes": [], "pageInfo": {"hasNextPage": false}}),
         };

@@ -85,6 +85,30 @@ impl NextLink {
     }
 }
 
+/// What a cursor-paged model serves as a page's next cursor (issue #52, pagination
+/// integrity): the honest one, or a page saying more follow with a broken cursor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NextCursor {
+    #[default]
+    Honest,
+    /// The page's own cursor as the next one: a server repeating its page token.
+    Repeated,
+    /// No cursor at all.
+    Missing,
+}
+
+impl NextCursor {
+    /// Whether more pages follow and the next page's cursor, as served: `honest` is
+    /// the truth, `this` the cursor that asks for the page being answered.
+    pub fn serve(self, this: String, honest: (bool, Option<String>)) -> (bool, Option<String>) {
+        match self {
+            NextCursor::Honest => honest,
+            NextCursor::Repeated => (true, Some(this)),
+            NextCursor::Missing => (true, None),
+        }
+    }
+}
+
 /// What an injected fault answers.
 #[derive(Debug, Clone, Copy)]
 pub struct Fault {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{PullForge, PullView, Rig, WATCH_CI};
+use super::{idle_cost_of, PullBoard, PullForge, PullView, Rig, IDLE_WATCH, WATCH_CI};
 use crate::github_model::{GithubModel, LOGIN, TOKEN};
 
 impl PullForge for GithubModel {
@@ -120,6 +120,39 @@ impl PullForge for GithubModel {
 }
 
 crate::reactions::suite!(GithubModel);
+
+impl PullBoard for GithubModel {
+    fn tracker_yaml(&self) -> String {
+        format!(
+            "tracker: {{kind: github, repo: acme/widgets, api_url: \"{}\", \
+             token_env: SORTIE_TEST_FORGE_TOKEN}}",
+            self.api_url()
+        )
+    }
+
+    fn add_ticket(&self, title: &str, status: &str) -> String {
+        self.add_issue(title, &[&format!("status:{status}")])
+            .to_string()
+    }
+
+    fn ticket_status(&self, id: &str) -> String {
+        let issue = self.issue(id.parse().expect("an issue number"));
+        let status = issue.labels.iter().find_map(|l| l.strip_prefix("status:"));
+        status.expect("the issue has a status label").to_string()
+    }
+}
+
+/// Issue #52 (item 9): with GitHub as the tracker, an idle watched ticket costs no
+/// rate-limit unit in the next cron process either: its comments (read for its
+/// blocks) answer 304 like the pull request's reads, because their ETags are kept
+/// in the state directory, not only for the life of one process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reactions_cost_an_idle_watched_pull_request_on_a_github_board() {
+    let rig = Rig::<GithubModel>::on_model_board(IDLE_WATCH).await;
+    // The pull request's six reads (the token's user among them), the ticket's
+    // comments, and the board's listing: one per status the pipeline lists.
+    idle_cost_of(&rig, 6 + 1 + 3).await;
+}
 
 /// A failed GitHub Actions job: the tail of its log (where it failed) reaches the
 /// fixing stage's prompt, and the log's download, on another host than the API's,
