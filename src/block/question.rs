@@ -86,6 +86,42 @@ pub fn render_question_comment(block: &QuestionBlock) -> String {
     out
 }
 
+/// The longest question text [`one_line`] shows, in characters.
+pub const ONE_LINE_CHARS: usize = 200;
+
+/// A question and its options on one line, for a terminal line or a table cell (issue
+/// #52): quoted, line breaks and control characters (a terminal escape an agent wrote)
+/// as spaces, cut at [`ONE_LINE_CHARS`]; the options numbered as `/answer N` picks them:
+/// `"Which API should the export use?" (options: 1. REST v2, 2. GraphQL)`.
+pub fn one_line(question: &str, options: &[String]) -> String {
+    let mut out = format!("\"{}\"", flatten(question, ONE_LINE_CHARS));
+    if !options.is_empty() {
+        let numbered: Vec<String> = options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{}. {}", i + 1, flatten(o, ONE_LINE_CHARS)))
+            .collect();
+        out.push_str(&format!(" (options: {})", numbered.join(", ")));
+    }
+    out
+}
+
+/// `text` with every run of whitespace and control characters as one space, cut at
+/// `max` characters (an ellipsis marks the cut).
+pub fn flatten(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let joined = words.join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// The valid `sortie:question` blocks in `text`, in document order (malformed ones are
 /// skipped: a mangled question is not a question).
 pub fn parse_question_blocks(text: &str) -> Vec<QuestionBlock> {
@@ -296,5 +332,23 @@ mod tests {
             parse_answer("/answer 42", &q).unwrap().unwrap().text,
             "42".to_string()
         );
+    }
+
+    /// Issue #52, 11: on a terminal line the question cannot break the line or send
+    /// an escape sequence, and a long one is cut.
+    #[test]
+    fn one_line_flattens_control_characters_and_cuts_a_long_question() {
+        let q = question();
+        assert_eq!(
+            one_line(&q.question, &q.options),
+            r#""Which API should the export use?" (options: 1. REST v2, 2. GraphQL)"#
+        );
+        assert_eq!(
+            one_line("Red\x1b[31m or\n\tblue?\r", &[]),
+            r#""Red [31m or blue?""#
+        );
+        let long = one_line(&"a".repeat(500), &[]);
+        assert_eq!(long.chars().count(), ONE_LINE_CHARS + 2, "{long}");
+        assert!(long.ends_with("…\""), "{long}");
     }
 }

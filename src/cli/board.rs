@@ -180,7 +180,12 @@ pub fn run(cmd: BoardCommand) -> anyhow::Result<u8> {
                 writeln!(out)?;
             } else if outcomes {
                 print_warnings(&listing.warnings);
-                write_outcomes(&mut out, &board, &listing.tickets)?;
+                // Who may answer a question: the config's trusted_authors, when given.
+                let trusted_authors = match &location.config {
+                    Some(path) => Config::load(path)?.trusted_authors,
+                    None => Vec::new(),
+                };
+                write_outcomes(&mut out, &board, &listing.tickets, &trusted_authors)?;
             } else {
                 print_warnings(&listing.warnings);
                 write_table(&mut out, &listing.tickets)?;
@@ -426,10 +431,20 @@ fn labels_text(labels: &[String]) -> String {
     }
 }
 
-/// `board list --outcomes`: ticket, title, status, attempts per role, last reason code.
-fn write_outcomes(out: &mut impl Write, board: &LocalBoard, tickets: &[Ticket]) -> io::Result<()> {
+/// `board list --outcomes`: ticket, title, status, attempts per role, last reason.
+fn write_outcomes(
+    out: &mut impl Write,
+    board: &LocalBoard,
+    tickets: &[Ticket],
+    trusted_authors: &[String],
+) -> io::Result<()> {
     let trusted: std::collections::HashSet<String> =
         [crate::tracker::local::IDENTITY.to_string()].into();
+    let who = crate::pipeline::history::Answerers {
+        identity: crate::tracker::local::IDENTITY,
+        trusted_authors,
+    };
+    let now = chrono::Utc::now();
     let mut rows = vec![[
         "ID".to_owned(),
         "STATUS".to_owned(),
@@ -453,15 +468,7 @@ fn write_outcomes(out: &mut impl Write, board: &LocalBoard, tickets: &[Ticket]) 
             .iter()
             .map(|r| format!("{r} {}", history.max_attempt(r)))
             .collect();
-        let last_reason = history
-            .blocks()
-            .iter()
-            .rev()
-            .find_map(|b| match b {
-                crate::block::OutcomeBlock::Failure(f) => Some(f.reason_code.clone()),
-                crate::block::OutcomeBlock::Success(_) => None,
-            })
-            .unwrap_or_else(|| "-".to_string());
+        let last_reason = last_reason(&history, &who, now);
         rows.push([
             t.id.clone(),
             one_line(&t.status),
@@ -475,6 +482,33 @@ fn write_outcomes(out: &mut impl Write, board: &LocalBoard, tickets: &[Ticket]) 
         ]);
     }
     write_columns(out, &rows)
+}
+
+/// The LAST REASON of `board list --outcomes` (issue #52): the question a ticket waits
+/// on, with its options; else the newest outcome's reason code, `-` when that outcome
+/// is a success (a failure the ticket went past is history, not its reason now).
+fn last_reason(
+    history: &crate::pipeline::history::TicketHistory,
+    who: &crate::pipeline::history::Answerers<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    use crate::pipeline::decide::question::{state, QuestionState};
+    if let Some(open) = history.open_questions(who).into_iter().next() {
+        let id = &open.block.question_id;
+        let waits = match state(&open, now) {
+            QuestionState::Waiting => format!("waiting for an answer to {id}"),
+            QuestionState::Answered { by, .. } => {
+                format!("{id} answered by {by}; the next tick goes on")
+            }
+            QuestionState::Unanswered => format!("{id} timed out"),
+        };
+        let asked = crate::block::question::one_line(&open.block.question, &open.block.options);
+        return format!("{waits}: {asked}");
+    }
+    match history.blocks().last() {
+        Some(crate::block::OutcomeBlock::Failure(f)) => one_line(&f.reason_code),
+        _ => "-".to_string(),
+    }
 }
 
 fn write_table(out: &mut impl Write, tickets: &[Ticket]) -> io::Result<()> {

@@ -271,10 +271,37 @@ struct OpenQuestionRow {
     ticket: String,
     role: String,
     question_id: String,
+    /// The question, as the agent asked it.
+    question: String,
+    /// The choices it offers; empty when none.
+    options: Vec<String>,
     asked_at: chrono::DateTime<Utc>,
     deadline: Option<chrono::DateTime<Utc>>,
     /// `waiting`, `answered by <author>` (the next tick goes on), or `timed out`.
     state: String,
+}
+
+impl OpenQuestionRow {
+    /// One line of `pipeline status`: `7 architect: waiting for an answer to
+    /// architect-1-q1 (asked ..., times out ...): "Which API?" (options: 1. REST v2, 2. GraphQL)`.
+    fn to_text(&self) -> String {
+        let state = match self.state.as_str() {
+            "waiting" => format!("waiting for an answer to {}", self.question_id),
+            "timed out" => format!("{} timed out", self.question_id),
+            answered => format!("{} {answered}; the next tick goes on", self.question_id),
+        };
+        let deadline = self
+            .deadline
+            .map(|d| format!(", times out {}", d.to_rfc3339()))
+            .unwrap_or_default();
+        format!(
+            "{} {}: {state} (asked {}{deadline}): {}",
+            self.ticket,
+            self.role,
+            self.asked_at.to_rfc3339(),
+            crate::block::question::one_line(&self.question, &self.options)
+        )
+    }
 }
 
 /// How many recent runs `pipeline status` looks through for questions.
@@ -323,6 +350,8 @@ fn open_questions(
             ticket: ticket.clone(),
             role: role.clone(),
             question_id: open.block.question_id.clone(),
+            question: open.block.question.clone(),
+            options: open.block.options.clone(),
             asked_at: open.posted_at,
             deadline: open.block.deadline,
             state,
@@ -523,18 +552,7 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
         writeln!(out, "  not read from the tracker: {err}")?;
     }
     for q in &report.questions {
-        writeln!(
-            out,
-            "  {} {} {} asked {}{}: {}",
-            q.ticket,
-            q.role,
-            q.question_id,
-            q.asked_at.to_rfc3339(),
-            q.deadline
-                .map(|d| format!(", times out {}", d.to_rfc3339()))
-                .unwrap_or_default(),
-            q.state
-        )?;
+        writeln!(out, "  {}", q.to_text())?;
     }
     writeln!(out, "recent runs ({}):", report.recent_runs.len())?;
     for r in &report.recent_runs {

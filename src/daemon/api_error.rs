@@ -1,8 +1,9 @@
 //! The errors the HTTP surface answers with, as `{"error": {"code": "...", "message":
-//! "..."}}`: used by the router and by every page and endpoint module.
+//! "..."}}` (or, for a page a browser opens, as an HTML page): used by the router and
+//! by every page and endpoint module.
 
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 
 use super::Shared;
@@ -22,6 +23,28 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+        }
+    }
+}
+
+impl ApiError {
+    /// The error as a page, for a route a browser opens (`/tickets/{id}`): the same
+    /// status, the message in HTML with a link back to the dashboard (issue #52: a
+    /// page never answers with raw JSON). The API routes keep the JSON envelope.
+    pub(super) fn into_page(self) -> Response {
+        let title = match self.code {
+            "unknown_ticket" => "No such ticket",
+            _ => self.status.canonical_reason().unwrap_or("Error"),
+        };
+        let view = serde_json::json!({
+            "title": title,
+            "message": self.message,
+            "status": self.status.as_u16(),
+            "code": self.code,
+        });
+        match super::pages::render("error.html", &view) {
+            Ok(html) => (self.status, Html(html)).into_response(),
+            Err(_) => self.into_response(),
         }
     }
 }

@@ -425,6 +425,10 @@ fn why(
     }
 }
 
+/// How much of a question a card shows (the waiting table and the ticket page show
+/// all of it).
+const CARD_QUESTION_CHARS: usize = 80;
+
 /// A skip reason in a word or two.
 pub fn short_reason(reason: &SkipReason, now: DateTime<Utc>) -> String {
     match reason {
@@ -453,9 +457,14 @@ pub fn short_reason(reason: &SkipReason, now: DateTime<Utc>) -> String {
             format!("cap: {scope} {limit}")
         }
         SkipReason::EndedSinceListing { .. } => "ran elsewhere".to_string(),
-        SkipReason::WaitingForAnswer { question_id, .. } => {
-            format!("waiting for an answer to {question_id}")
-        }
+        SkipReason::WaitingForAnswer {
+            question_id,
+            question,
+            ..
+        } => format!(
+            "waiting for an answer to {question_id}: {}",
+            crate::block::question::flatten(question, CARD_QUESTION_CHARS)
+        ),
         SkipReason::DayBudgetSpent { until, .. } => format!(
             "day budget spent (until {})",
             until.format("%Y-%m-%d %H:%M UTC")

@@ -1,6 +1,7 @@
 //! The daemon's HTTP surface: health, state, refresh, metrics, the GitHub, GitLab,
 //! Gitea, Linear and Jira webhooks, the dashboard pages and run logs (`docs/api.md`).
-//! Every error is JSON `{"error": {"code", "message"}}` ([`ApiError`]).
+//! Every API error is JSON `{"error": {"code", "message"}}` ([`ApiError`]); a ticket
+//! page's error is an HTML page.
 
 use std::sync::Arc;
 
@@ -89,12 +90,12 @@ async fn ticket_page(
     }
     let view = match super::ticket::ticket_view(&shared, &id).await {
         Ok(v) => v,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_page(),
     };
     let page = super::ticket_page::ticket(&shared, &view);
     match super::pages::render("ticket.html", &page) {
         Ok(html) => Html(html).into_response(),
-        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render", e).into_page(),
     }
 }
 

@@ -24,6 +24,7 @@ fn templates() -> &'static Environment<'static> {
             ("column.html", include_str!("column.html")),
             ("ticket.html", include_str!("ticket.html")),
             ("login.html", include_str!("login.html")),
+            ("error.html", include_str!("error.html")),
         ] {
             // The templates are part of the binary: a syntax error is caught by the tests.
             if let Err(e) = env.add_template(name, text) {
@@ -112,6 +113,9 @@ struct QuestionRow {
     url: Option<String>,
     role: String,
     question_id: String,
+    /// The question, as the agent asked it (escaped by the template like all text).
+    question: String,
+    options: Vec<String>,
     asked: When,
     deadline: Option<When>,
     /// Comments that tried to answer and do not count, with why.
@@ -279,6 +283,8 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
                     url,
                     role: q.role.clone(),
                     question_id: q.question_id.clone(),
+                    question: q.question.clone(),
+                    options: q.options.clone(),
                     asked: When::of(q.asked_at, now),
                     deadline: q.deadline.map(|d| When::of(d, now)),
                     ignored: q.ignored.clone(),

@@ -55,6 +55,10 @@ pub struct WaitingQuestion {
     pub status: String,
     /// The question's id.
     pub question_id: String,
+    /// The question, as the agent asked it.
+    pub question: String,
+    /// The choices it offers (`/answer 2` picks the second); empty when none.
+    pub options: Vec<String>,
     /// When it was posted.
     pub asked_at: DateTime<Utc>,
     /// When it times out, if it does.
@@ -71,6 +75,8 @@ impl WaitingQuestion {
             .filter_map(|s| match &s.reason {
                 crate::pipeline::eligibility::SkipReason::WaitingForAnswer {
                     question_id,
+                    question,
+                    options,
                     asked_at,
                     deadline,
                     ignored,
@@ -79,6 +85,8 @@ impl WaitingQuestion {
                     role: s.role.clone(),
                     status: s.status.clone(),
                     question_id: question_id.clone(),
+                    question: question.clone(),
+                    options: options.clone(),
                     asked_at: *asked_at,
                     deadline: *deadline,
                     ignored: ignored.clone(),

@@ -177,6 +177,48 @@ struct ReactionRow {
     decided: When,
 }
 
+/// A question an agent asked on the ticket, waiting for a person's answer.
+#[derive(Serialize)]
+struct QuestionRow {
+    role: String,
+    question_id: String,
+    question: String,
+    options: Vec<String>,
+    asked: When,
+    deadline: Option<When>,
+    /// Comments that tried to answer and do not count, with why.
+    ignored: Vec<String>,
+}
+
+impl QuestionRow {
+    /// The waiting question among a stage's skip reasons, if it is one.
+    fn of(
+        skip: &crate::pipeline::report::SkipLine,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<Self> {
+        let crate::pipeline::eligibility::SkipReason::WaitingForAnswer {
+            question_id,
+            question,
+            options,
+            asked_at,
+            deadline,
+            ignored,
+        } = &skip.reason
+        else {
+            return None;
+        };
+        Some(QuestionRow {
+            role: skip.role.clone(),
+            question_id: question_id.clone(),
+            question: question.clone(),
+            options: options.clone(),
+            asked: When::of(*asked_at, now),
+            deadline: deadline.map(|d| When::of(d, now)),
+            ignored: ignored.clone(),
+        })
+    }
+}
+
 /// Everything `GET /tickets/{id}` shows.
 #[derive(Serialize)]
 pub(super) struct TicketPage {
@@ -187,6 +229,8 @@ pub(super) struct TicketPage {
     closed: bool,
     labels: Vec<String>,
     stages: Vec<StageRow>,
+    /// Questions its stages' agents asked that wait for an answer.
+    questions: Vec<QuestionRow>,
     claims: Vec<(String, String, When)>,
     retries: Vec<(String, u32, String, When)>,
     holds: Vec<(String, String, String, When)>,
@@ -194,6 +238,10 @@ pub(super) struct TicketPage {
     runs: Vec<RunRow>,
     pull_request: Option<PullRow>,
     reactions: Vec<ReactionRow>,
+    /// Whether the page has a pull request to speak of: `reactions:` watches pull
+    /// requests, or this host read one or reacted to one before (issue #52: a board
+    /// with no forge shows no empty sections).
+    watches_pulls: bool,
 }
 
 /// The reason code of `role`'s newest failure block on the ticket.
@@ -231,10 +279,8 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
                     true,
                 )
             } else if let Some(k) = skip {
-                (
-                    format!("{} — {}", board::short_reason(&k.reason, now), k.reason),
-                    false,
-                )
+                // The tick's own sentence: it says all the short reason would.
+                (k.reason.to_string(), false)
             } else if t.closed || config.is_terminal(&t.status) {
                 ("terminal: no stage runs on it".to_string(), false)
             } else if failed_in == Some(s.role.as_str()) {
@@ -341,7 +387,16 @@ pub(super) fn ticket(shared: &Shared, view: &TicketView) -> TicketPage {
                 .map(|_| format!("/runs/{}/log", r.run_id)),
         })
         .collect();
+    let questions = view
+        .skipped
+        .iter()
+        .filter_map(|k| QuestionRow::of(k, now))
+        .collect();
     TicketPage {
+        watches_pulls: config.reactions.is_some()
+            || view.pull_request.is_some()
+            || !view.reactions.is_empty(),
+        questions,
         id: t.id.clone(),
         title: t.title.clone(),
         status: t.status.clone(),

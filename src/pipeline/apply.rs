@@ -97,6 +97,8 @@ pub(crate) async fn claim_and_start(
                         None => {
                             let reason = SkipReason::WaitingForAnswer {
                                 question_id: open.block.question_id.clone(),
+                                question: open.block.question.clone(),
+                                options: open.block.options.clone(),
                                 asked_at: open.posted_at,
                                 deadline: open.block.deadline,
                                 ignored: open.ignored.clone(),
@@ -184,6 +186,7 @@ pub(crate) fn would_start(config: &Config, dispatches: &[Dispatch<'_>]) -> Vec<R
             reason_code: None,
             from_status: d.ticket.status.clone(),
             to_status: None,
+            held: false,
             writeback: None,
             note: d.retry.then(|| "retry due".to_string()),
             log_path: None,

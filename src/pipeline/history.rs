@@ -152,6 +152,21 @@ impl TicketHistory {
         Some(open)
     }
 
+    /// The open question (see [`Self::open_question`]) of every role that asked one,
+    /// the latest asked first.
+    pub fn open_questions(&self, who: &Answerers<'_>) -> Vec<OpenQuestion<'_>> {
+        let mut roles: Vec<&str> = Vec::new();
+        for asked in self.questions.iter().rev() {
+            if !roles.contains(&asked.block.role.as_str()) {
+                roles.push(&asked.block.role);
+            }
+        }
+        roles
+            .into_iter()
+            .filter_map(|role| self.open_question(role, who))
+            .collect()
+    }
+
     /// How many questions `role` asked since its last success block (all of them when
     /// it has none): what `questions.max_per_stage` bounds.
     pub fn questions_since_success(&self, role: &str) -> u32 {

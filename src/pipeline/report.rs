@@ -209,6 +209,9 @@ pub struct RunLine {
     pub from_status: String,
     /// Status after write-back, when it changed or was confirmed.
     pub to_status: Option<String>,
+    /// A final failure with no `failure_status`: the ticket is held where it is for a
+    /// person, not retried (issue #52).
+    pub held: bool,
     /// What happened to the write-back.
     pub writeback: Option<String>,
     /// Extra information (why not started, retry due time, ...).
@@ -251,6 +254,7 @@ impl RunLine {
             reason_code: None,
             from_status: from_status.to_string(),
             to_status: None,
+            held: false,
             writeback: None,
             note: None,
             log_path: None,
@@ -436,6 +440,10 @@ impl RunLine {
         match &self.to_status {
             Some(to) if to != &self.from_status => {
                 let _ = write!(line, " {} -> {to}", self.from_status);
+            }
+            // Not a retry: nothing runs it again until a person releases it.
+            _ if self.held => {
+                let _ = write!(line, ", held in {}", self.from_status);
             }
             _ => {
                 let _ = write!(line, ", stays {}", self.from_status);

@@ -82,6 +82,8 @@ pub(super) async fn unpark(ctx: &Context, dry_run: bool) -> Result<Unparked, Pip
                 &stage.role,
                 SkipReason::WaitingForAnswer {
                     question_id: open.block.question_id.clone(),
+                    question: open.block.question.clone(),
+                    options: open.block.options.clone(),
                     asked_at: open.posted_at,
                     deadline: open.block.deadline,
                     ignored: open.ignored.clone(),

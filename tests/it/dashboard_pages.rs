@@ -305,7 +305,7 @@ async fn the_dashboard_shows_every_waiting_ticket_with_why_and_the_live_run_with
     assert_eq!(code, 200, "{ticket_page}");
     assert!(ticket_page.contains("Build the export"));
     assert!(
-        ticket_page.contains("prior role architect missing"),
+        ticket_page.contains("prior role architect has no success block on the ticket"),
         "{ticket_page}"
     );
     assert!(
@@ -477,13 +477,21 @@ async fn api_errors_are_json_envelopes_with_the_right_status() {
         d.get("/readyz").await.0 == 200
     })
     .await;
-    for path in ["/api/v1/tickets/404", "/tickets/404"] {
-        let r = d.http.get(format!("{}{path}", d.url)).bearer_auth("s3cret");
-        let r = r.send().await.unwrap();
-        let code = r.status().as_u16();
-        let body = r.text().await.unwrap();
-        assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
-    }
+    let r = d.http.get(format!("{}/api/v1/tickets/404", d.url));
+    let r = r.bearer_auth("s3cret").send().await.unwrap();
+    let code = r.status().as_u16();
+    let body = r.text().await.unwrap();
+    assert_eq!((code, error_code(&body).as_str()), (404, "unknown_ticket"));
+    // Regression (#52, 14): the page of an unknown ticket is a page, not raw JSON.
+    let r = d.http.get(format!("{}/tickets/404", d.url));
+    let r = r.bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(kind.starts_with("text/html"), "{kind}");
+    let page = decoded(r.text().await.unwrap());
+    assert!(page.contains("<h1>No such ticket</h1>"), "{page}");
+    assert!(page.contains("no ticket 404"), "{page}");
+    assert!(page.contains(r#"href="/""#), "a way back: {page}");
     let (code, body) = d.get("/no/such/page").await;
     assert_eq!((code, error_code(&body).as_str()), (404, "not_found"));
     let r = d
@@ -1437,6 +1445,125 @@ async fn waiting_questions_are_listed_with_their_age_and_a_link_to_the_ticket() 
         Duration::from_secs(10),
     )
     .await;
+    d.stop().await;
+}
+
+/// Regression (#52, 11): the dashboard's waiting table, the ticket's card and the
+/// ticket's page show the question and its options, not only its id, escaped like all
+/// text a ticket brings; `/api/v1/state` carries them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_question_shows_its_text_and_options_escaped_on_the_dashboard_and_its_page() {
+    use sortie::block::question::{render_question_comment, QuestionBlock};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "7", "Export to CSV", "ready-for-design");
+    let question = QuestionBlock {
+        question_id: "architect-1-q1".into(),
+        role: "architect".into(),
+        stage_attempt: 1,
+        idempotency_key: "q".repeat(64),
+        question: "Which API should the <b>export</b> use?".into(),
+        options: vec!["REST v2".into(), "<i>GraphQL</i>".into()],
+        default: None,
+        deadline: None,
+        context: String::new(),
+    };
+    board.add_comment("7", "sortie", &render_question_comment(&question));
+    let d = Daemon::start(path, board.clone()).await;
+    d.page_with("/", "<code>architect-1-q1</code>", Duration::from_secs(10))
+        .await;
+    let (_, raw) = d.get("/").await;
+    assert!(!raw.contains("<b>export</b>"), "escaped: {raw}");
+    assert!(!raw.contains("<i>GraphQL"), "escaped: {raw}");
+    let at = raw
+        .find(r#"<table id="questions">"#)
+        .expect("questions table");
+    let table = &raw[at..at + raw[at..].find("</table>").unwrap()];
+    assert!(
+        table.contains("Which API should the &lt;b&gt;export&lt;&#x2f;b&gt; use?"),
+        "{table}"
+    );
+    assert!(table.contains("<li>REST v2</li>"), "{table}");
+    assert!(
+        table.contains("<li>&lt;i&gt;GraphQL&lt;&#x2f;i&gt;</li>"),
+        "{table}"
+    );
+    // The card says what it waits for, in short.
+    let card = &raw[..at];
+    assert!(
+        decoded(card.to_string()).contains(
+            "waiting for an answer to architect-1-q1: Which API should the <b>export</b> use?"
+        ),
+        "{card}"
+    );
+
+    let (code, page) = d.get("/tickets/7").await;
+    assert_eq!(code, 200, "{page}");
+    assert!(!page.contains("<b>export</b>"), "escaped: {page}");
+    let at = page
+        .find(r#"data-question="architect-1-q1""#)
+        .expect("question shown");
+    let shown = &page[at..at + page[at..].find("</div>").unwrap()];
+    assert!(
+        shown.contains("Which API should the &lt;b&gt;export&lt;&#x2f;b&gt; use?"),
+        "{shown}"
+    );
+    assert!(shown.contains("<li>REST v2</li>"), "{shown}");
+    assert!(shown.contains("/answer 2"), "how to answer: {shown}");
+
+    let state = d.state().await;
+    let waiting = &state["waiting_questions"][0];
+    assert_eq!(
+        waiting["question"],
+        "Which API should the <b>export</b> use?"
+    );
+    assert_eq!(
+        waiting["options"],
+        serde_json::json!(["REST v2", "<i>GraphQL</i>"])
+    );
+    d.stop().await;
+}
+
+/// Regression (#52, 14): the ticket page gives each stage's reason once (it gave the
+/// short reason, then the tick's sentence saying the same), and a board with no forge
+/// (no `reactions:`) gets no empty "Pull request" and "Reactions" sections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ticket_page_says_a_reason_once_and_has_no_pull_request_sections_without_a_forge() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.yaml");
+    std::fs::write(&path, config_text(dir.path(), "")).unwrap();
+    let board = Arc::new(MemoryTracker::new());
+    ticket(&board, "7", "Design the unclear thing", "ready-for-design");
+    let config = Config::load(&path).unwrap();
+    SqliteLedger::open(&config.ledger_path())
+        .unwrap()
+        .put_hold(&sortie::ledger::Hold {
+            key: ClaimKey::new("memory", "7", "architect"),
+            status: "ready-for-design".into(),
+            reason_code: "spec.unclear".into(),
+            created_at: chrono::Utc::now(),
+        })
+        .unwrap();
+    let d = Daemon::start(path, board).await;
+    let page = d
+        .page_with(
+            "/tickets/7",
+            "held after final failure",
+            Duration::from_secs(10),
+        )
+        .await;
+    let at = page.find(r#"<table id="eligibility">"#).unwrap();
+    let eligibility = &page[at..at + page[at..].find("</table>").unwrap()];
+    assert_eq!(
+        eligibility.matches("spec.unclear").count(),
+        1,
+        "the reason once: {eligibility}"
+    );
+    assert!(!page.contains("<h2>Pull request</h2>"), "{page}");
+    assert!(!page.contains(r#"id="pull-request""#), "{page}");
+    assert!(!page.contains("<h2>Reactions</h2>"), "{page}");
     d.stop().await;
 }
 

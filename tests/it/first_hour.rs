@@ -196,3 +196,36 @@ fn tracker_check_counts_tickets_as_the_tick_does() {
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(report["tickets_listed"], 1);
 }
+
+/// Issue #52, 15: a new user reads the README first, and from it reaches every page
+/// of the docs, wave 3's (evidence, review, questions, sandbox, reactions, stats) too:
+/// each `docs/*.md` and `docs/trackers/*.md` is a Markdown link there, and every link
+/// into `docs/` names a file that exists.
+#[test]
+fn the_readme_links_every_docs_page() {
+    let repo = crate::common::repo();
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let mut pages = Vec::new();
+    for dir in ["docs", "docs/trackers"] {
+        for entry in std::fs::read_dir(repo.join(dir)).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name.ends_with(".md") {
+                pages.push(format!("{dir}/{name}"));
+            }
+        }
+    }
+    pages.sort();
+    let unlinked: Vec<&String> = pages
+        .iter()
+        .filter(|p| !readme.contains(&format!("]({p})")) && !readme.contains(&format!("]({p}#")))
+        .collect();
+    assert!(unlinked.is_empty(), "README.md links none of: {unlinked:?}");
+    let links = regex::Regex::new(r"\]\((docs/[^)#\s]+)").unwrap();
+    for link in links.captures_iter(&readme) {
+        assert!(
+            repo.join(&link[1]).exists(),
+            "README.md links {}, which does not exist",
+            &link[1]
+        );
+    }
+}

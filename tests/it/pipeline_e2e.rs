@@ -343,3 +343,74 @@ fn hostile_folders_and_broken_tickets_are_skipped_and_the_rest_still_moves() {
     );
     assert_eq!(sb.ticket(&good).status, "design-approved");
 }
+
+/// Regression (#52, 14): a final failure of a stage with no `failure_status` says the
+/// ticket is held, not that it "stays" where it is (which reads like a retry).
+#[test]
+fn a_final_failure_with_no_failure_status_says_held() {
+    let three = common::three_stages_config(2);
+    let config = three.replace("    failure_status: design-blocked\n", "");
+    assert_ne!(config, three, "the architect stage has no failure_status");
+    let sb = Sandbox::with_config(&config);
+    let id = sb.add(
+        "Who uses this?",
+        "ready-for-design",
+        &["--label", "needs-info"],
+    );
+    let text = sb.tick();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("run ticket {id} role architect")))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with(&format!(
+            "run ticket {id} role architect attempt 1: failure spec.unclear, held in ready-for-design ("
+        )),
+        "{line}"
+    );
+    let other = sb.add("Who pays?", "ready-for-design", &["--label", "needs-info"]);
+    let report = sb.tick_json(&[]);
+    let run = &report["runs"][0];
+    assert_eq!(run["ticket"], other.as_str(), "{report:#}");
+    assert_eq!(run["held"], true, "{report:#}");
+    assert_eq!(report["skips"][0]["reason"], "held", "{report:#}");
+}
+
+/// Regression (#52, 14): once a ticket went past a failure to a terminal status through
+/// success, `board list --outcomes` no longer gives that old failure as its last reason.
+#[test]
+fn a_ticket_finished_after_a_failure_has_no_last_reason() {
+    let sb = Sandbox::three_stages(2);
+    let id = sb.add(
+        "Who uses this?",
+        "ready-for-design",
+        &["--label", "needs-info"],
+    );
+    sb.tick();
+    assert_eq!(sb.ticket(&id).status, "design-blocked");
+    let row = |sb: &Sandbox| {
+        let list = sb.ok(&["board", "list", "--board", "board", "--outcomes"]);
+        list.lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("{list}"))
+            .to_string()
+    };
+    assert!(
+        row(&sb).ends_with("architect 1  spec.unclear"),
+        "{}",
+        row(&sb)
+    );
+
+    // A person says who uses it (the label goes) and sends it back to design.
+    let file = sb.board_path().join(&id).join("ticket.md");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("needs-info", "users-known")).unwrap();
+    sb.ok(&["board", "move", "--board", "board", &id, "ready-for-design"]);
+    sb.drain(10);
+    assert_eq!(sb.ticket(&id).status, "done");
+    let row = row(&sb);
+    assert!(
+        row.ends_with("architect 2, backend 1, qa 1  -"),
+        "the old failure is history: {row}"
+    );
+}

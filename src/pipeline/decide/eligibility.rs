@@ -96,6 +96,10 @@ pub enum SkipReason {
     WaitingForAnswer {
         /// The question's id (`<role>-<attempt>-q<n>`).
         question_id: String,
+        /// The question itself, as the agent asked it.
+        question: String,
+        /// The choices it offers (`/answer 2` picks the second); empty when none.
+        options: Vec<String>,
         /// When it was posted.
         asked_at: DateTime<Utc>,
         /// When its default is taken (or it fails unanswered), if it times out.
@@ -179,6 +183,8 @@ impl std::fmt::Display for SkipReason {
             ),
             SkipReason::WaitingForAnswer {
                 question_id,
+                question,
+                options,
                 deadline,
                 ignored,
                 ..
@@ -187,6 +193,11 @@ impl std::fmt::Display for SkipReason {
                 if let Some(deadline) = deadline {
                     write!(f, " (until {})", deadline.format("%Y-%m-%d %H:%M:%S UTC"))?;
                 }
+                write!(
+                    f,
+                    ": {}",
+                    crate::block::question::one_line(question, options)
+                )?;
                 if !ignored.is_empty() {
                     write!(f, "; not answers: {}", ignored.join("; "))?;
                 }

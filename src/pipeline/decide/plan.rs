@@ -381,6 +381,8 @@ fn judge(facts: &Facts<'_>, caps: &Caps<'_>, candidate: &Candidate<'_>) -> Verdi
         if super::question::state(&open, facts.now) == super::question::QuestionState::Waiting {
             return Verdict::Skip(SkipReason::WaitingForAnswer {
                 question_id: open.block.question_id.clone(),
+                question: open.block.question.clone(),
+                options: open.block.options.clone(),
                 asked_at: open.posted_at,
                 deadline: open.block.deadline,
                 ignored: open.ignored,

@@ -409,7 +409,7 @@ fn a_ticket_waiting_for_an_answer_gives_its_slot_to_the_next() {
     assert_eq!(runs, vec![("2".to_string(), 1)]);
     assert_eq!(skips[0].0, "1");
     assert!(
-        skips[0].1.starts_with("waiting for an answer to dev-1-q1; not answers: comment 2 by sortie: sortie's own comment is not an answer"),
+        skips[0].1.starts_with("waiting for an answer to dev-1-q1: \"Which API?\" (options: 1. REST, 2. GraphQL); not answers: comment 2 by sortie: sortie's own comment is not an answer"),
         "{skips:?}"
     );
     // A person's answer: 1 runs (first in order), 2 waits for the slot.

@@ -156,6 +156,7 @@ impl Finish<'_> {
         if let Some(id) = &posting.question_id {
             line.note = Some(format!("waiting for an answer to {id}"));
         }
+        line.held = matches!(posting.follow_up, crate::ledger::FollowUp::Hold { .. });
         let entry = OutboxEntry {
             idempotency_key: posting.idempotency_key,
             key: claim.key.clone(),
@@ -230,11 +231,14 @@ impl Finish<'_> {
             Ok(result) => {
                 match &result {
                     WritebackResult::Done { to_status } => line.to_status = Some(to_status.clone()),
-                    WritebackResult::Dropped {
-                        status: Some(status),
-                        ..
-                    } => line.to_status = Some(status.clone()),
-                    _ => {}
+                    WritebackResult::Dropped { status, .. } => {
+                        // A person closed or moved it: no hold was recorded.
+                        line.held = false;
+                        if let Some(status) = status {
+                            line.to_status = Some(status.clone());
+                        }
+                    }
+                    WritebackResult::Deferred { .. } => {}
                 }
                 line.writeback = Some(result.describe());
             }
