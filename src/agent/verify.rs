@@ -214,7 +214,10 @@ where
         match read {
             0 if from_out => out_open = false,
             0 => err_open = false,
-            n => tail.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]),
+            n => tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&buf[..n]),
         }
     }
     tail.lock().unwrap_or_else(|e| e.into_inner()).trim();
@@ -373,7 +376,10 @@ fn unittest_counts(text: &str) -> Option<TestCounts> {
         let Some(verdict) = after.lines().map(str::trim).find(|l| !l.is_empty()) else {
             continue;
         };
-        let details = match verdict.strip_prefix("OK").or(verdict.strip_prefix("FAILED")) {
+        let details = match verdict
+            .strip_prefix("OK")
+            .or(verdict.strip_prefix("FAILED"))
+        {
             Some(rest) if rest.is_empty() || rest.starts_with(" (") => rest,
             _ => continue,
         };
