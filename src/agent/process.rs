@@ -163,6 +163,30 @@ enum Watch {
     HandshakeTimedOut,
     /// A limit of `budgets:` was reached while it ran.
     OverBudget,
+    /// It ended by itself, but its usage (as last reported) is over a limit.
+    EndedOverBudget,
+}
+
+/// How a run that ended by itself ends once its budget is checked against its whole
+/// usage (`usage`: every attempt's, as last reported): over a limit, it is
+/// [`Watch::EndedOverBudget`], whatever its agent said (issue #52: a stream that
+/// reports everything at once, or a limit reached just before the process exited, must
+/// not slip past the watch). Other ends are kept.
+fn over_budget_at_end(
+    end: Watch,
+    budget: Option<&crate::budget::BudgetWatch>,
+    usage: Option<&Usage>,
+) -> Watch {
+    let (Watch::Exited(_) | Watch::ConversationOver, Some(watch)) = (&end, budget) else {
+        return end;
+    };
+    if let Some(usage) = usage {
+        watch.observe(usage);
+    }
+    match watch.tripped() {
+        Some(_) => Watch::EndedOverBudget,
+        None => end,
+    }
 }
 
 /// One process run: how it ended and what it printed.
@@ -357,6 +381,7 @@ pub async fn run_agent(
         stream.as_ref()?.handshake_failure(&waited)
     });
     let decisive = stream.as_ref().and_then(EventStream::decisive_outcome);
+    let end = over_budget_at_end(end, options.budget.as_ref(), usage.as_ref());
     let outcome = match (end, handshake, decisive) {
         (Watch::Cancelled, ..) => {
             return RunEnd::Cancelled {
@@ -417,6 +442,18 @@ pub async fn run_agent(
             NextAction::Escalate,
             format!(
                 "{}; the agent was stopped; log: {}",
+                crate::budget::stop_detail(options.budget.as_ref()),
+                log_path.display()
+            ),
+        ),
+        // Over a limit by its last report (usage reported all at once, at the end): its
+        // result is not handed on.
+        (Watch::EndedOverBudget, ..) => AgentOutcome::failure(
+            "budget.exceeded",
+            Category::Policy,
+            NextAction::Escalate,
+            format!(
+                "{}; the agent had already ended, and its result is not handed on; log: {}",
                 crate::budget::stop_detail(options.budget.as_ref()),
                 log_path.display()
             ),

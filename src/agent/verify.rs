@@ -2,14 +2,14 @@
 //! after the agent reports success, one after the other, each as argv (no shell), with
 //! the agent's environment rules (its extra variables, its secrets removed), in a
 //! process group of its own that is killed at the time limit and once the command has
-//! ended (so a background child cannot hold its output open). Output is read as it
-//! comes and only its tail is kept, with terminal escapes removed, so a flood of
-//! output costs bounded memory.
+//! ended (so a background child cannot hold its output open). Output (stdout and
+//! stderr as one stream, in the order written) is read as it comes and only its tail is
+//! kept, with terminal escapes removed, so a flood of output costs bounded memory.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -17,7 +17,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::block::TestCounts;
 
-/// Bytes of each output stream kept (the tail).
+/// Bytes of output kept (the tail of stdout and stderr together).
 const KEEP_BYTES: usize = 256 * 1024;
 /// How long the output pipes may stay open once the command and its group are gone.
 const DRAIN: Duration = Duration::from_secs(2);
@@ -55,7 +55,8 @@ pub struct CheckRun {
     pub cancelled: bool,
     /// It could not be started: why.
     pub spawn_error: Option<String>,
-    /// The tail of its output (stdout, then stderr), escapes removed.
+    /// The tail of its output, stdout and stderr together in the order written (as a
+    /// terminal shows `2>&1`), escapes removed.
     pub output: String,
     /// The test counts its output reported, when recognised.
     pub tests: Option<TestCounts>,
@@ -126,8 +127,12 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
         Err(e) => return failed_to_start(format!("cannot start `{program}`: {e}")),
     };
     let group = child.id().and_then(|p| i32::try_from(p).ok());
-    let stdout = tokio::spawn(keep_tail(child.stdout.take()));
-    let stderr = tokio::spawn(keep_tail(child.stderr.take()));
+    let tail = Arc::new(Mutex::new(Tail::default()));
+    let output = tokio::spawn(keep_tail(
+        child.stdout.take(),
+        child.stderr.take(),
+        tail.clone(),
+    ));
     let never = tokio_util::sync::CancellationToken::new();
     let cancel = env.cancel.unwrap_or(&never);
     let (exit_code, timed_out, cancelled) = tokio::select! {
@@ -147,18 +152,13 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
     }
     let _ = child.wait().await;
     let duration = started.elapsed();
-    let read = |task: tokio::task::JoinHandle<Vec<u8>>| async move {
-        match tokio::time::timeout(DRAIN, task).await {
-            Ok(Ok(bytes)) => bytes,
-            _ => Vec::new(),
-        }
-    };
-    let (out, err) = (read(stdout).await, read(stderr).await);
-    let text = clean(&format!(
-        "{}{}",
-        String::from_utf8_lossy(&out),
-        String::from_utf8_lossy(&err)
-    ));
+    // A pipe still open past the drain keeps what was read until then.
+    let mut output = output;
+    if tokio::time::timeout(DRAIN, &mut output).await.is_err() {
+        output.abort();
+    }
+    let kept = std::mem::take(&mut tail.lock().unwrap_or_else(|e| e.into_inner()).bytes);
+    let text = clean(&String::from_utf8_lossy(&kept));
     CheckRun {
         command,
         exit_code,
@@ -171,28 +171,64 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
     }
 }
 
-/// Read `pipe` to its end, keeping the last [`KEEP_BYTES`].
-async fn keep_tail<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
-    let Some(mut pipe) = pipe else {
-        return Vec::new();
-    };
-    let mut kept = Vec::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                kept.extend_from_slice(&buf[..n]);
-                if kept.len() > 2 * KEEP_BYTES {
-                    kept.drain(..kept.len() - KEEP_BYTES);
-                }
-            }
+/// The last [`KEEP_BYTES`] of a command's output, stdout and stderr together.
+#[derive(Debug, Default)]
+struct Tail {
+    bytes: Vec<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        // Trimmed in batches, so a flood of small chunks does not move the tail each time.
+        if self.bytes.len() > 2 * KEEP_BYTES {
+            self.trim();
         }
     }
-    if kept.len() > KEEP_BYTES {
-        kept.drain(..kept.len() - KEEP_BYTES);
+
+    fn trim(&mut self) {
+        if self.bytes.len() > KEEP_BYTES {
+            self.bytes.drain(..self.bytes.len() - KEEP_BYTES);
+        }
     }
-    kept
+}
+
+/// Read `stdout` and `stderr` to their ends into `tail`, each chunk as it arrives (one
+/// tail of the two in the order they were written, as a terminal shows `2>&1`, so a
+/// long stderr cannot push stdout's last lines out; issue #52).
+async fn keep_tail<O, E>(stdout: Option<O>, stderr: Option<E>, tail: Arc<Mutex<Tail>>)
+where
+    O: tokio::io::AsyncRead + Unpin,
+    E: tokio::io::AsyncRead + Unpin,
+{
+    let (mut out_open, mut err_open) = (stdout.is_some(), stderr.is_some());
+    let (mut stdout, mut stderr) = (stdout, stderr);
+    let mut out_buf = vec![0u8; 16 * 1024];
+    let mut err_buf = vec![0u8; 16 * 1024];
+    while out_open || err_open {
+        let (read, from_out) = tokio::select! {
+            n = read_some(stdout.as_mut(), &mut out_buf), if out_open => (n, true),
+            n = read_some(stderr.as_mut(), &mut err_buf), if err_open => (n, false),
+        };
+        let buf = if from_out { &out_buf } else { &err_buf };
+        match read {
+            0 if from_out => out_open = false,
+            0 => err_open = false,
+            n => tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&buf[..n]),
+        }
+    }
+    tail.lock().unwrap_or_else(|e| e.into_inner()).trim();
+}
+
+/// Read what `pipe` has into `buf`: the byte count, 0 at its end or on an error.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: Option<&mut R>, buf: &mut [u8]) -> usize {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await.unwrap_or(0),
+        None => 0,
+    }
 }
 
 /// The argv as one line: words joined by spaces, a word with a space or quote quoted.
@@ -233,8 +269,9 @@ pub fn clean(text: &str) -> String {
 
 /// The test counts a runner's summary reports: cargo test (`test result:` lines,
 /// summed), Jest (`Tests: ...`), Vitest (` Tests  1 failed | 3 passed (4)`), pytest
-/// (`=== 3 passed, 1 failed in 0.1s ===`), go test -v (`--- PASS:` lines), and any
-/// `N passed, N failed`.
+/// (`=== 3 passed, 1 failed in 0.1s ===`), Python unittest (`Ran 4 tests in 0.1s` and
+/// `OK` / `FAILED (failures=1, errors=1)`, summed), go test -v (`--- PASS:` lines), and
+/// any `N passed, N failed`.
 pub fn test_counts(text: &str) -> Option<TestCounts> {
     static CARGO: OnceLock<Regex> = OnceLock::new();
     static JEST: OnceLock<Regex> = OnceLock::new();
@@ -297,6 +334,9 @@ pub fn test_counts(text: &str) -> Option<TestCounts> {
     {
         return Some(counts);
     }
+    if let Some(counts) = unittest_counts(text) {
+        return Some(counts);
+    }
     let go = re(&GO, r"(?m)^\s*--- (PASS|FAIL|SKIP):");
     let mut go_counts = None;
     for c in go.captures_iter(text) {
@@ -314,6 +354,51 @@ pub fn test_counts(text: &str) -> Option<TestCounts> {
         .rev()
         .find(|l| l.contains(" passed") && (l.contains(" failed") || l.contains(',')))
         .and_then(counted)
+}
+
+/// Python unittest's summaries (`python -m unittest`, Django's `manage.py test`): each
+/// `Ran N tests in T` with the `OK` or `FAILED (...)` line after it, summed. Failures,
+/// errors and unexpected successes fail; skips are skipped; expected failures pass.
+fn unittest_counts(text: &str) -> Option<TestCounts> {
+    static RAN: OnceLock<Regex> = OnceLock::new();
+    static KINDS: OnceLock<Regex> = OnceLock::new();
+    let ran = RAN.get_or_init(|| {
+        Regex::new(r"(?m)^Ran (\d+) tests? in [\d.]+s\s*$").expect("a valid pattern")
+    });
+    let kinds = KINDS.get_or_init(|| {
+        Regex::new(r"(failures|errors|skipped|expected failures|unexpected successes)=(\d+)")
+            .expect("a valid pattern")
+    });
+    let mut sum: Option<TestCounts> = None;
+    for c in ran.captures_iter(text) {
+        let after = &text[c.get(0).map_or(0, |m| m.end())..];
+        // The verdict is the next non-empty line: `OK`, `OK (skipped=1)`, `FAILED (...)`.
+        let Some(verdict) = after.lines().map(str::trim).find(|l| !l.is_empty()) else {
+            continue;
+        };
+        let details = match verdict
+            .strip_prefix("OK")
+            .or(verdict.strip_prefix("FAILED"))
+        {
+            Some(rest) if rest.is_empty() || rest.starts_with(" (") => rest,
+            _ => continue,
+        };
+        let total: u64 = c[1].parse().unwrap_or(0);
+        let (mut failed, mut skipped) = (0u64, 0u64);
+        for k in kinds.captures_iter(details) {
+            let n: u64 = k[2].parse().unwrap_or(0);
+            match &k[1] {
+                "skipped" => skipped += n,
+                "expected failures" => {}
+                _ => failed += n,
+            }
+        }
+        let counts = sum.get_or_insert_with(TestCounts::default);
+        counts.failed += failed;
+        counts.skipped += skipped;
+        counts.passed += total.saturating_sub(failed + skipped);
+    }
+    sum
 }
 
 #[cfg(test)]
@@ -344,6 +429,16 @@ mod tests {
         let go = "=== RUN   TestA\n--- PASS: TestA (0.00s)\n--- FAIL: TestB (0.00s)\nFAIL\n";
         assert_eq!(test_counts(go), counts(1, 1, 0));
         assert_eq!(test_counts("12 passed, 0 failed\n"), counts(12, 0, 0));
+        // Issue #52: Python unittest.
+        let unittest = "..F.E.s\n======\nFAIL: test_b (t.T)\n------\n\
+                        Ran 7 tests in 0.004s\n\nFAILED (failures=1, errors=1, skipped=1)\n";
+        assert_eq!(test_counts(unittest), counts(4, 2, 1));
+        let ok = "....\n----------------------------------------------------------------------\n\
+                  Ran 4 tests in 0.001s\n\nOK\n";
+        assert_eq!(test_counts(ok), counts(4, 0, 0));
+        let one = "Ran 1 test in 0.000s\n\nOK (skipped=1, expected failures=0)\n";
+        assert_eq!(test_counts(one), counts(0, 0, 1));
+        assert_eq!(test_counts("Ran 3 tests in 0.1s\nnothing after"), None);
         assert_eq!(test_counts("compiling...\nall good\n"), None);
     }
 
@@ -440,6 +535,31 @@ mod tests {
             runs[0].output.len()
         );
         assert!(runs[0].output.ends_with("the end\n"));
+    }
+
+    /// Issue #52: stdout and stderr are one tail in the order written (as `2>&1` shows
+    /// them), so a test runner's summary at the end of a long stdout is not pushed out
+    /// by a long stderr written before it.
+    #[tokio::test]
+    async fn the_kept_output_is_one_tail_of_both_streams_in_the_order_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = BTreeMap::new();
+        // 1 MB of warnings on stderr, then 10 MB on stdout ending in the summary.
+        let script = "yes 'warning: unused' | head -c 1000000 >&2; \
+                      head -c 10000000 /dev/zero | tr '\\0' x; echo; \
+                      echo 'test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured'; \
+                      exit 101";
+        let runs = run_checks(&[sh(script)], env(dir.path(), &vars, 60)).await;
+        let run = &runs[0];
+        assert_eq!(run.exit_code, Some(101));
+        assert!(
+            run.output
+                .ends_with("\ntest result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured\n"),
+            "the output ends with stdout's summary: {:?}",
+            &run.output[run.output.len().saturating_sub(200)..]
+        );
+        assert!(run.output.len() <= KEEP_BYTES, "{}", run.output.len());
+        assert_eq!(run.tests, counts(3, 2, 0));
     }
 
     #[tokio::test]

@@ -607,11 +607,7 @@ fn usage_line(u: &UsageTotal) -> String {
         }
         tokens = format!("at least {tokens}");
     }
-    let cost = match (u.runs_without_cost + u.runs_without_usage, u.cost_usd) {
-        (0, usd) => format!("${usd:.4}"),
-        (n, 0.0) => format!("cost unknown ({n} run(s) reported none)"),
-        (n, usd) => format!("at least ${usd:.4} ({n} run(s) reported no cost)"),
-    };
+    let cost = usage_cost(u);
     let unknown = match u.runs_without_usage {
         0 => String::new(),
         n => format!(" ({n} run(s) reported no usage)"),
@@ -620,6 +616,16 @@ fn usage_line(u: &UsageTotal) -> String {
         "{} {}: {} run(s), {tokens}{unknown}, {cost}",
         u.ticket_id, u.role, u.runs
     )
+}
+
+/// A usage row's cost: `unknown` when no run's cost is known (never `$0`), a lower
+/// bound when some runs' is not.
+fn usage_cost(u: &UsageTotal) -> String {
+    match (u.known_cost(), u.runs_without_cost + u.runs_without_usage) {
+        (None, n) => format!("cost unknown ({n} run(s) reported none)"),
+        (Some(usd), 0) => format!("${usd:.4}"),
+        (Some(usd), n) => format!("at least ${usd:.4} ({n} run(s) reported no cost)"),
+    }
 }
 
 #[cfg(test)]

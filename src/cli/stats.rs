@@ -91,6 +91,7 @@ pub fn render(stats: &Stats, last_role: &str) -> String {
     let cost = per(
         "ticket",
         "none finished",
+        stats.finished_tickets,
         stats.cost_per_finished_ticket,
         stats.finished_tickets_runs_cost_unknown,
     );
@@ -101,6 +102,7 @@ pub fn render(stats: &Stats, last_role: &str) -> String {
     let merged = per(
         "pull request",
         "none merged",
+        stats.merged_pull_requests,
         stats.cost_per_merged_pull_request,
         stats.merged_pull_requests_runs_cost_unknown,
     );
@@ -111,11 +113,13 @@ pub fn render(stats: &Stats, last_role: &str) -> String {
     out
 }
 
-/// A cost per `what`: `$0.6000 per ticket`, a lower bound when `unknown` runs are
-/// left out, `none` without any.
-fn per(what: &str, none: &str, usd: Option<f64>, unknown: u32) -> String {
+/// A cost per `what` over `n` of them: `$0.6000 per ticket`, a lower bound when
+/// `unknown` runs are left out, `cost unknown` when no run's cost is known, `none`
+/// without any.
+fn per(what: &str, none: &str, n: u32, usd: Option<f64>, unknown: u32) -> String {
     match (usd, unknown) {
-        (None, _) => none.to_string(),
+        _ if n == 0 => none.to_string(),
+        (None, _) => format!("cost per {what} unknown ({unknown} run(s) of unknown cost)"),
         (Some(usd), 0) => format!("${usd:.4} per {what}"),
         (Some(usd), n) => {
             format!("at least ${usd:.4} per {what} ({n} run(s) of unknown cost left out)")
@@ -128,11 +132,12 @@ fn line(f: &Figures) -> String {
         .success_rate
         .map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0));
     let secs = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.0}s"));
-    let cost = match (f.runs_cost_unknown, f.cost_usd) {
-        (0, usd) => format!("${usd:.4}"),
-        (n, 0.0) => format!("unknown ({n} run(s))"),
-        (n, usd) => format!("${usd:.4} + {n} run(s) unknown"),
+    let cost = match (f.cost_usd, f.runs_cost_unknown) {
+        (None, n) => format!("unknown ({n} run(s))"),
+        (Some(usd), 0) => format!("${usd:.4}"),
+        (Some(usd), n) => format!("${usd:.4} + {n} run(s) unknown"),
     };
+    let tokens = f.tokens.map_or("unknown".to_string(), |t| t.to_string());
     format!(
         "{:<20} {:>5} {:>8} {:>8} {:>8} {:>10} {:>7}  {cost}\n",
         f.group,
@@ -140,7 +145,7 @@ fn line(f: &Figures) -> String {
         rate,
         secs(f.p50_seconds),
         secs(f.p95_seconds),
-        f.tokens,
+        tokens,
         f.rework_rounds
     )
 }

@@ -33,6 +33,15 @@ pub struct Budgets {
 }
 
 impl Budgets {
+    /// Whether any token limit is set (their checks need a run's usage).
+    pub fn limits_tokens(&self) -> bool {
+        self.max_tokens_per_ticket.is_some()
+            || self
+                .per_stage
+                .values()
+                .any(|s| s.max_tokens_per_run.is_some())
+    }
+
     /// Whether any dollar limit is set (their checks need a run's cost).
     pub fn limits_dollars(&self) -> bool {
         self.max_cost_usd_per_ticket.is_some()
@@ -352,6 +361,51 @@ pub(crate) fn warn_unpriced(
                 format!(
                     "{} {why}: its runs' cost is unknown, and this dollar limit cannot be \
                      checked against them",
+                    run.who
+                ),
+            );
+        }
+    }
+}
+
+/// Warn, once per way a stage runs, when a token limit applies to runs of an agent that
+/// reports no usage at all (a `command` agent): the limit cannot be checked against
+/// them, as a dollar limit cannot against runs of unknown cost (issue #52).
+pub(crate) fn warn_untokened(
+    budgets: &Budgets,
+    stages: &[Stage],
+    agent: &super::model::AgentConfig,
+    roles_dir: &std::path::Path,
+    problems: &mut Problems,
+) {
+    use super::model::AgentPreset;
+    let path = FieldPath::root().key("budgets");
+    for stage in stages {
+        // The first token limit that applies to the stage's runs carries the warning.
+        let own = budgets
+            .per_stage
+            .get(&stage.role)
+            .and_then(|b| b.max_tokens_per_run)
+            .map(|_| {
+                path.key("per_stage")
+                    .key(&stage.role)
+                    .key("max_tokens_per_run")
+            });
+        let at = own.or_else(|| {
+            budgets
+                .max_tokens_per_ticket
+                .map(|_| path.key("max_tokens_per_ticket"))
+        });
+        let Some(at) = at else { continue };
+        for run in super::review::runs_of(stage, agent, roles_dir) {
+            if run.preset != AgentPreset::Command {
+                continue;
+            }
+            problems.warn_at_value(
+                &at,
+                format!(
+                    "{} runs a `command` agent, which reports no usage: its runs' tokens are \
+                     unknown, and this token limit cannot be checked against them",
                     run.who
                 ),
             );

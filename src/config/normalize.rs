@@ -273,6 +273,9 @@ pub(crate) fn normalize(
         if budgets.limits_dollars() {
             super::budgets::warn_unpriced(&budgets, &prices, &stages, agent, &roles_dir, problems);
         }
+        if budgets.limits_tokens() {
+            super::budgets::warn_untokened(&budgets, &stages, agent, &roles_dir, problems);
+        }
     }
 
     let q = std::mem::take(&mut raw.questions);

@@ -317,8 +317,8 @@ fn render_stages(out: &mut String, stages: &[Figures]) {
         ),
         (
             "sortie_stage_7d_cost_usd",
-            "Known cost of the stage's runs of the last 7 days, in US dollars (runs of unknown cost left out).",
-            |f| vec![(None, Some(f.cost_usd))],
+            "Known cost of the stage's runs of the last 7 days, in US dollars (runs of unknown cost left out); absent when no run's cost is known.",
+            |f| vec![(None, f.cost_usd)],
         ),
         (
             "sortie_stage_7d_runs_cost_unknown",
@@ -492,8 +492,8 @@ mod tests {
             success_rate: Some(0.75),
             p50_seconds: Some(20.0),
             p95_seconds: Some(60.0),
-            tokens: 100,
-            cost_usd: 0.5,
+            tokens: Some(100),
+            cost_usd: Some(0.5),
             runs_cost_unknown: 2,
             rework_rounds: 1,
         };

@@ -171,16 +171,24 @@ pub(super) fn cost(usd: f64, lower_bound: bool) -> String {
     format!("${usd:.2}{}", if lower_bound { "+" } else { "" })
 }
 
-/// The cost of a role's runs: `–` when no run reported one (an agent that reports
-/// no usage at all, as a `command` agent, or usage without a cost): unknown, not free,
-/// as the live runs table says; a lower bound (`$1.25+`) when some runs did not.
+/// What the dashboard shows for a figure no run reported (issue #52): never `$0.00`.
+pub(super) const UNKNOWN: &str = "unknown";
+
+/// The cost of a role's runs: `unknown` when no run's cost is known (an agent that
+/// reports no usage at all, as a `command` agent, or usage without a cost or a price);
+/// a lower bound (`$1.25+`) when some runs' is not.
 fn total_cost(u: &crate::ledger::UsageTotal) -> String {
     let unknown = u.runs_without_cost + u.runs_without_usage;
-    let nothing_reported = u.cost_usd == 0.0 && (unknown > 0 || u.total_tokens() == 0);
-    if u.runs > 0 && nothing_reported {
-        "–".to_string()
+    u.known_cost()
+        .map_or(UNKNOWN.to_string(), |usd| cost(usd, unknown > 0))
+}
+
+/// The tokens of a role's runs: `unknown` when no run reported usage.
+fn total_tokens(u: &crate::ledger::UsageTotal) -> String {
+    if u.tokens_known() {
+        tokens(u.total_tokens())
     } else {
-        cost(u.cost_usd, unknown > 0)
+        UNKNOWN.to_string()
     }
 }
 
@@ -385,7 +393,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
                     let row = rows.entry(u.role.clone()).or_default();
                     row.role = u.role.clone();
                     row.runs_week = u.runs;
-                    row.tokens_week = tokens(u.total_tokens());
+                    row.tokens_week = total_tokens(u);
                     row.cost_week = total_cost(u);
                     row.tokens_today = "0".to_string();
                     row.cost_today = cost(0.0, false);
@@ -394,7 +402,7 @@ pub(super) async fn dashboard(shared: &Shared) -> DashboardView {
                     let row = rows.entry(u.role.clone()).or_default();
                     row.role = u.role.clone();
                     row.runs_today = u.runs;
-                    row.tokens_today = tokens(u.total_tokens());
+                    row.tokens_today = total_tokens(u);
                     row.cost_today = total_cost(u);
                 }
                 totals = rows.into_values().collect();

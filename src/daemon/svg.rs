@@ -204,16 +204,18 @@ pub fn day_title(day: &Figures) -> String {
         day.runs,
         day.succeeded,
         day.finished - day.succeeded,
-        day.tokens,
+        day.tokens.map_or("unknown".to_string(), |t| t.to_string()),
         known_cost(day)
     )
 }
 
-/// A cost with its unknown part apart: `$0.60`, `$0.60 + 2 run(s) of unknown cost`.
+/// A cost with its unknown part apart: `$0.60`, `$0.60 + 2 run(s) of unknown cost`,
+/// `cost unknown (2 run(s))` when no run's cost is known.
 pub fn known_cost(f: &Figures) -> String {
-    match f.runs_cost_unknown {
-        0 => format!("${:.2}", f.cost_usd),
-        n => format!("${:.2} + {n} run(s) of unknown cost", f.cost_usd),
+    match (f.cost_usd, f.runs_cost_unknown) {
+        (None, n) => format!("cost unknown ({n} run(s))"),
+        (Some(usd), 0) => format!("${usd:.2}"),
+        (Some(usd), n) => format!("${usd:.2} + {n} run(s) of unknown cost"),
     }
 }
 

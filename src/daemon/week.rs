@@ -6,7 +6,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::board::human_duration;
-use super::pages::{cost, tokens};
+use super::pages::{cost, tokens, UNKNOWN};
 use crate::config::{Config, DayZone};
 use crate::ledger::{Ledger, LedgerError};
 use crate::stats::{compute, per_window, Figures, GroupBy, Stats};
@@ -92,8 +92,11 @@ impl StageRow {
                 .map_or("–".to_string(), |r| format!("{:.0}%", r * 100.0)),
             p50: secs(f.p50_seconds),
             p95: secs(f.p95_seconds),
-            tokens: tokens(f.tokens),
-            cost: cost(f.cost_usd, false),
+            tokens: f.tokens.map_or(UNKNOWN.to_string(), tokens),
+            // The unknown runs have a column of their own: no lower-bound mark here.
+            cost: f
+                .cost_usd
+                .map_or(UNKNOWN.to_string(), |usd| cost(usd, false)),
             cost_unknown: f.runs_cost_unknown,
             rework: f.rework_rounds,
         }
@@ -145,7 +148,8 @@ impl WeekPanel {
 /// left out; `0 ticket(s) reached ...` without any.
 fn per(what: &str, unit: &str, n: u32, usd: Option<f64>, unknown: u32) -> String {
     match (usd, unknown) {
-        (None, _) => format!("{n} {what}"),
+        _ if n == 0 => format!("{n} {what}"),
+        (None, u) => format!("{n} {what}: cost per {unit} unknown ({u} run(s) of unknown cost)"),
         (Some(usd), 0) => format!("{n} {what}: {} per {unit}", cost(usd, false)),
         (Some(usd), u) => format!(
             "{n} {what}: {} per {unit} (at least: {u} run(s) of unknown cost left out)",

@@ -484,8 +484,11 @@ impl RunUsage {
     }
 }
 
-/// Totals of runs and usage for one ticket (and role, when grouped by role).
+/// Totals of runs and usage for one ticket (and role, when grouped by role). In JSON
+/// (`pipeline status --json`, `/api/v1/state`) the token counts are `null` when no run
+/// reported usage and `cost_usd` is `null` when no run's cost is known: unknown, never 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(into = "UsageTotalJson")]
 pub struct UsageTotal {
     /// Ticket id.
     pub ticket_id: String,
@@ -503,7 +506,8 @@ pub struct UsageTotal {
     pub cache_write_tokens: u64,
     /// Reasoning tokens (part of `tokens_out`).
     pub reasoning_tokens: u64,
-    /// Cost in US dollars (runs without a reported cost count as 0).
+    /// Cost in US dollars of the runs whose cost is known (the others count as 0 here;
+    /// [`UsageTotal::known_cost`] says when none is known).
     pub cost_usd: f64,
     /// Runs that reported usage without a cost: `cost_usd` is then a lower bound.
     pub runs_without_cost: u32,
@@ -521,6 +525,57 @@ impl UsageTotal {
             .saturating_add(self.tokens_out)
             .saturating_add(self.cache_read_tokens)
             .saturating_add(self.cache_write_tokens)
+    }
+
+    /// Whether some run reported usage (or there is no run): the token counts are then
+    /// figures (lower bounds when `runs_without_usage` > 0), else unknown.
+    pub fn tokens_known(&self) -> bool {
+        self.runs == 0 || self.runs_without_usage < self.runs
+    }
+
+    /// The dollars of the runs whose cost is known (a lower bound when some are not);
+    /// `None` when no run's cost is known (issue #52: unknown, never $0).
+    pub fn known_cost(&self) -> Option<f64> {
+        let unknown = self
+            .runs_without_cost
+            .saturating_add(self.runs_without_usage);
+        (self.runs == 0 || unknown < self.runs).then_some(self.cost_usd)
+    }
+}
+
+/// [`UsageTotal`] as JSON: unknown figures are `null`.
+#[derive(Serialize)]
+struct UsageTotalJson {
+    ticket_id: String,
+    role: String,
+    runs: u32,
+    tokens_in: Option<u64>,
+    tokens_out: Option<u64>,
+    cache_read_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
+    cost_usd: Option<f64>,
+    runs_without_cost: u32,
+    runs_without_usage: u32,
+}
+
+impl From<UsageTotal> for UsageTotalJson {
+    fn from(u: UsageTotal) -> Self {
+        let known = u.tokens_known();
+        let tokens = |n: u64| known.then_some(n);
+        UsageTotalJson {
+            cost_usd: u.known_cost(),
+            tokens_in: tokens(u.tokens_in),
+            tokens_out: tokens(u.tokens_out),
+            cache_read_tokens: tokens(u.cache_read_tokens),
+            cache_write_tokens: tokens(u.cache_write_tokens),
+            reasoning_tokens: tokens(u.reasoning_tokens),
+            ticket_id: u.ticket_id,
+            role: u.role,
+            runs: u.runs,
+            runs_without_cost: u.runs_without_cost,
+            runs_without_usage: u.runs_without_usage,
+        }
     }
 }
 

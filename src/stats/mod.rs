@@ -90,10 +90,12 @@ pub struct Figures {
     pub p50_seconds: Option<f64>,
     /// 95th percentile of the same (nearest rank).
     pub p95_seconds: Option<f64>,
-    /// Tokens billed: input, cache reads and writes, output.
-    pub tokens: u64,
-    /// Dollars of the runs whose cost is known (reported or priced).
-    pub cost_usd: f64,
+    /// Tokens billed: input, cache reads and writes, output, of the runs that reported
+    /// usage; `None` (JSON `null`) when no ended run did (issue #52: unknown, never 0).
+    pub tokens: Option<u64>,
+    /// Dollars of the runs whose cost is known (reported or priced); `None` (JSON
+    /// `null`) when no run's cost is known and some run's is not (issue #52).
+    pub cost_usd: Option<f64>,
     /// Ended runs whose cost is unknown (no usage, or tokens without a cost or a price):
     /// `cost_usd` leaves them out, never counts them as $0.
     pub runs_cost_unknown: u32,
@@ -212,14 +214,17 @@ pub fn compute(
             .collect(),
         total,
         finished_tickets: finished.len() as u32,
-        cost_per_finished_ticket: (!finished.is_empty())
-            .then(|| cost.cost_usd / finished.len() as f64),
+        cost_per_finished_ticket: per_item(cost.cost_usd, finished.len()),
         finished_tickets_runs_cost_unknown: cost.runs_cost_unknown,
         merged_pull_requests: merged.len() as u32,
-        cost_per_merged_pull_request: (!merged.is_empty())
-            .then(|| merged_cost.cost_usd / merged.len() as f64),
+        cost_per_merged_pull_request: per_item(merged_cost.cost_usd, merged.len()),
         merged_pull_requests_runs_cost_unknown: merged_cost.runs_cost_unknown,
     }
+}
+
+/// `cost` divided among `n` items; none without an item or a known cost.
+fn per_item(cost: Option<f64>, n: usize) -> Option<f64> {
+    cost.filter(|_| n > 0).map(|usd| usd / n as f64)
 }
 
 /// The distinct ticket ids of `ids`, sorted.
@@ -303,6 +308,9 @@ fn figures(
         ..Figures::default()
     };
     let mut durations = Vec::new();
+    // What the runs reported: usage (tokens), a known cost, and ended runs with no usage.
+    let (mut tokens, mut cost) = (0u64, 0.0f64);
+    let (mut with_usage, mut with_cost, mut without_usage) = (0u32, 0u32, 0u32);
     for run in runs {
         let ended = run.phase == RunPhase::Finished;
         match run.outcome.as_deref() {
@@ -318,20 +326,31 @@ fn figures(
         }
         match usage.get(run.run_id.as_str()) {
             Some(u) => {
-                f.tokens += u.total_tokens();
+                with_usage += 1;
+                tokens += u.total_tokens();
                 match u.cost_usd {
-                    Some(cost) => f.cost_usd += cost,
+                    Some(usd) => {
+                        with_cost += 1;
+                        cost += usd;
+                    }
                     None => f.runs_cost_unknown += 1,
                 }
             }
             // A run still going has not reported yet: neither known nor unknown.
             None if run.phase == RunPhase::Running => {}
-            None => f.runs_cost_unknown += 1,
+            None => {
+                without_usage += 1;
+                f.runs_cost_unknown += 1;
+            }
         }
         if rework.contains(run.run_id.as_str()) {
             f.rework_rounds += 1;
         }
     }
+    // Unknown only when nothing was reported at all: a partial figure is a lower bound
+    // (with the count of unknown runs beside it), and no run at all is a true 0.
+    f.tokens = (with_usage > 0 || without_usage == 0).then_some(tokens);
+    f.cost_usd = (with_cost > 0 || f.runs_cost_unknown == 0).then_some(cost);
     f.success_rate = (f.finished > 0).then(|| f64::from(f.succeeded) / f64::from(f.finished));
     durations.sort_by(f64::total_cmp);
     f.p50_seconds = nearest_rank(&durations, 50.0);

@@ -125,8 +125,8 @@ fn figures_by_role_match_the_hand_computation() {
         (architect.p50_seconds, architect.p95_seconds),
         (Some(20.0), Some(60.0))
     );
-    assert_eq!(architect.tokens, 1600);
-    assert!(close(architect.cost_usd, 0.15), "{architect:?}");
+    assert_eq!(architect.tokens, Some(1600));
+    assert!(close(architect.cost_usd.unwrap(), 0.15), "{architect:?}");
     assert_eq!(
         architect.runs_cost_unknown, 2,
         "r3 reported no cost, r5 no usage"
@@ -142,8 +142,8 @@ fn figures_by_role_match_the_hand_computation() {
         (backend.p50_seconds, backend.p95_seconds),
         (Some(90.0), Some(120.0))
     );
-    assert_eq!(backend.tokens, 5010);
-    assert!(close(backend.cost_usd, 0.51), "{backend:?}");
+    assert_eq!(backend.tokens, Some(5010));
+    assert!(close(backend.cost_usd.unwrap(), 0.51), "{backend:?}");
     assert_eq!(
         backend.runs_cost_unknown, 0,
         "a running run is not unknown yet"
@@ -159,9 +159,9 @@ fn figures_by_role_match_the_hand_computation() {
     );
     assert_eq!(
         (total.tokens, total.runs_cost_unknown, total.rework_rounds),
-        (6610, 2, 2)
+        (Some(6610), 2, 2)
     );
-    assert!(close(total.cost_usd, 0.66));
+    assert!(close(total.cost_usd.unwrap(), 0.66));
 
     // Ticket 1 reached backend's success: its runs cost 0.10 + 0.20 + 0.30 + 0.01, and
     // r3's cost is unknown.
@@ -194,6 +194,43 @@ fn figures_by_agent_and_by_model_come_from_the_usage_rows() {
     let by_agent = compute(&runs, &usage, &[], GroupBy::Agent, "backend", t0());
     let names = groups(&by_agent);
     assert_eq!(names, [("claude-code", 5), ("codex", 1), ("unknown", 2)]);
+}
+
+/// Issue #52: a group none of whose runs reported a cost has an unknown cost (`null`),
+/// never $0; one none of whose runs reported usage has unknown tokens too. A group with
+/// some known runs keeps its lower bound and the count of the others.
+#[test]
+fn a_group_with_no_known_cost_or_usage_is_unknown_not_zero() {
+    let (runs, usage) = history();
+    let by_agent = compute(&runs, &usage, &[], GroupBy::Agent, "backend", t0());
+    let group = |name: &str| {
+        by_agent
+            .groups
+            .iter()
+            .find(|g| g.group == name)
+            .unwrap_or_else(|| panic!("{by_agent:?}"))
+            .clone()
+    };
+    // r5 ended and reported nothing (r7, still running, has not reported yet).
+    let nothing = group("unknown");
+    assert_eq!(
+        (nothing.tokens, nothing.cost_usd, nothing.runs_cost_unknown),
+        (None, None, 1)
+    );
+    // r3 reported tokens and no cost.
+    let codex = group("codex");
+    assert_eq!((codex.tokens, codex.cost_usd), (Some(500), None));
+    let json = serde_json::to_value(&nothing).unwrap();
+    assert_eq!(
+        (&json["tokens"], &json["cost_usd"]),
+        (&serde_json::Value::Null, &serde_json::Value::Null)
+    );
+    // Known and unknown together: the known part, with the unknown runs counted.
+    let all = &by_agent.total;
+    assert!(
+        close(all.cost_usd.unwrap(), 0.66) && all.runs_cost_unknown == 2,
+        "{all:?}"
+    );
 }
 
 #[test]
@@ -245,7 +282,7 @@ fn figures_per_window_count_each_run_in_the_window_it_started_in() {
             ("d", 0, 0, 0)
         ]
     );
-    assert!(close(days[0].cost_usd, 0.30), "{:?}", days[0]);
+    assert!(close(days[0].cost_usd.unwrap(), 0.30), "{:?}", days[0]);
     assert_eq!(days[0].runs_cost_unknown, 1, "r3");
     assert_eq!(days[0].rework_rounds, 1, "r3");
     assert_eq!(

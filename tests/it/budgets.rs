@@ -81,6 +81,10 @@ fn runs_that_reported_no_usage_show_it_unknown_not_zero() {
     assert!(!usage.is_empty(), "{status:#}");
     for row in usage {
         assert_eq!(row["runs_without_usage"], row["runs"], "{row}");
+        // Issue #52: unknown in JSON too, never 0.
+        for figure in ["tokens_in", "tokens_out", "cost_usd"] {
+            assert_eq!(row[figure], serde_json::Value::Null, "{figure}: {row}");
+        }
     }
     let text = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
     assert!(
@@ -94,20 +98,18 @@ fn runs_that_reported_no_usage_show_it_unknown_not_zero() {
 
 #[test]
 fn a_ticket_over_its_cost_budget_gets_one_failure_block_and_no_more_runs() {
-    let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.02}");
+    let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.03}");
     let id = sb.add("t", "ready-for-design", &[]);
-    // architect costs $0.0145 (under), backend runs at $0.0145 spent and costs $0.0145 more;
-    // a third run would start at $0.029: over.
+    // architect costs $0.0145, backend runs at $0.0145 spent and costs $0.0145 more:
+    // $0.029, under; a third run would start at $0.029.
     sb.drain(5);
     assert_eq!(
         sb.ticket(&id).status,
         "done",
-        "both runs started under budget"
+        "both runs ended under budget"
     );
 
-    let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.01}");
-    let id = sb.add("t", "ready-for-design", &[]);
-    sb.tick(); // architect: starts at $0, costs $0.0145
+    let (sb, id) = ticket_over_its_budget_after_one_run();
     let report = sb.tick_json(&[]); // backend: starts at $0.0145 > $0.01
     assert_eq!(
         report["runs"][0]["reason_code"], "budget.exceeded",
@@ -140,6 +142,24 @@ fn a_ticket_over_its_cost_budget_gets_one_failure_block_and_no_more_runs() {
     assert_eq!(sb.ticket(&id).status, "design-approved");
 }
 
+/// A board whose one ticket (its id returned) had its architect run ($0.0145, under
+/// `max_cost_usd_per_ticket: 0.02`), after which the limit was lowered to $0.01: the
+/// ticket is over it before its backend run.
+fn ticket_over_its_budget_after_one_run() -> (Sandbox, String) {
+    let sb = sandbox(&fake_claude(), "{max_cost_usd_per_ticket: 0.02}");
+    let id = sb.add("t", "ready-for-design", &[]);
+    sb.tick(); // architect: starts at $0, costs $0.0145
+    assert_eq!(sb.ticket(&id).status, "design-approved");
+    let path = sb.path().join("pipeline.yaml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    let lowered = config.replace(
+        "max_cost_usd_per_ticket: 0.02",
+        "max_cost_usd_per_ticket: 0.01",
+    );
+    std::fs::write(&path, lowered).unwrap();
+    (sb, id)
+}
+
 #[test]
 fn max_runs_per_ticket_counts_every_attempt() {
     let sb = sandbox(
@@ -170,4 +190,70 @@ fn max_runs_per_ticket_counts_every_attempt() {
         "two runs, then the budget block, then nothing"
     );
     assert_eq!(sb.ticket(&id).status, "ready-for-design");
+}
+
+/// Issue #52: an agent that reports all its usage at once, at the end of its stream
+/// (here the whole recorded stream in one write: 2,540 tokens), is over
+/// `max_tokens_per_run: 100`: its success is not handed on, the ticket gets a
+/// `budget.exceeded` block naming the limit and the figures.
+#[test]
+fn a_fast_stream_over_its_run_limit_is_never_handed_on() {
+    let sb = sandbox(
+        &fake_claude(),
+        "{per_stage: {architect: {max_tokens_per_run: 100}}}",
+    );
+    let id = sb.add("t", "ready-for-design", &[]);
+    let report = sb.tick_json(&[]);
+    let run = &report["runs"][0];
+    assert_eq!(run["ticket"], id.as_str(), "{report:#}");
+    assert_eq!(run["reason_code"], "budget.exceeded", "{report:#}");
+    let blocks = sb.blocks(&id);
+    let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(
+        (f.category.as_str(), f.next_action.as_str()),
+        ("policy", "escalate")
+    );
+    assert!(
+        f.detail.starts_with(
+            "stopped at 2540 tokens in this run; \
+             budgets.per_stage.architect.max_tokens_per_run is 100 tokens"
+        ),
+        "{}",
+        f.detail
+    );
+    assert_eq!(sb.ticket(&id).status, "ready-for-design", "not handed on");
+}
+
+/// Issue #52: a run a budget refuses before its agent starts gets its
+/// `budget.exceeded` block, but it is not a run: `pipeline status` and `sortie stats`
+/// count only the run that did start.
+#[test]
+fn a_run_refused_by_a_budget_before_its_agent_is_not_counted_as_a_run() {
+    let (sb, id) = ticket_over_its_budget_after_one_run();
+    let report = sb.tick_json(&[]); // backend: refused at $0.0145 > $0.01
+    assert_eq!(
+        report["runs"][0]["reason_code"], "budget.exceeded",
+        "{report:#}"
+    );
+    let status = sb.status_json();
+    let usage = status["usage"].as_array().expect("usage in status");
+    let rows: Vec<(&str, u64)> = usage
+        .iter()
+        .map(|u| (u["role"].as_str().unwrap(), u["runs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(rows, [("architect", 1)], "{status:#}");
+    let text = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
+    assert!(text.contains("usage per ticket and role (1):"), "{text}");
+    assert!(!text.contains(&format!("{id} backend: 1 run(s)")), "{text}");
+    assert_eq!(
+        sb.blocks(&id).len(),
+        2,
+        "the refusal's block is on the ticket"
+    );
+    let out = sb.ok(&["stats", "--config", "pipeline.yaml", "--json"]);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stats["total"]["runs"], 1, "{stats:#}");
+    assert_eq!(stats["total"]["runs_cost_unknown"], 0, "{stats:#}");
 }

@@ -180,12 +180,27 @@ fn codex_usage_is_priced_from_the_table_and_an_unknown_model_stays_unknown() {
         .find(|u| u["ticket_id"] == id.as_str())
         .unwrap();
     assert_eq!(row["runs_without_cost"], 1, "{row}");
-    assert_eq!(row["cost_usd"], 0.0, "{row}");
+    // Issue #52: unknown is `null`, never 0; the tokens the run reported stay.
+    assert_eq!(row["cost_usd"], serde_json::Value::Null, "{row}");
+    assert_eq!(row["tokens_in"], 600, "{row}");
     let text = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
     assert!(
         text.contains("cost unknown (1 run(s) reported none)"),
         "{text}"
     );
+    let out = sb.ok(&["stats", "--config", "pipeline.yaml", "--json"]);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let total = &stats["total"];
+    assert_eq!(total["cost_usd"], serde_json::Value::Null, "{stats:#}");
+    assert_eq!(total["tokens"], 3120, "{stats:#}");
+    assert_eq!(total["runs_cost_unknown"], 1, "{stats:#}");
+    let text = sb.ok(&["stats", "--config", "pipeline.yaml"]);
+    let all = text
+        .lines()
+        .find(|l| l.starts_with("all "))
+        .unwrap_or(&text);
+    assert!(all.ends_with("unknown (1 run(s))"), "{text}");
+    assert!(!text.contains("$0.0000"), "{text}");
 }
 
 /// Issue #37: a dollar limit over runs whose cost cannot be known is said once, in
@@ -221,6 +236,47 @@ fn a_dollar_limit_over_unpriced_runs_is_reported_once() {
         "once in the log: {log}"
     );
     assert!(log.contains("budgets.max_cost_usd_per_ticket"), "{log}");
+}
+
+/// Issue #52: a token limit over runs of an agent that reports no usage (a `command`
+/// agent) cannot be checked: `pipeline validate` says so once per limit and stage, as
+/// it does for a dollar limit over runs of unknown cost.
+#[test]
+fn a_token_limit_over_an_agent_without_usage_is_warned_in_validate() {
+    let sb = sandbox(
+        r#"agent: {command: ["true"]}"#,
+        "budgets: {max_tokens_per_ticket: 1000}",
+    );
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("cannot be checked").count(), 1, "{text}");
+    assert!(
+        text.contains(
+            "`architect` runs a `command` agent, which reports no usage: its runs' tokens \
+             are unknown, and this token limit cannot be checked against them"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("budgets.max_tokens_per_ticket"), "{text}");
+
+    // The stage's own limit carries it when there is one.
+    let sb = sandbox(
+        r#"agent: {command: ["true"]}"#,
+        "budgets: {per_stage: {architect: {max_tokens_per_run: 10}}}",
+    );
+    let out = sb.sortie(&["pipeline", "validate", "--config", "pipeline.yaml"]);
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("budgets.per_stage.architect.max_tokens_per_run"),
+        "{text}"
+    );
+    assert_eq!(text.matches("cannot be checked").count(), 1, "{text}");
 }
 
 /// `pipeline tick --json` with the clock moved `offset` seconds.
@@ -264,7 +320,24 @@ fn the_day_limit_holds_dispatch_until_midnight() {
 
     let report = tick_at(&sb, morning, &[]);
     assert_eq!(report["runs"][0]["ticket"], first.as_str(), "{report:#}");
-    // The run cost $0.01453 (tests/fixtures/agents/claude-success.jsonl): over $0.01.
+    // The run cost $0.01453 (tests/fixtures/agents/claude-success.jsonl), reported at
+    // its end: over $0.01, so its result is not handed on (issue #52).
+    assert_eq!(
+        report["runs"][0]["reason_code"], "budget.exceeded",
+        "{report:#}"
+    );
+    let blocks = sb.blocks(&first);
+    let Some(OutcomeBlock::Failure(f)) = blocks.last() else {
+        panic!("{blocks:?}")
+    };
+    // Stopped as it exited, or found over its limit once it had: not handed on either way.
+    assert!(
+        f.detail.starts_with(
+            "stopped at $0.0145 in this run; budgets.max_cost_usd_per_day is $0.0100;"
+        ),
+        "{}",
+        f.detail
+    );
     for extra in [&["--dry-run"][..], &[]] {
         let report = tick_at(&sb, morning, extra);
         assert_eq!(
@@ -284,10 +357,9 @@ fn the_day_limit_holds_dispatch_until_midnight() {
         assert_eq!(skip["until"], until.as_str(), "{skip}");
     }
 
-    // The next day: lifted.
+    // The next day: lifted (the run crosses the day's limit in its turn).
     let report = tick_at(&sb, morning + 86_400, &[]);
     assert_eq!(report["runs"][0]["ticket"], second.as_str(), "{report:#}");
-    assert_eq!(sb.ticket(&second).status, "done");
 }
 
 /// Issue #37: a `command` agent reports no usage, so its run has no usage row; the

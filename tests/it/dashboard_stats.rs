@@ -318,7 +318,7 @@ async fn the_7_day_chart_has_one_bar_per_day_with_its_figures() {
     assert_eq!(
         days[6].1,
         "2026-12-08: 2 runs (0 success, 1 failure, 1 other); success rate 0%, \
-         p50 10s, p95 10s; 100 tokens; $0.00 + 2 run(s) of unknown cost"
+         p50 10s, p95 10s; 100 tokens; cost unknown (2 run(s))"
     );
     // The bars: 6 December has one success and one failure, 8 December one failure
     // and one other; nothing is drawn for an empty day.
@@ -399,5 +399,49 @@ async fn the_stats_api_and_the_metrics_give_the_same_figures() {
             "{line} not in\n{metrics}"
         );
     }
+    d.stop().await;
+}
+
+/// Issue #52: a row none of whose runs has a known cost says so: `null` in
+/// `/api/v1/state` (`usage_today`) and in `/api/v1/stats`, `unknown` on the dashboard,
+/// never `$0.00`; a row with some known runs keeps its lower bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_no_run_reported_is_null_in_the_api_and_unknown_on_the_dashboard() {
+    let (_dir, d) = seeded().await;
+    let page = d
+        .page_with("/?part=body", "<td>architect</td>", Duration::from_secs(20))
+        .await;
+    let page = decoded(page);
+    let rows = table_rows(&page, "totals");
+    // Today (since 00:00 UTC on the 8th): a3 (tokens, no cost) and a4 (cancelled, no
+    // usage). The 7 days: a1 ($0.10) too, a lower bound.
+    assert!(
+        rows.iter()
+            .any(|r| r == "architect|2|100|unknown|4|1100|$0.10+"),
+        "{rows:?}"
+    );
+
+    let (status, body) = d.get("/api/v1/state").await;
+    assert_eq!(status, 200, "{body}");
+    let state: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let role = |window: &str| {
+        state[window]["roles"]
+            .as_array()
+            .and_then(|r| r.iter().find(|u| u["role"] == "architect"))
+            .cloned()
+            .unwrap_or_else(|| panic!("{state:#}"))
+    };
+    let today = role("usage_today");
+    assert_eq!(today["cost_usd"], serde_json::Value::Null, "{today}");
+    assert_eq!(today["tokens_in"], 100, "{today}");
+    let week = role("usage_7_days");
+    assert_eq!(week["cost_usd"], 0.1, "{week}");
+
+    let (_, body) = d.get("/api/v1/stats").await;
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let day = &stats["days"][6];
+    assert_eq!(day["group"], "2026-12-08");
+    assert_eq!(day["cost_usd"], serde_json::Value::Null, "{day}");
+    assert_eq!(day["tokens"], 100, "{day}");
     d.stop().await;
 }

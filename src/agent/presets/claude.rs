@@ -302,11 +302,6 @@ impl ClaudeStream {
         self.session_id.as_deref()
     }
 
-    /// Whether the final `result` event was read.
-    pub(super) fn ended(&self) -> bool {
-        self.result.is_some()
-    }
-
     /// The outcome the `result` event gives, if there was one.
     pub(super) fn outcome(&self) -> Option<AgentOutcome> {
         let result = self.result.as_ref()?;

@@ -256,11 +256,6 @@ impl CodexStream {
         self.thread_id.as_deref()
     }
 
-    /// Whether a turn ended (`turn.completed` or `turn.failed`).
-    pub(super) fn ended(&self) -> bool {
-        self.turn_end.is_some()
-    }
-
     /// The outcome the last turn's end gives, if a turn ended.
     pub(super) fn outcome(&self) -> Option<AgentOutcome> {
         match self.turn_end.as_ref()? {

@@ -198,17 +198,9 @@ impl EventStream {
     }
 
     /// Hand the usage so far to the run's budget watch, which stops the run at a limit.
-    /// A run whose agent reported its end is not stopped: its spending is over, and it
-    /// counts toward the next run's checks.
+    /// The final event's figures are checked too: a run whose last report is over a
+    /// limit (usage reported all at once, at the end) is not handed on (issue #52).
     fn watch_budget(&self) {
-        let ended = match &self.parser {
-            Parser::Claude(p) => p.ended(),
-            Parser::Codex(p) => p.ended(),
-            Parser::Acp(p) => p.finished(),
-        };
-        if ended {
-            return;
-        }
         if let (Some(watch), Some(usage)) = (&self.budget, self.usage()) {
             watch.observe(&usage);
         }
@@ -220,6 +212,7 @@ impl EventStream {
         self.lines
             .finish(&mut |piece| take_piece(parser, counts, piece));
         self.publish();
+        self.watch_budget();
     }
 
     /// Messages to write to the agent's stdin (the `acp` preset's requests and answers),

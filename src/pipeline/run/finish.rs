@@ -38,6 +38,9 @@ pub(super) struct Finish<'a> {
     /// The answered (or timed-out) question this run goes on from, if any: its outcome
     /// says so on the ticket.
     pub continuation: Option<&'a Continuation>,
+    /// Whether the run gets a run-history row: false for a run a budget refused before
+    /// its agent started, which is not a run (issue #52).
+    pub in_history: bool,
 }
 
 impl Finish<'_> {
@@ -207,18 +210,20 @@ impl Finish<'_> {
             });
         }
         ctx.faults.hit("after_outbox");
-        record_run(
-            &*ctx.ledger,
-            claim,
-            self.route.as_deref(),
-            None,
-            RunPhase::Finished,
-            Some(&entry.outcome),
-            line.reason_code.as_deref(),
-            line.log_path.as_deref().map(std::path::Path::new),
-            started_at,
-            Some(ctx.clock.now()),
-        );
+        if self.in_history {
+            record_run(
+                &*ctx.ledger,
+                claim,
+                self.route.as_deref(),
+                None,
+                RunPhase::Finished,
+                Some(&entry.outcome),
+                line.reason_code.as_deref(),
+                line.log_path.as_deref().map(std::path::Path::new),
+                started_at,
+                Some(ctx.clock.now()),
+            );
+        }
         let idempotency_key = entry.idempotency_key.clone();
         let applied = writeback::apply(ctx, entry).await;
         if let Err(err) = ctx

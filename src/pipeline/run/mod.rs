@@ -99,6 +99,7 @@ async fn run_stage(
         // The run's start, for its duration in run history: from here, whatever ends it.
         begun_at: ctx.clock.now(),
         continuation: continuation.as_ref(),
+        in_history: true,
     };
 
     // A question past its deadline with no default to take ends the attempt here.
@@ -136,6 +137,15 @@ async fn run_stage(
         Prepared::Ready(ready) => *ready,
         Prepared::Failed(outcome) => {
             return run.finish(outcome, None, None, run.begun_at, line).await
+        }
+        Prepared::Refused(outcome) => {
+            let refused = Finish {
+                in_history: false,
+                ..run
+            };
+            return refused
+                .finish(outcome, None, None, refused.begun_at, line)
+                .await;
         }
         Prepared::NotStarted(note) => {
             line.note = Some(note);

@@ -22,6 +22,10 @@ pub(super) enum Prepared<'s> {
     Ready(Box<Ready<'s>>),
     /// The run ends before its agent with this outcome (written back like any other).
     Failed(AgentOutcome),
+    /// A budget refuses the run before its agent starts: this outcome is written back
+    /// like any other, but it is not a run (no run-history row, so `pipeline status`
+    /// and `sortie stats` do not count it; issue #52).
+    Refused(AgentOutcome),
     /// The run does not start, nothing is written, the claim goes back: why.
     NotStarted(String),
 }
@@ -62,7 +66,7 @@ pub(super) async fn prepare<'s>(
                 NextAction::Escalate,
                 over,
             );
-            return Prepared::Failed(outcome);
+            return Prepared::Refused(outcome);
         }
         super::budget::BudgetCheck::DayOver(over) => return Prepared::NotStarted(over),
     };
