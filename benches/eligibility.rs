@@ -105,6 +105,7 @@ fn bench(c: &mut Criterion) {
                 histories: &histories,
                 unreadable: &unreadable,
                 identity: "sortie",
+                host: "host-1",
                 blockers: false,
                 blockers_read: &Default::default(),
                 now,
@@ -131,7 +132,7 @@ fn plan_with_reads(config: &Config, tickets: &[Ticket], snapshot: &LedgerSnapsho
     let now = Utc::now();
     let mut histories: HashMap<String, TicketHistory> = HashMap::new();
     let (unreadable, blockers_read) = (HashMap::new(), HashMap::new());
-    let mut planner = Planner::new(config, tickets, snapshot, "sortie", now);
+    let mut planner = Planner::new(config, tickets, snapshot, "sortie", "host-1", now);
     let mut rounds = 0;
     loop {
         let facts = Facts {

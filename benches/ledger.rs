@@ -33,6 +33,7 @@ fn request(worker: usize) -> ClaimRequest {
             global: 1_000,
             role: 1_000,
             status: None,
+            host: None,
         },
         attempt_floor: 0,
     }

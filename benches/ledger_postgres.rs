@@ -57,6 +57,7 @@ fn request(worker: usize, n: u64, capped: bool) -> ClaimRequest {
             global: if capped { 1_000 } else { 100_000 },
             role: if capped { CAP } else { 100_000 },
             status: None,
+            host: None,
         },
         attempt_floor: 0,
     }

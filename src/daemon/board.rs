@@ -6,8 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::ledger::CeilingScope;
-use crate::pipeline::eligibility::SkipReason;
+use crate::pipeline::eligibility::{scope_word, SkipReason};
 use crate::pipeline::report::TickReport;
 use crate::pipeline::{LiveRun, Pipeline, TickOptions};
 use crate::tracker::{same_name, Ticket};
@@ -449,13 +448,13 @@ pub fn short_reason(reason: &SkipReason, now: DateTime<Utc>) -> String {
         SkipReason::BlockersUnknown { .. } => "blockers unreadable".to_string(),
         SkipReason::Filtered { detail } => format!("filtered out: {detail}"),
         SkipReason::CapReached { scope, limit } => {
-            let scope = match scope {
-                CeilingScope::Global => "global",
-                CeilingScope::Role => "role",
-                CeilingScope::Status => "status",
-            };
-            format!("cap: {scope} {limit}")
+            format!("cap: {} {limit}", scope_word(*scope))
         }
+        SkipReason::HostShareReached {
+            scope,
+            share,
+            limit,
+        } => format!("host share: {} {share} of {limit}", scope_word(*scope)),
         SkipReason::EndedSinceListing { .. } => "ran elsewhere".to_string(),
         SkipReason::WaitingForAnswer {
             question_id,

@@ -14,9 +14,15 @@ impl ClaimerId {
     /// A fresh id for this process, unique per call: which host and process hold a
     /// claim. The pipeline builds its claimer id with this.
     pub fn fresh() -> Self {
+        Self::for_host(&super::host_id())
+    }
+
+    /// A fresh id for this process claiming as `host` (a `:` in it becomes `_`, as in
+    /// `SORTIE_HOST_ID`): several pipelines of one process then act as several hosts.
+    pub fn for_host(host: &str) -> Self {
         ClaimerId(format!(
             "{}:{}:{}",
-            super::host_id(),
+            host.replace(':', "_"),
             std::process::id(),
             uuid::Uuid::new_v4()
         ))

@@ -7,6 +7,7 @@
 
 mod claimer;
 mod codec;
+mod fleet;
 mod postgres;
 mod sqlite;
 
@@ -14,6 +15,7 @@ pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
 
 pub use claimer::ClaimerId;
+pub use fleet::{HostPresence, HostShare};
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -65,6 +67,9 @@ pub struct ClaimLimits {
     pub role: u32,
     /// Live claims whose stage (claim status) is this one, if capped.
     pub status: Option<u32>,
+    /// The claiming host's share of each cap while other hosts share them (`None`: the
+    /// host is alone, and the caps are all its own).
+    pub host: Option<HostShare>,
 }
 
 /// A request to claim `key` for `claimer_id`.
@@ -137,6 +142,9 @@ pub enum ClaimOutcome {
     },
     /// A ceiling is reached; nothing was written.
     Ceiling(CeilingScope),
+    /// The fleet's cap has room, but the claiming host holds its share of it
+    /// ([`ClaimLimits::host`]); nothing was written.
+    HostShare(CeilingScope),
 }
 
 /// What [`Ledger::renew`] decided.
@@ -407,6 +415,8 @@ pub struct LedgerSnapshot {
     pub holds: Vec<Hold>,
     /// Outbox entries not yet written back.
     pub outbox_pending: Vec<OutboxEntry>,
+    /// Hosts ticking this tracker ([`Ledger::announce`]), present or expired.
+    pub hosts: Vec<HostPresence>,
 }
 
 /// Where one event's delivery to one hook stands.
@@ -701,6 +711,22 @@ pub trait Ledger: Send + Sync {
     /// The highest attempt ever recorded for `key` (0 if none).
     fn last_attempt(&self, key: &ClaimKey) -> Result<u32, LedgerError>;
 
+    /// Record that `host` ticks `tracker` and runs each `(role, claim status)` of
+    /// `stages` until `expires_at` (replacing its earlier rows of those stages), and
+    /// forget every presence of `tracker` that expired by `now`.
+    fn announce(
+        &self,
+        tracker: &str,
+        host: &str,
+        stages: &[(String, String)],
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), LedgerError>;
+
+    /// The presence rows of `tracker` ([`Ledger::announce`]), ordered by host, role and
+    /// status.
+    fn hosts(&self, tracker: &str) -> Result<Vec<HostPresence>, LedgerError>;
+
     /// Queue (or replace) the retry for `entry.key`.
     fn schedule_retry(&self, entry: &RetryEntry) -> Result<(), LedgerError>;
     /// Queued retries in `scope`, ordered by due time.
@@ -853,13 +879,14 @@ pub trait Ledger: Send + Sync {
             .collect())
     }
 
-    /// Everything a tick reads about `tracker`: claims, retries, holds, pending outbox.
+    /// Everything a tick reads about `tracker`: claims, retries, holds, pending outbox, hosts.
     fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {
         Ok(LedgerSnapshot {
             claims: self.claims(Scope::Tracker(tracker))?,
             retries: self.retries(Scope::Tracker(tracker))?,
             holds: self.holds(Scope::Tracker(tracker))?,
             outbox_pending: self.outbox_pending(tracker)?,
+            hosts: self.hosts(tracker)?,
         })
     }
 

@@ -11,6 +11,8 @@
 //!    *same* claimer: its lease is renewed and it is `Acquired` with the unchanged attempt;
 //! 3. count live claims of this tracker: for the role (`Ceiling(Role)`), all roles
 //!    (`Ceiling(Global)`) and, if capped, the stage (`Ceiling(Status)`); expired rows don't count;
+//!    then, when the request carries a host share, the same counts of the claimer's host's
+//!    claims (`HostShare(..)`);
 //! 4. `INSERT OR FAIL` the claim with attempt `max(last_attempt + 1, attempt_floor, 1)` and
 //!    write that attempt back to `attempts`, which release, expiry and takeover never reset.
 //!
@@ -27,6 +29,7 @@
 
 mod claims;
 mod hook_deliveries;
+mod hosts;
 mod migrations;
 mod reactions;
 mod records;
@@ -341,6 +344,21 @@ impl Ledger for SqliteLedger {
         self.with_conn(|conn| claims::release(conn, key, None))
     }
 
+    fn announce(
+        &self,
+        tracker: &str,
+        host: &str,
+        stages: &[(String, String)],
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), LedgerError> {
+        self.write(|tx| hosts::announce(tx, tracker, host, stages, expires_at, now))
+    }
+
+    fn hosts(&self, tracker: &str) -> Result<Vec<super::HostPresence>, LedgerError> {
+        self.with_conn(|conn| hosts::list(conn, tracker))
+    }
+
     fn claims(&self, scope: Scope<'_>) -> Result<Vec<Claim>, LedgerError> {
         self.with_conn(|conn| claims::all(conn, tracker_of(scope)))
     }
@@ -552,7 +570,7 @@ impl Ledger for SqliteLedger {
     }
 
     fn snapshot(&self, tracker: &str) -> Result<super::LedgerSnapshot, LedgerError> {
-        // One read transaction: the four reads see the same state.
+        // One read transaction: the five reads see the same state.
         let conn = self.lock();
         conn.prepare_cached("BEGIN")?.execute([])?;
         let open = OpenTransaction(&conn);
@@ -561,6 +579,7 @@ impl Ledger for SqliteLedger {
             retries: records::retries(&conn, Some(tracker))?,
             holds: records::holds(&conn, Some(tracker))?,
             outbox_pending: records::outbox_pending(&conn, tracker)?,
+            hosts: hosts::list(&conn, tracker)?,
         };
         conn.prepare_cached("COMMIT")?.execute([])?;
         drop(open);

@@ -148,6 +148,7 @@ pub(crate) async fn claim_and_start(
             ClaimOutcome::Ceiling(scope) => {
                 Caps::from_claims(&ctx.config, &[], now).reason(stage, scope)
             }
+            ClaimOutcome::HostShare(scope) => Caps::share_reason(&dispatch.limits, scope),
         };
         skips.push(skip_line(&ctx.config, ticket, stage_index, reason));
     }

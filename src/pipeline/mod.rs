@@ -11,6 +11,7 @@
 //! | step | module | I/O |
 //! |---|---|---|
 //! | replay | `writeback` (`replay_outbox`) | outbox, tracker writes |
+//! | announce | `presence` | this host's presence (the fleet's caps are shared by the hosts present) |
 //! | observe | `observe` | one listing, one ledger snapshot |
 //! | reconcile | `reconcile` (decisions in `decide::placement`) | re-reads of missing tickets; applied: cancel requests, dropped retries and holds |
 //! | read for the plan | `observe` (`read_for_plan`) | the histories and blockers the plan asks for; applied: when blockers were read |
@@ -29,6 +30,7 @@ mod faults;
 pub mod history;
 mod lease;
 mod observe;
+mod presence;
 mod prune;
 mod react;
 mod recheck;
@@ -181,9 +183,17 @@ pub struct PipelineBuilder {
     hooks: Option<HookRegistry>,
     require_agents: bool,
     run_ended: Option<Arc<tokio::sync::Notify>>,
+    host: Option<String>,
 }
 
 impl PipelineBuilder {
+    /// Claim as `host` instead of `SORTIE_HOST_ID` (else the host name): pipelines of one
+    /// process given different hosts act as the hosts of a fleet sharing one ledger.
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+
     /// Use this clock instead of the system clock.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -257,7 +267,10 @@ impl PipelineBuilder {
             ledger: self.ledger,
             templates,
             clock: self.clock,
-            claimer_id: crate::ledger::claimer_id(),
+            claimer_id: match &self.host {
+                Some(host) => crate::ledger::ClaimerId::for_host(host),
+                None => crate::ledger::claimer_id(),
+            },
             identity,
             blockers,
             trusted,
@@ -309,6 +322,7 @@ impl Pipeline {
             hooks: None,
             require_agents: true,
             run_ended: None,
+            host: None,
         }
     }
 

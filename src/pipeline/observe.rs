@@ -147,6 +147,7 @@ pub(crate) async fn read_for_plan<'t, 'c>(
         &obs.tickets,
         &obs.ledger,
         &ctx.identity,
+        ctx.claimer_id.host(),
         obs.now,
     );
     loop {

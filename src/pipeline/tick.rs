@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | replay | `writeback::replay_outbox` | tracker, outbox (not in a dry run) |
 //! | react | `react::react` (`decide::reaction`, pure) | reactions + outbox, tracker, merges (not in a dry run) |
+//! | announce | `presence::announce` | this host's presence (not in a dry run) |
 //! | observe | `observe::observe` | none |
 //! | reconcile | `reconcile::reap`, `reconcile::reconcile` -> `reconcile::apply` | cancel requests, retries, holds, workspaces (not in a dry run) |
 //! | read for the plan | `observe::read_for_plan` -> `observe::record_blocker_checks` | when blockers were read (not in a dry run) |
@@ -17,7 +18,7 @@
 
 use super::decide::eligibility::natural_cmp;
 use super::report::{self, TickReport};
-use super::{apply, observe, prune, reconcile, writeback};
+use super::{apply, observe, presence, prune, reconcile, writeback};
 use super::{Pipeline, PipelineError, TickOptions};
 
 impl Pipeline {
@@ -61,6 +62,11 @@ impl Pipeline {
         // answered go back to their stage, so this same tick dispatches them.
         let unparked = super::unpark::unpark(ctx, dry_run).await?;
         report.unparked = unparked.moved;
+
+        // Announce: this host is here, so the hosts present share the fleet's caps.
+        if !dry_run {
+            presence::announce(ctx)?;
+        }
 
         // Observe: the board once, the ledger once.
         let obs = observe::observe(ctx).await?;

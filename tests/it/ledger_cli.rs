@@ -30,6 +30,7 @@ fn seed(dir: &Path) -> SqliteLedger {
                 global: 10,
                 role: 10,
                 status: None,
+                host: None,
             },
             attempt_floor: floor,
         };

@@ -37,6 +37,7 @@ fn request(claimer: &str) -> ClaimRequest {
             global: 100,
             role: 100,
             status: None,
+            host: None,
         },
         attempt_floor: 0,
     }
@@ -51,6 +52,7 @@ fn describe(claimer: &str, outcome: &ClaimOutcome) -> String {
         }
         ClaimOutcome::Held { holder, .. } => format!("held {holder}"),
         ClaimOutcome::Ceiling(scope) => format!("ceiling {scope:?}"),
+        ClaimOutcome::HostShare(scope) => format!("host share {scope:?}"),
     }
 }
 

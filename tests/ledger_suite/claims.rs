@@ -16,6 +16,7 @@ const WIDE_CAPS: ClaimLimits = ClaimLimits {
     global: 100,
     role: 100,
     status: None,
+    host: None,
 };
 
 fn at(secs: i64) -> Timestamp {
@@ -114,6 +115,7 @@ pub fn the_role_ceiling_counts_only_live_claims_of_that_role(backend: &dyn Backe
         global: 100,
         role: 1,
         status: None,
+        host: None,
     };
     let mut first = request(&key("T-1", "backend"), "a");
     first.limits = caps;
@@ -144,6 +146,7 @@ pub fn the_global_ceiling_counts_live_claims_of_this_tracker_across_roles(backen
         global: 2,
         role: 10,
         status: None,
+        host: None,
     };
     for (ticket, role) in [("T-1", "architect"), ("T-2", "backend")] {
         let mut req = request(&key(ticket, role), "a");
@@ -171,6 +174,7 @@ pub fn the_status_ceiling_applies_only_when_set_and_only_to_that_stage(backend: 
         global: 10,
         role: 10,
         status: Some(1),
+        host: None,
     };
     let mut first = request(&key("T-1", "backend"), "a");
     first.limits = capped;

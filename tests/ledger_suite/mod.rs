@@ -4,6 +4,7 @@
 //! `ledger_suite!` macro writes one `#[test]` per suite function).
 
 pub mod claims;
+pub mod fleet;
 pub mod hooks;
 pub mod reactions;
 pub mod records;
@@ -48,6 +49,9 @@ macro_rules! ledger_suite {
             claims::claims_lists_live_and_expired_rows_ordered_by_key,
             claims::attempts_grow_across_release_expiry_takeover_and_floor,
             claims::attempts_survive_reopening_the_ledger,
+            fleet::a_host_holding_its_share_is_refused_while_other_hosts_claim,
+            fleet::announced_hosts_are_listed_until_they_expire,
+            fleet::three_hosts_share_the_runs_of_a_fleet_cap,
             records::outbox_put_is_idempotent_on_the_key,
             records::outbox_pending_and_update_round_trip,
             records::outbox_entries_survive_reopening_the_ledger,

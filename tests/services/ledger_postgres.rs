@@ -206,6 +206,7 @@ fn claims_and_releases_read_indexes_even_when_statistics_say_the_table_is_empty(
         global: 100,
         role: 10,
         status: None,
+        host: None,
     };
     for n in 0..200 {
         let req = request(&format!("T-{}", n % 7), "backend", "h1:1:x", limits);
@@ -245,6 +246,7 @@ fn one_winner_per_key_across_hosts_and_every_loser_names_it() {
         global: 100,
         role: 100,
         status: None,
+        host: None,
     };
     for round in 0..20 {
         let ticket = format!("T-{round}");
@@ -288,6 +290,7 @@ fn role_and_global_caps_hold_for_the_whole_fleet_under_concurrent_claims() {
         global: 3,
         role: 2,
         status: None,
+        host: None,
     };
     // Each host claims distinct tickets of two roles as fast as it can, releasing some
     // and claiming again; a sampler counts live claims per role all along.
@@ -395,6 +398,7 @@ fn a_host_that_lost_its_lease_to_another_host_cannot_store_an_outcome() {
         global: 10,
         role: 10,
         status: None,
+        host: None,
     };
     let mut first = request("T-1", "backend", "hostA:1:a", limits);
     first.ttl = Duration::from_secs(60);
@@ -445,6 +449,7 @@ fn takeovers_racing_outbox_puts_never_leave_an_outcome_of_a_lost_lease() {
         global: 100,
         role: 100,
         status: None,
+        host: None,
     };
     let mut outcomes = (0, 0);
     for round in 0..30 {
@@ -507,6 +512,7 @@ fn the_ledger_works_from_inside_current_thread_and_multi_thread_runtimes() {
         global: 10,
         role: 10,
         status: None,
+        host: None,
     };
     let current = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -678,6 +684,7 @@ fn a_database_restart_loses_nothing_and_the_next_calls_reconnect() {
         global: 10,
         role: 10,
         status: None,
+        host: None,
     };
     let ClaimOutcome::Acquired(claim) = ledger
         .try_claim(&request("T-1", "backend", "h:1:a", limits), at(0))

@@ -20,6 +20,7 @@ fn role_cap(role: u32) -> ClaimLimits {
         global: 1_000,
         role,
         status: None,
+        host: None,
     }
 }
 
@@ -270,6 +271,7 @@ fn a_status_cap_set_while_claims_of_that_status_run_counts_them() {
     }
     let status_cap = ClaimLimits {
         status: Some(2),
+        host: None,
         ..role_cap(10)
     };
     assert_eq!(

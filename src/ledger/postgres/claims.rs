@@ -193,6 +193,77 @@ pub(super) fn try_claim(
     req: &ClaimRequest,
     now: Timestamp,
 ) -> Result<ClaimOutcome, LedgerError> {
+    match req.limits.host {
+        None => claim(conn, req, now),
+        Some(share) => conn.transaction("BEGIN", |tx| claim_within_share(tx, req, share, now)),
+    }
+}
+
+/// The lock of (tracker, host) a claim within a host share holds until its transaction
+/// ends: processes of one host claim one after the other, so their share holds exactly
+/// (other hosts' claims do not count toward it, and the fleet's caps are the slots'
+/// business). A statement of its own: a `READ COMMITTED` statement reads the state as of
+/// its start, so the count must start after the lock is held.
+const HOST_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sortie.host_share'), \
+                                                        hashtext($1 || chr(31) || $2))";
+
+/// The live claims of the host `$5` (every process of it): of the role, of all roles, of
+/// the stage; then the tracker's (every host's), the same three.
+const HOST_SHARE_SQL: &str = "\
+SELECT COUNT(*) FILTER (WHERE c.role = $2 AND c.host_claim),
+       COUNT(*) FILTER (WHERE c.host_claim),
+       COUNT(*) FILTER (WHERE c.stage = $3 AND c.host_claim),
+       COUNT(*) FILTER (WHERE c.role = $2), COUNT(*), COUNT(*) FILTER (WHERE c.stage = $3)
+  FROM (SELECT role, stage,
+               (claimer_id = $5 OR substr(claimer_id, 1, length($5) + 1) = $5 || ':')
+                 AS host_claim
+          FROM claims WHERE tracker = $1 AND lease_expires_at > $4) c";
+
+/// [`claim`] when the host holds less than its share of every cap; else `HostShare`, or
+/// `Ceiling` when the fleet's cap is full as well (the better answer, as in SQLite,
+/// which checks the fleet's caps first). The claim runs in the same transaction, as it
+/// would alone (each statement sees what committed before it).
+fn claim_within_share(
+    tx: &mut Conn,
+    req: &ClaimRequest,
+    share: crate::ledger::HostShare,
+    now: Timestamp,
+) -> Result<ClaimOutcome, LedgerError> {
+    let host = req.claimer_id.host();
+    tx.row(HOST_LOCK_SQL, &[&req.key.tracker, &host])?;
+    let row = tx
+        .row(
+            HOST_SHARE_SQL,
+            &[
+                &req.key.tracker,
+                &req.key.role,
+                &req.stage,
+                &to_millis(now),
+                &host,
+            ],
+        )?
+        .ok_or_else(|| LedgerError::Corrupt("the host share count returned no row".into()))?;
+    let count = |index: usize| -> Result<i64, LedgerError> {
+        row.try_get::<_, i64>(index).map_err(corrupt)
+    };
+    let Some(scope) = share.reached(count(0)?, count(1)?, count(2)?) else {
+        return claim(tx, req, now);
+    };
+    let limits = req.limits;
+    let (role, global, stage) = (count(3)?, count(4)?, count(5)?);
+    Ok(if role >= i64::from(limits.role) {
+        ClaimOutcome::Ceiling(CeilingScope::Role)
+    } else if global >= i64::from(limits.global) {
+        ClaimOutcome::Ceiling(CeilingScope::Global)
+    } else if limits.status.is_some_and(|cap| stage >= i64::from(cap)) {
+        ClaimOutcome::Ceiling(CeilingScope::Status)
+    } else {
+        ClaimOutcome::HostShare(scope)
+    })
+}
+
+/// The claim against the fleet's caps (the steps above).
+fn claim(conn: &mut Conn, req: &ClaimRequest, now: Timestamp) -> Result<ClaimOutcome, LedgerError> {
     let key = &req.key;
     let now_ms = to_millis(now);
     let expires_ms = expiry_millis(now, req.ttl);

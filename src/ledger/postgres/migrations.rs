@@ -228,6 +228,18 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN agent TEXT; ALTER TABLE runs ADD COLUMN model TEXT;",
     // 7: a run's rate-limit reports, as JSON (the SQLite ledger's schema 9).
     "ALTER TABLE runs ADD COLUMN rate_limits TEXT;",
+    // 8: the hosts ticking each tracker, one row per stage they run, so the fleet's caps
+    // are shared between them (issue #52; the SQLite ledger's schema 10).
+    r#"
+    CREATE TABLE hosts (
+        tracker    TEXT COLLATE "C" NOT NULL,
+        host       TEXT COLLATE "C" NOT NULL,
+        role       TEXT COLLATE "C" NOT NULL,
+        status     TEXT COLLATE "C" NOT NULL,
+        expires_at BIGINT NOT NULL,
+        PRIMARY KEY (tracker, host, role, status)
+    );
+    "#,
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

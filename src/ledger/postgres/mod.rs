@@ -30,6 +30,7 @@
 //! called from tokio tasks: [`pool`] runs every request on a dedicated thread.
 
 mod claims;
+mod hosts;
 mod migrations;
 mod pool;
 mod reactions;
@@ -270,6 +271,23 @@ impl Ledger for PostgresLedger {
     fn force_release(&self, key: &ClaimKey) -> Result<bool, LedgerError> {
         let key = key.clone();
         self.call(move |c| claims::release(c, &key, None))
+    }
+
+    fn announce(
+        &self,
+        tracker: &str,
+        host: &str,
+        stages: &[(String, String)],
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), LedgerError> {
+        let (tracker, host, stages) = (tracker.to_string(), host.to_string(), stages.to_vec());
+        self.call(move |c| hosts::announce(c, &tracker, &host, &stages, expires_at, now))
+    }
+
+    fn hosts(&self, tracker: &str) -> Result<Vec<super::HostPresence>, LedgerError> {
+        let tracker = tracker.to_string();
+        self.call(move |c| hosts::list(c, &tracker))
     }
 
     fn claims(&self, scope: Scope<'_>) -> Result<Vec<Claim>, LedgerError> {
@@ -524,7 +542,7 @@ impl Ledger for PostgresLedger {
 
     fn snapshot(&self, tracker: &str) -> Result<LedgerSnapshot, LedgerError> {
         let tracker = tracker.to_string();
-        // One repeatable-read transaction: the four reads see the same state.
+        // One repeatable-read transaction: the five reads see the same state.
         self.call(move |c| {
             c.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", |tx| {
                 Ok(LedgerSnapshot {
@@ -532,6 +550,7 @@ impl Ledger for PostgresLedger {
                     retries: records::retries(tx, Some(&tracker))?,
                     holds: records::holds(tx, Some(&tracker))?,
                     outbox_pending: records::outbox_pending(tx, &tracker)?,
+                    hosts: hosts::list(tx, &tracker)?,
                 })
             })
         })

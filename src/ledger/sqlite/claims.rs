@@ -147,6 +147,10 @@ pub(super) fn try_claim(
     {
         return Ok(ClaimOutcome::Ceiling(CeilingScope::Status));
     }
+    // 3b. The fleet has room; this host may still hold its share of it.
+    if let Some(scope) = host_share_reached(tx, req, now_ms)? {
+        return Ok(ClaimOutcome::HostShare(scope));
+    }
 
     // 4. Insert with the next attempt, and remember that attempt for good.
     let last = last.map_or(Ok(0), |last| to_u32(last, "last_attempt"))?;
@@ -199,6 +203,36 @@ pub(super) fn try_claim(
         cancel_requested: false,
         agent_pid: None,
     }))
+}
+
+/// The first scope (role, global, status) in which the claimer's host already holds its
+/// share of the caps ([`crate::ledger::ClaimLimits::host`]), counting the live claims of
+/// every process of that host.
+fn host_share_reached(
+    tx: &Connection,
+    req: &ClaimRequest,
+    now_ms: i64,
+) -> Result<Option<CeilingScope>, LedgerError> {
+    let Some(share) = req.limits.host else {
+        return Ok(None);
+    };
+    let (role, global, stage): (i64, i64, i64) = tx
+        .prepare_cached(
+            "SELECT COALESCE(SUM(role = ?2), 0), COUNT(*), COALESCE(SUM(stage = ?3), 0) \
+             FROM claims WHERE tracker = ?1 AND lease_expires_at > ?4 \
+              AND (claimer_id = ?5 OR substr(claimer_id, 1, length(?5) + 1) = ?5 || ':')",
+        )?
+        .query_row(
+            (
+                &req.key.tracker,
+                &req.key.role,
+                &req.stage,
+                now_ms,
+                req.claimer_id.host(),
+            ),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?;
+    Ok(share.reached(role, global, stage))
 }
 
 /// Extend the lease while `claimer_id`'s row is still there.

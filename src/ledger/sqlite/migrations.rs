@@ -190,6 +190,19 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN rate_limits TEXT;
     ",
+    // 10: the hosts ticking each tracker, one row per stage they run, so the fleet's caps
+    // can be shared between them (issue #52). A file opened by several processes of one
+    // host has one host; the table is what several hosts of a PostgreSQL ledger share.
+    "
+    CREATE TABLE hosts (
+        tracker    TEXT    NOT NULL,
+        host       TEXT    NOT NULL,
+        role       TEXT    NOT NULL,
+        status     TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (tracker, host, role, status)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The SQL of migration `version` (1-based), if this build has it.

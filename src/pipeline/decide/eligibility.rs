@@ -76,6 +76,16 @@ pub enum SkipReason {
         /// Its limit.
         limit: u32,
     },
+    /// The fleet's cap has room, but this host holds its share of it while other hosts
+    /// tick the tracker too: another host takes the ticket (issue #52).
+    HostShareReached {
+        /// Which cap.
+        scope: CeilingScope,
+        /// This host's share of it.
+        share: u32,
+        /// The fleet's cap.
+        limit: u32,
+    },
     /// The ticket does not pass the stage's filter (`tracker.filter` narrowed by the
     /// stage's `filter`): sortie leaves it alone.
     Filtered {
@@ -169,13 +179,18 @@ impl std::fmt::Display for SkipReason {
                 write!(f, "blockers could not be read ({message}); held this tick")
             }
             SkipReason::CapReached { scope, limit } => {
-                let scope = match scope {
-                    CeilingScope::Global => "global",
-                    CeilingScope::Role => "role",
-                    CeilingScope::Status => "status",
-                };
+                let scope = scope_word(*scope);
                 write!(f, "{scope} cap reached ({limit} in flight)")
             }
+            SkipReason::HostShareReached {
+                scope,
+                share,
+                limit,
+            } => write!(
+                f,
+                "this host's share of the {} cap reached ({share} of {limit} in flight here; other hosts take the rest)",
+                scope_word(*scope)
+            ),
             SkipReason::Filtered { detail } => write!(f, "{detail} (filter)"),
             SkipReason::EndedSinceListing { outcome, attempt } => write!(
                 f,
@@ -403,6 +418,15 @@ fn split_run(s: &str, digits: bool) -> (&str, &str) {
         .find(|c: char| c.is_ascii_digit() != digits)
         .unwrap_or(s.len());
     s.split_at(end)
+}
+
+/// `global`, `role` or `status`: a cap's scope in a message.
+pub(crate) fn scope_word(scope: CeilingScope) -> &'static str {
+    match scope {
+        CeilingScope::Global => "global",
+        CeilingScope::Role => "role",
+        CeilingScope::Status => "status",
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub struct PlanInput<'t, 'a> {
     pub unreadable: &'a HashMap<String, String>,
     /// Who sortie is on the tracker (a filter's `assignee: me`).
     pub identity: &'a str,
+    /// The host planning (its claims count toward its share of the caps while other
+    /// hosts tick the tracker too: [`Caps`]).
+    pub host: &'a str,
     /// Whether tracker-native blockers hold tickets back (`tracker.blockers.enabled`,
     /// default: whether the tracker supports them).
     pub blockers: bool,
@@ -101,6 +104,7 @@ pub fn plan<'t>(input: PlanInput<'t, '_>) -> Plan<'t> {
         input.tickets,
         input.ledger,
         input.identity,
+        input.host,
         input.now,
     )
     .finish(&Facts::of(&input))
@@ -194,6 +198,7 @@ impl<'t, 'c> Planner<'t, 'c> {
         tickets: &'t [Ticket],
         ledger: &LedgerSnapshot,
         identity: &str,
+        host: &str,
         now: DateTime<Utc>,
     ) -> Self {
         let (ordered, early) = candidates(config, tickets, ledger, identity, now);
@@ -212,7 +217,7 @@ impl<'t, 'c> Planner<'t, 'c> {
                 skips: early.into_iter().map(Skip::from).collect(),
                 ..Plan::default()
             },
-            caps: Caps::from_claims(config, &ledger.claims, now),
+            caps: Caps::from_snapshot(config, ledger, host, now),
             next: 0,
             ahead: HashMap::new(),
         }
@@ -391,7 +396,7 @@ fn judge(facts: &Facts<'_>, caps: &Caps<'_>, candidate: &Candidate<'_>) -> Verdi
     }
     Verdict::Dispatch {
         attempt_floor: history.max_attempt(&stage.role) + 1,
-        limits: Caps::limits(config, stage),
+        limits: caps.limits(stage),
         route: super::route::choose(stage, ticket, facts.identity).map(|(i, _)| i),
     }
 }

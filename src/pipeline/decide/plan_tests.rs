@@ -56,6 +56,7 @@ fn the_plan_asks_only_for_the_histories_that_can_change_what_runs() {
         histories,
         unreadable: &unreadable,
         identity: "sortie",
+        host: "host-1",
         blockers: false,
         blockers_read: &no_blockers,
         now,
@@ -140,6 +141,7 @@ fn the_cap_skips_without_reading_any_history() {
         histories: &histories,
         unreadable: &unreadable,
         identity: "sortie",
+        host: "host-1",
         blockers: false,
         blockers_read: &HashMap::new(),
         now: Utc::now(),
@@ -266,7 +268,7 @@ mod planner_tests {
             let mut histories = HashMap::new();
             let mut unreadable = HashMap::new();
             let mut blockers_read = HashMap::new();
-            let mut planner = Planner::new(&config, &tickets, &ledger, "sortie", now);
+            let mut planner = Planner::new(&config, &tickets, &ledger, "sortie", "host-1", now);
             let mut rounds = 0;
             loop {
                 let input = PlanInput {
@@ -276,6 +278,7 @@ mod planner_tests {
                     histories: &histories,
                     unreadable: &unreadable,
                     identity: "sortie",
+                    host: "host-1",
                     blockers,
                     blockers_read: &blockers_read,
                     now,
@@ -388,6 +391,7 @@ fn a_ticket_waiting_for_an_answer_gives_its_slot_to_the_next() {
             histories: &histories,
             unreadable: &unreadable,
             identity: "sortie",
+            host: "host-1",
             blockers: false,
             blockers_read: &no_blockers,
             now,

@@ -275,6 +275,7 @@ pub fn store_crashed_outcome(
             global: u32::MAX,
             role: u32::MAX,
             status: None,
+            host: None,
         },
         attempt_floor: entry.stage_attempt,
     };
@@ -402,6 +403,7 @@ pub fn claim_by_another_host(
             global: 10,
             role: 10,
             status: None,
+            host: None,
         },
         attempt_floor: 1,
     }
