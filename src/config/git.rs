@@ -383,6 +383,67 @@ mod tests {
         assert!(render_ticket_template("{{ ticket.nope }}", "7", "t").is_err());
     }
 
+    fn github(api_url: &str, repo: &str) -> TrackerConfig {
+        TrackerConfig::Github {
+            repo: repo.to_string(),
+            token_env: "GITHUB_TOKEN".to_string(),
+            api_url: api_url.to_string(),
+            status_label_prefix: "status:".to_string(),
+            priority_label_prefix: "priority:".to_string(),
+        }
+    }
+
+    // Issue #52 (1): two boards on one repository got the same `sortie/<id>` branch.
+    #[test]
+    fn the_default_branch_is_unique_to_the_board_and_the_same_on_every_host() {
+        let git = GitWorkspace {
+            url: "/srv/repo.git".to_string(),
+            base: DEFAULT_BASE.to_string(),
+            branch: DEFAULT_BRANCH.to_string(),
+            push: true,
+        };
+        let api = "https://api.github.com";
+        let boards = [
+            github(api, "acme/widgets"),
+            github(api, "acme/gadgets"),
+            github("https://ghe.example.com/api/v3", "acme/widgets"),
+            TrackerConfig::Local {
+                path: "/srv/boards/one".into(),
+            },
+            TrackerConfig::Local {
+                path: "/srv/boards/two".into(),
+            },
+        ];
+        let branches: std::collections::BTreeSet<String> = boards
+            .iter()
+            .map(|b| ticket_branch(&git, &board_key(b), "1", "t").unwrap())
+            .collect();
+        assert_eq!(branches.len(), boards.len(), "{branches:?}");
+        let one = ticket_branch(&git, &board_key(&boards[0]), "1", "t").unwrap();
+        let key = board_key(&github(api, "acme/widgets"));
+        assert_eq!(
+            one,
+            format!("sortie/{key}/1"),
+            "the same board, the same branch"
+        );
+        assert_eq!(key.len(), 8);
+        assert_eq!(branch_name_problem(&one), None);
+    }
+
+    #[test]
+    fn a_local_board_s_key_does_not_depend_on_how_its_path_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("board")).unwrap();
+        let plain = dir.path().join("board");
+        let roundabout = dir.path().join("board/../board/.");
+        let key = |path: &Path| {
+            board_key(&TrackerConfig::Local {
+                path: path.to_path_buf(),
+            })
+        };
+        assert_eq!(key(&plain), key(&roundabout));
+    }
+
     #[test]
     fn ref_rules() {
         for bad in [
