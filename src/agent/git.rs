@@ -26,8 +26,18 @@ use crate::config::GitWorkspace;
 
 use super::outcome::AgentOutcome;
 
+mod owner;
+
+pub use self::owner::BranchOwner;
+use self::owner::Found;
+
 /// The reason code of a git step that failed (clone, fetch, worktree).
 pub const GIT_FAILED: &str = "workspace.git_failed";
+/// The reason code of a ticket's branch that another ticket made (issue #52).
+pub const BRANCH_TAKEN: &str = "workspace.branch_taken";
+/// The reason code of a worktree that cannot be brought up to its branch on the remote
+/// (issue #52).
+pub const DIVERGED: &str = "workspace.diverged";
 /// The reason code of a push the remote refused.
 pub const PUSH_REJECTED: &str = "git.push_rejected";
 /// The reason code of a push that failed otherwise (network, credentials).
@@ -78,6 +88,46 @@ pub enum GitError {
     /// The base branch is not on the remote.
     #[error("base branch {0:?} is not on the remote")]
     NoBase(String),
+    /// The ticket's branch exists and is not this ticket's ([`BranchOwner`]).
+    #[error(
+        "branch {branch} already exists {place} (at {head}) and is {}: no block of this \
+         ticket records its head or an ancestor of it, so another board on this repository, \
+         or this board before it started over, made it. Delete that branch if its work is \
+         not wanted, or give this board's branches other names with `workspace.git.branch` \
+         (the default `sortie/{{{{ board.key }}}}/{{{{ ticket.id }}}}` is unique to the board)",
+        if *.another_ticket { "another ticket's" } else { "not known to be this ticket's" }
+    )]
+    BranchTaken {
+        /// The branch.
+        branch: String,
+        /// Where it was found: in the mirror (its path) or on the remote.
+        place: String,
+        /// Its head.
+        head: String,
+        /// The mirror records another ticket as its owner.
+        another_ticket: bool,
+    },
+    /// The worktree and the ticket's branch on the remote each have commits the other
+    /// lacks, or git cannot fast-forward the worktree without overwriting an uncommitted
+    /// change.
+    #[error(
+        "the worktree {} of {branch} is at {ours} and the branch on the remote at {theirs}: \
+         {why}. Reconcile the two (merge or rebase, and push), or remove the workspace to \
+         start again from the remote's branch",
+        .dir.display()
+    )]
+    Diverged {
+        /// The branch.
+        branch: String,
+        /// The worktree.
+        dir: PathBuf,
+        /// Where the worktree's `HEAD` is.
+        ours: String,
+        /// Where the branch on the remote is.
+        theirs: String,
+        /// Why it cannot be fast-forwarded.
+        why: String,
+    },
     /// The mirror's lock file could not be taken.
     #[error("cannot lock the mirror {}: {source}", path.display())]
     Lock {
@@ -100,6 +150,8 @@ impl GitError {
             GitError::NotAWorktree(_) | GitError::NoBase(_) => {
                 (GIT_FAILED, Category::Policy, NextAction::Manual)
             }
+            GitError::BranchTaken { .. } => (BRANCH_TAKEN, Category::Policy, NextAction::Manual),
+            GitError::Diverged { .. } => (DIVERGED, Category::Policy, NextAction::Manual),
             _ => (GIT_FAILED, Category::Transient, NextAction::Retry),
         };
         AgentOutcome::failure(code, category, next, self.to_string())
@@ -491,65 +543,23 @@ async fn copy_remote_branches(mirror: &Path, timeout: Duration) -> Result<(), Gi
 /// branch on the remote, else a new branch from `base`. A worktree whose directory a
 /// person deleted is recreated from the branch (its commits are kept). A `dir` that
 /// holds files but is not a worktree of this mirror (a plain directory, a clone of its
-/// own) is [`GitError::NotAWorktree`].
+/// own) is [`GitError::NotAWorktree`]; a branch that is not `owner`'s is
+/// [`GitError::BranchTaken`]; a worktree that cannot be brought up to the branch on the
+/// remote is [`GitError::Diverged`].
 pub async fn prepare_worktree(
     state_root: &Path,
     git_cfg: &GitWorkspace,
     dir: &Path,
     branch: &str,
+    owner: &BranchOwner,
     timeout: Duration,
 ) -> Result<Worktree, GitError> {
     let mirror = mirror_dir(state_root, &git_cfg.url);
     let _lock = lock_mirror(&mirror).await?;
     let mirror = fetch_mirror(state_root, git_cfg, timeout).await?;
-    let mut created = false;
-    if !dir.join(".git").exists() {
-        let empty = std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(true);
-        if !empty {
-            return Err(GitError::NotAWorktree(dir.to_path_buf()));
-        }
-        // Forget worktrees whose directory is gone, so the branch can be checked out again.
-        git(&mirror, &["worktree", "prune"], timeout).await?;
-        let path = dir.display().to_string();
-        let local = format!("refs/heads/{branch}");
-        let remote = format!("refs/remotes/origin/{branch}");
-        if has_ref(&mirror, &local, timeout).await? {
-            git(
-                &mirror,
-                &["worktree", "add", "--quiet", "--", &path, branch],
-                timeout,
-            )
-            .await?;
-        } else {
-            let start = if has_ref(&mirror, &remote, timeout).await? {
-                remote
-            } else {
-                let base = format!("refs/remotes/origin/{}", git_cfg.base);
-                if !has_ref(&mirror, &base, timeout).await? {
-                    return Err(GitError::NoBase(git_cfg.base.clone()));
-                }
-                base
-            };
-            git(
-                &mirror,
-                &[
-                    "worktree",
-                    "add",
-                    "--quiet",
-                    "--no-track",
-                    "-b",
-                    branch,
-                    "--",
-                    &path,
-                    &start,
-                ],
-                timeout,
-            )
-            .await?;
-        }
-        created = true;
+    let created = !dir.join(".git").exists();
+    if created {
+        add_worktree(&mirror, git_cfg, dir, branch, owner, timeout).await?;
     }
     let mut worktree = Worktree {
         dir: dir.to_path_buf(),
@@ -566,18 +576,99 @@ pub async fn prepare_worktree(
     worktree_admin(&worktree)?;
     // A sandboxed run that sortie did not see end (a crash) left HEAD detached.
     leave_sandbox(&worktree, timeout).await?;
+    if !created {
+        worktree.branch = kept_branch(&worktree, owner, timeout).await?;
+    }
+    owner::record(&worktree.mirror, &worktree.branch, owner, timeout).await?;
     worktree.start = catch_up(&worktree, timeout).await?;
     worktree.start_changes = uncommitted_digest(dir, timeout).await?;
     Ok(worktree)
+}
+
+/// Make the worktree at `dir` (empty or missing): from the local `branch` when the
+/// mirror has it, else from the branch on the remote, either only when it is `owner`'s;
+/// else a new branch from `origin/<base>`. The caller holds the mirror's lock.
+async fn add_worktree(
+    mirror: &Path,
+    git_cfg: &GitWorkspace,
+    dir: &Path,
+    branch: &str,
+    owner: &BranchOwner,
+    timeout: Duration,
+) -> Result<(), GitError> {
+    let empty = std::fs::read_dir(dir)
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(true);
+    if !empty {
+        return Err(GitError::NotAWorktree(dir.to_path_buf()));
+    }
+    // Forget worktrees whose directory is gone, so the branch can be checked out again.
+    git(mirror, &["worktree", "prune"], timeout).await?;
+    let path = dir.display().to_string();
+    let local = format!("refs/heads/{branch}");
+    let remote = format!("refs/remotes/origin/{branch}");
+    if has_ref(mirror, &local, timeout).await? {
+        owner::check(mirror, branch, Found::InMirror, owner, timeout).await?;
+        let args = ["worktree", "add", "--quiet", "--", &path, branch];
+        return git(mirror, &args, timeout).await.map(drop);
+    }
+    let start = if has_ref(mirror, &remote, timeout).await? {
+        owner::check(mirror, branch, Found::OnRemote, owner, timeout).await?;
+        remote
+    } else {
+        let base = format!("refs/remotes/origin/{}", git_cfg.base);
+        if !has_ref(mirror, &base, timeout).await? {
+            return Err(GitError::NoBase(git_cfg.base.clone()));
+        }
+        base
+    };
+    let args = [
+        "worktree",
+        "add",
+        "--quiet",
+        "--no-track",
+        "-b",
+        branch,
+        "--",
+        &path,
+        &start,
+    ];
+    git(mirror, &args, timeout).await.map(drop)
+}
+
+/// The branch an existing worktree goes on with: the one it has checked out, which is
+/// the ticket's `branch` unless the template changed since it was made (sortie's
+/// default did in issue #52), and then the ticket keeps its branch (its commits, its
+/// pull request). Refused ([`GitError::BranchTaken`]) when the mirror records another
+/// ticket as its owner and no block of this ticket proves it this ticket's (a board
+/// started over, or another board sharing the state root, whose ticket had the same id).
+async fn kept_branch(
+    worktree: &Worktree,
+    owner: &BranchOwner,
+    timeout: Duration,
+) -> Result<String, GitError> {
+    let branch = owner::checked_out(&worktree.dir, timeout)
+        .await
+        .unwrap_or_else(|| worktree.branch.clone());
+    if branch != worktree.branch {
+        tracing::info!(
+            expected = %worktree.branch, %branch,
+            "the ticket's worktree is on a branch of an earlier branch template; it keeps it"
+        );
+    }
+    let found = Found::InWorkspace(&worktree.dir);
+    owner::check(&worktree.mirror, &branch, found, owner, timeout).await?;
+    Ok(branch)
 }
 
 /// Bring a worktree up to its branch on the remote when someone pushed on top of it
 /// since this host last ran the ticket (another host sharing the pipeline, a person):
 /// with `origin/<branch>` ahead of `HEAD`, fast-forward, so the run starts from the
 /// branch's head and its push is not refused. Uncommitted changes (the notes an earlier
-/// role left) come along; git refuses a fast-forward that would overwrite one, and then,
-/// as for a branch that diverged, the worktree is left as it is (its push is refused,
-/// `git.push_rejected`, never forced), with a warning. Returns where `HEAD` is then.
+/// role left) come along. A branch that diverged, or a fast-forward git refuses because
+/// it would overwrite an uncommitted change, is [`GitError::Diverged`] with both heads:
+/// the run would work on old code and its push be refused on every retry (issue #52).
+/// Returns where `HEAD` is then.
 async fn catch_up(worktree: &Worktree, timeout: Duration) -> Result<String, GitError> {
     let dir = &worktree.dir;
     let head = git(dir, &["rev-parse", "HEAD"], timeout)
@@ -597,8 +688,22 @@ async fn catch_up(worktree: &Worktree, timeout: Duration) -> Result<String, GitE
         Err(GitError::Failed { .. }) => return Ok(head), // the remote has no such branch
         Err(err) => return Err(err),
     };
-    if head == theirs || !is_ancestor(worktree, &head, &theirs, timeout).await {
-        return Ok(head);
+    let diverged = |why: String| GitError::Diverged {
+        branch: worktree.branch.clone(),
+        dir: dir.clone(),
+        ours: head.clone(),
+        theirs: theirs.clone(),
+        why,
+    };
+    if head == theirs || is_ancestor(worktree, &theirs, &head, timeout).await {
+        return Ok(head); // up to date, or ahead (this host's commits, not pushed yet)
+    }
+    if !is_ancestor(worktree, &head, &theirs, timeout).await {
+        return Err(diverged(
+            "each has commits the other lacks (the branch on the remote was rewritten, or \
+             another host committed on it while this one did)"
+                .to_string(),
+        ));
     }
     let args = ["merge", "--ff-only", "--quiet", &remote];
     match git(dir, &args, timeout).await {
@@ -609,14 +714,10 @@ async fn catch_up(worktree: &Worktree, timeout: Duration) -> Result<String, GitE
             );
             Ok(theirs)
         }
-        Err(GitError::Failed { stderr, .. }) => {
-            tracing::warn!(
-                branch = %worktree.branch, %stderr,
-                "the branch on the remote is ahead of this worktree, which git cannot \
-                 fast-forward without overwriting an uncommitted change"
-            );
-            Ok(head)
-        }
+        Err(GitError::Failed { stderr, .. }) => Err(diverged(format!(
+            "the remote's branch is ahead, and git cannot fast-forward the worktree without \
+             overwriting its uncommitted changes ({stderr})"
+        ))),
         Err(err) => Err(err),
     }
 }
@@ -1054,7 +1155,8 @@ mod tests {
         let state = root.join("state");
         let dir = state.join("workspaces/1");
         let timeout = Duration::from_secs(60);
-        let worktree = prepare_worktree(&state, &cfg, &dir, "sortie/1", timeout)
+        let owner = BranchOwner::new("local", "1", "2025-01-01T00:00:00Z", Vec::new());
+        let worktree = prepare_worktree(&state, &cfg, &dir, "sortie/1", &owner, timeout)
             .await
             .unwrap();
         std::fs::write(dir.join("work.txt"), "work\n").unwrap();

@@ -10,14 +10,17 @@ use sha2::{Digest, Sha256};
 
 use super::diagnostic::Problems;
 use super::locate::FieldPath;
-use super::model::{GitWorkspace, PullRequestConfig, Stage};
+use super::model::{GitWorkspace, PullRequestConfig, Stage, TrackerConfig};
 use super::raw::{RawGit, RawPullRequest};
 use super::values::resolve;
 
 /// Default `workspace.git.base`.
 pub const DEFAULT_BASE: &str = "main";
-/// Default `workspace.git.branch`.
-pub const DEFAULT_BRANCH: &str = "sortie/{{ ticket.id }}";
+/// Default `workspace.git.branch`: unique to the board (issue #52), so two boards, or
+/// two state roots, on one repository never share a ticket's branch.
+pub const DEFAULT_BRANCH: &str = "sortie/{{ board.key }}/{{ ticket.id }}";
+/// The board key the loader renders branch templates with to check them.
+const SAMPLE_BOARD_KEY: &str = "0123abcd";
 /// Default `pull_request.title`.
 pub const DEFAULT_PR_TITLE: &str = "{{ ticket.id }}: {{ ticket.title }}";
 /// Longest branch name sortie makes (git has no limit; forges and file systems do).
@@ -128,9 +131,62 @@ pub fn render_ticket_template(template: &str, id: &str, title: &str) -> Result<S
     env.render_str(template, ctx).map_err(|e| e.to_string())
 }
 
-/// The branch of `ticket_id` under `git`: the template rendered, then sanitized.
-pub fn ticket_branch(git: &GitWorkspace, ticket_id: &str, title: &str) -> Result<String, String> {
-    let rendered = render_ticket_template(&git.branch, ticket_id, title)?;
+/// The board's short key, `{{ board.key }}` in branch templates: 8 hex digits of the
+/// SHA-256 of what names the board (the tracker's kind, its server and its project,
+/// repository, team or board directory), so two boards on one repository get different
+/// branches for tickets with the same id, and every host of one board the same. A
+/// local board is named by its directory's real path (symbolic links resolved, the
+/// current directory joined to a relative one), so how sortie was started never
+/// changes it.
+pub fn board_key(tracker: &TrackerConfig) -> String {
+    let identity = match tracker {
+        TrackerConfig::Local { path } => {
+            let real = std::fs::canonicalize(path)
+                .or_else(|_| std::path::absolute(path))
+                .unwrap_or_else(|_| path.clone());
+            format!("local\x1f{}", real.display())
+        }
+        TrackerConfig::Github { repo, api_url, .. } => format!("github\x1f{api_url}\x1f{repo}"),
+        TrackerConfig::Gitlab { url, project, .. } => format!("gitlab\x1f{url}\x1f{project}"),
+        TrackerConfig::Gitea { url, repo, .. } => format!("gitea\x1f{url}\x1f{repo}"),
+        TrackerConfig::Redmine { url, project, .. } => format!("redmine\x1f{url}\x1f{project}"),
+        TrackerConfig::Linear { team, api_url, .. } => format!("linear\x1f{api_url}\x1f{team}"),
+        TrackerConfig::GithubProject {
+            owner,
+            project,
+            api_url,
+            ..
+        } => format!("github_project\x1f{api_url}\x1f{owner}/{project}"),
+        TrackerConfig::Jira { url, project, .. } => format!("jira\x1f{url}\x1f{project}"),
+    };
+    hex::encode(Sha256::digest(identity.as_bytes()))[..8].to_string()
+}
+
+/// Render a branch template: a ticket template with `{{ board.key }}` too.
+fn render_branch_template(
+    template: &str,
+    board_key: &str,
+    id: &str,
+    title: &str,
+) -> Result<String, String> {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    let ctx = minijinja::context! {
+        ticket => minijinja::context! { id => id, title => title },
+        board => minijinja::context! { key => board_key },
+    };
+    env.render_str(template, ctx).map_err(|e| e.to_string())
+}
+
+/// The branch of `ticket_id` under `git` on the board whose key is `board_key`
+/// ([`board_key`]): the template rendered, then sanitized.
+pub fn ticket_branch(
+    git: &GitWorkspace,
+    board_key: &str,
+    ticket_id: &str,
+    title: &str,
+) -> Result<String, String> {
+    let rendered = render_branch_template(&git.branch, board_key, ticket_id, title)?;
     Ok(sanitize_branch(&rendered, ticket_id))
 }
 
@@ -180,17 +236,19 @@ pub(crate) fn normalize_git(
         );
     }
     let branch = raw.branch.unwrap_or_else(|| DEFAULT_BRANCH.to_string());
-    match render_ticket_template(&branch, "42", "title") {
+    let sample = |id| render_branch_template(&branch, SAMPLE_BOARD_KEY, id, "title");
+    match sample("42") {
         Err(err) => problems.at_value(
             &path.key("branch"),
-            format!("the branch template does not render: {err}"),
+            format!(
+                "the branch template does not render: {err}; expected `{{{{ ticket.id }}}}`, \
+                 `{{{{ ticket.title }}}}` and `{{{{ board.key }}}}` only"
+            ),
         ),
-        Ok(sample) if render_ticket_template(&branch, "43", "title").as_ref() == Ok(&sample) => {
-            problems.at_value(
-                &path.key("branch"),
-                "the branch template must use {{ ticket.id }}: two tickets would share a branch",
-            )
-        }
+        Ok(one) if sample("43").as_ref() == Ok(&one) => problems.at_value(
+            &path.key("branch"),
+            "the branch template must use {{ ticket.id }}: two tickets would share a branch",
+        ),
         Ok(_) => {}
     }
     Some(GitWorkspace {
@@ -323,6 +381,67 @@ mod tests {
             "7: Fix it"
         );
         assert!(render_ticket_template("{{ ticket.nope }}", "7", "t").is_err());
+    }
+
+    fn github(api_url: &str, repo: &str) -> TrackerConfig {
+        TrackerConfig::Github {
+            repo: repo.to_string(),
+            token_env: "GITHUB_TOKEN".to_string(),
+            api_url: api_url.to_string(),
+            status_label_prefix: "status:".to_string(),
+            priority_label_prefix: "priority:".to_string(),
+        }
+    }
+
+    // Issue #52 (1): two boards on one repository got the same `sortie/<id>` branch.
+    #[test]
+    fn the_default_branch_is_unique_to_the_board_and_the_same_on_every_host() {
+        let git = GitWorkspace {
+            url: "/srv/repo.git".to_string(),
+            base: DEFAULT_BASE.to_string(),
+            branch: DEFAULT_BRANCH.to_string(),
+            push: true,
+        };
+        let api = "https://api.github.com";
+        let boards = [
+            github(api, "acme/widgets"),
+            github(api, "acme/gadgets"),
+            github("https://ghe.example.com/api/v3", "acme/widgets"),
+            TrackerConfig::Local {
+                path: "/srv/boards/one".into(),
+            },
+            TrackerConfig::Local {
+                path: "/srv/boards/two".into(),
+            },
+        ];
+        let branches: std::collections::BTreeSet<String> = boards
+            .iter()
+            .map(|b| ticket_branch(&git, &board_key(b), "1", "t").unwrap())
+            .collect();
+        assert_eq!(branches.len(), boards.len(), "{branches:?}");
+        let one = ticket_branch(&git, &board_key(&boards[0]), "1", "t").unwrap();
+        let key = board_key(&github(api, "acme/widgets"));
+        assert_eq!(
+            one,
+            format!("sortie/{key}/1"),
+            "the same board, the same branch"
+        );
+        assert_eq!(key.len(), 8);
+        assert_eq!(branch_name_problem(&one), None);
+    }
+
+    #[test]
+    fn a_local_board_s_key_does_not_depend_on_how_its_path_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("board")).unwrap();
+        let plain = dir.path().join("board");
+        let roundabout = dir.path().join("board/../board/.");
+        let key = |path: &Path| {
+            board_key(&TrackerConfig::Local {
+                path: path.to_path_buf(),
+            })
+        };
+        assert_eq!(key(&plain), key(&roundabout));
     }
 
     #[test]

@@ -33,8 +33,8 @@ use serde_yaml::Value;
 pub use budgets::{Budgets, DayZone, Price, Prices, StageBudget};
 pub use diagnostic::{Diagnostic, MAX_DIAGNOSTICS};
 pub use git::{
-    branch_name_problem, render_ticket_template, sanitize_branch, ticket_branch, DEFAULT_BASE,
-    DEFAULT_BRANCH, DEFAULT_PR_TITLE,
+    board_key, branch_name_problem, render_ticket_template, sanitize_branch, ticket_branch,
+    DEFAULT_BASE, DEFAULT_BRANCH, DEFAULT_PR_TITLE,
 };
 pub use model::*;
 pub use reactions::{MergeMethod, ReactionKind, ReactionRule, ReactionsConfig, DEFAULT_HOLD_LABEL};

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use super::context::Context;
 use crate::agent::baseline::WorkSeen;
-use crate::agent::git::{self, Worktree};
+use crate::agent::git::{self, BranchOwner, Worktree};
 use crate::agent::AgentOutcome;
-use crate::block::{Category, ChangeEvidence, Evidence, NextAction};
+use crate::block::{Category, ChangeEvidence, Evidence, NextAction, OutcomeBlock};
 use crate::config::Stage;
 use crate::tracker::{PullRequestSpec, Ticket, TrackerError};
 
@@ -17,16 +17,20 @@ use crate::tracker::{PullRequestSpec, Ticket, TrackerError};
 pub const PULL_REQUEST_FAILED: &str = "git.pull_request_failed";
 
 /// The ticket's worktree at `dir` (its workspace), fetched and on its branch; `None`
-/// without `workspace.git`.
+/// without `workspace.git`. `blocks` are the ticket's outcome blocks: a branch that
+/// exists already is taken up only when it is this ticket's (`agent::git::BranchOwner`).
 pub(super) async fn prepare(
     ctx: &Context,
     ticket: &Ticket,
+    blocks: &[OutcomeBlock],
     dir: &Path,
 ) -> Result<Option<Worktree>, AgentOutcome> {
     let Some(git_cfg) = &ctx.config.workspace.git else {
         return Ok(None);
     };
-    let branch = crate::config::ticket_branch(git_cfg, &ticket.id, &ticket.title).map_err(|e| {
+    let board = crate::config::board_key(&ctx.config.tracker);
+    let branch = crate::config::ticket_branch(git_cfg, &board, &ticket.id, &ticket.title);
+    let branch = branch.map_err(|e| {
         AgentOutcome::failure(
             git::GIT_FAILED,
             Category::Permanent,
@@ -34,8 +38,18 @@ pub(super) async fn prepare(
             format!("the branch name does not render: {e}"),
         )
     })?;
+    let heads = blocks
+        .iter()
+        .filter_map(|b| match b {
+            OutcomeBlock::Success(s) => s.artifacts.get("head").cloned(),
+            OutcomeBlock::Failure(_) => None,
+        })
+        .collect();
+    let created_at = ticket.created_at.to_rfc3339();
+    let owner = BranchOwner::new(ctx.tracker.name(), &ticket.id, &created_at, heads);
     let timeout = ctx.config.agent.timeout;
-    let worktree = git::prepare_worktree(&ctx.config.state_root, git_cfg, dir, &branch, timeout)
+    let state_root = &ctx.config.state_root;
+    let worktree = git::prepare_worktree(state_root, git_cfg, dir, &branch, &owner, timeout)
         .await
         .map_err(|e| e.outcome())?;
     if worktree.created {

@@ -137,7 +137,7 @@ pipeline_stages:
             let pulls = model.pulls();
             assert_eq!(pulls.len(), 1, "{fault}: one pull request: {pulls:?}");
             let pull = &pulls[0];
-            let branch = format!("sortie/{id}");
+            let branch = common::ticket_branch(&dir.path().join("pipeline.yaml"), &id);
             assert_eq!(
                 (pull.head.as_str(), pull.base.as_str(), pull.draft),
                 (branch.as_str(), "main", true)
@@ -206,7 +206,8 @@ pipeline_stages:
         assert_eq!(board.pulls().len(), 0, "nothing opened on the tracker");
         let pulls = forge.pulls();
         assert_eq!(pulls.len(), 1, "{pulls:?}");
-        assert_eq!(pulls[0].head, format!("sortie/{number}"));
+        let branch = common::ticket_branch(&dir.path().join("pipeline.yaml"), &number.to_string());
+        assert_eq!(pulls[0].head, branch);
         assert!(
             board
                 .issue(number)

@@ -6,6 +6,8 @@
 use crate::common;
 use crate::github_model;
 
+mod branches;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -106,6 +108,11 @@ printf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
 fn sandbox(backend: Backend) -> (Sandbox, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let remote = bare_remote(dir.path());
+    (board_on(dir, &remote, backend), remote)
+}
+
+/// A local board in `dir` with architect -> backend -> qa in git worktrees of `remote`.
+fn board_on(dir: tempfile::TempDir, remote: &Path, backend: Backend) -> Sandbox {
     let agent = agent_script(dir.path(), backend);
     let config = format!(
         r#"
@@ -130,7 +137,7 @@ pipeline_stages:
     std::fs::write(dir.path().join("pipeline.yaml"), config).unwrap();
     let sb = Sandbox { dir };
     sb.ok(&["board", "init", "board"]);
-    (sb, remote)
+    sb
 }
 
 pub(crate) fn successes(blocks: &[OutcomeBlock]) -> Vec<&SuccessBlock> {
@@ -152,7 +159,7 @@ fn each_ticket_gets_its_own_branch_with_every_role_s_commits_pushed_and_recorded
     sb.drain(10);
     for id in &ids {
         assert_eq!(sb.ticket(id).status, "done", "ticket {id}");
-        let branch = format!("sortie/{id}");
+        let branch = common::ticket_branch(&sb.config_path(), id);
         let log = git(&remote, &["log", "--format=%s", &branch, "--"]);
         assert_eq!(
             log.lines().collect::<Vec<_>>(),
@@ -211,7 +218,8 @@ fn each_ticket_gets_its_own_branch_with_every_role_s_commits_pushed_and_recorded
     sb.ok(&["workspaces", "prune", "--config", "pipeline.yaml"]);
     for id in &ids {
         assert!(!sb.path().join("state/workspaces").join(id).exists());
-        git(&remote, &["rev-parse", "--verify", &format!("sortie/{id}")]);
+        let branch = common::ticket_branch(&sb.config_path(), id);
+        git(&remote, &["rev-parse", "--verify", &branch]);
     }
     let mirror = std::fs::read_dir(sb.path().join("state/git"))
         .unwrap()
@@ -282,15 +290,13 @@ fn a_worktree_deleted_by_hand_is_recreated_from_the_branch() {
     sb.drain(5);
     assert_eq!(sb.ticket(&id).status, "done");
     assert!(!ws.exists(), "the done ticket's worktree is removed");
+    let branch = common::ticket_branch(&sb.config_path(), &id);
     assert_eq!(
-        git(&remote, &["show", &format!("sortie/{id}:work.txt")]),
+        git(&remote, &["show", &format!("{branch}:work.txt")]),
         "architect\nbackend\nqa",
         "the architect's committed work came back with the branch"
     );
-    let log = git(
-        &remote,
-        &["log", "--format=%s", &format!("sortie/{id}"), "--"],
-    );
+    let log = git(&remote, &["log", "--format=%s", &branch, "--"]);
     assert_eq!(log.lines().count(), 4, "{log}");
 }
 
@@ -415,15 +421,12 @@ fn a_push_the_remote_rejects_is_a_transient_failure_with_git_s_words() {
     let (sb, remote) = sandbox(Backend::Commits);
     let id = sb.add("widget", "ready-for-design", &[]);
     sb.tick(); // the architect's commit is pushed
-               // Someone else replaces the ticket's branch on the remote with other work.
-    let other = sb.path().join("other");
-    git(sb.path(), &["clone", "--quiet", "remote.git", "other"]);
-    std::fs::write(other.join("theirs.txt"), "theirs\n").unwrap();
-    git(&other, &["add", "theirs.txt"]);
-    git(&other, &["commit", "--quiet", "-m", "someone else's work"]);
-    let refspec = format!("+HEAD:refs/heads/sortie/{id}");
-    git(&other, &["push", "--quiet", "origin", &refspec]);
-    let theirs = git(&remote, &["rev-parse", &format!("sortie/{id}")]);
+    let branch = common::ticket_branch(&sb.config_path(), &id);
+    let before = git(&remote, &["rev-parse", &branch]);
+    // The branch becomes protected: the remote's hook refuses every update of it.
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'protected branch' >&2\nexit 1\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
 
     sb.tick(); // backend commits on top of the architect's work; the push is refused
     let blocks = sb.blocks(&id);
@@ -433,10 +436,11 @@ fn a_push_the_remote_rejects_is_a_transient_failure_with_git_s_words() {
     assert_eq!(f.reason_code, "git.push_rejected", "{f:?}");
     assert_eq!(f.category.as_str(), "transient");
     assert!(f.detail.contains("rejected"), "git's words: {}", f.detail);
+    assert!(f.detail.contains("protected branch"), "{}", f.detail);
     assert_eq!(
-        git(&remote, &["rev-parse", &format!("sortie/{id}")]),
-        theirs,
-        "never force-pushed"
+        git(&remote, &["rev-parse", &branch]),
+        before,
+        "never forced"
     );
 }
 
@@ -448,7 +452,7 @@ fn a_worktree_behind_its_branch_on_the_remote_is_fast_forwarded_before_the_run()
     let (sb, remote) = sandbox(Backend::Commits);
     let id = sb.add("widget", "ready-for-design", &[]);
     sb.tick(); // the architect's commit is pushed; this host keeps its worktree
-    let branch = format!("sortie/{id}");
+    let branch = common::ticket_branch(&sb.config_path(), &id);
     let other = sb.path().join("other");
     git(sb.path(), &["clone", "--quiet", "remote.git", "other"]);
     git(&other, &["checkout", "--quiet", &branch]);
@@ -543,7 +547,7 @@ mod config {
         let git = cfg.workspace.git.unwrap();
         assert_eq!(git.url, "/repo");
         assert_eq!(git.base, "main");
-        assert_eq!(git.branch, "sortie/{{ ticket.id }}");
+        assert_eq!(git.branch, "sortie/{{ board.key }}/{{ ticket.id }}");
         assert!(git.push);
         let cfg = load(
             "workspace: {git: {url: \"git@host:org/repo.git\"}}\n",
@@ -765,7 +769,7 @@ pipeline_stages:
     ) {
         let blocks = sb.blocks(id);
         assert_eq!(sb.ticket(id).status, "done", "{blocks:?}");
-        let branch = format!("sortie/{id}");
+        let branch = common::ticket_branch(&sb.config_path(), id);
         assert_eq!(
             git(remote, &["log", "--format=%s", &branch, "--"]),
             format!("backend: work on {id}\ninitial"),
@@ -886,7 +890,12 @@ pipeline_stages:
             assert_eq!(
                 git(
                     &mirror,
-                    &["log", "--format=%s", &format!("sortie/{id}"), "--"]
+                    &[
+                        "log",
+                        "--format=%s",
+                        &common::ticket_branch(&sb.config_path(), id),
+                        "--"
+                    ]
                 ),
                 format!("backend: work on {id}\ninitial"),
                 "ticket {id} branched from the configured repository's main"
@@ -929,10 +938,8 @@ fn sixteen_concurrent_runs_on_one_repository_drain_with_no_git_failure() {
             .collect();
         assert_eq!(failures, Vec::<(&String, &String)>::new(), "ticket {id}");
         assert_eq!(sb.ticket(id).status, "done", "ticket {id}");
-        let log = git(
-            &remote,
-            &["log", "--format=%s", &format!("sortie/{id}"), "--"],
-        );
+        let branch = common::ticket_branch(&sb.config_path(), id);
+        let log = git(&remote, &["log", "--format=%s", &branch, "--"]);
         assert_eq!(log.lines().count(), 4, "ticket {id}: {log}");
     }
 }

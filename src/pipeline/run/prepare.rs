@@ -136,7 +136,8 @@ pub(super) async fn prepare<'s>(
             &env,
         )
     });
-    let worktree = match prepare_workspace(ctx, ticket, &hook_env, sandbox.as_mut()).await {
+    let worktree = match prepare_workspace(ctx, ticket, history, &hook_env, sandbox.as_mut()).await
+    {
         Ok(worktree) => worktree,
         Err(outcome) => return Prepared::Failed(outcome),
     };
@@ -232,6 +233,7 @@ pub(super) async fn prepare<'s>(
 async fn prepare_workspace(
     ctx: &Context,
     ticket: &Ticket,
+    history: &TicketHistory,
     env: &[(String, String)],
     sandbox: Option<&mut crate::agent::sandbox::SandboxPlan>,
 ) -> Result<Option<crate::agent::git::Worktree>, AgentOutcome> {
@@ -250,7 +252,8 @@ async fn prepare_workspace(
     let created = crate::agent::ensure_workspace(state_root, &ticket.id)
         .map_err(|e| hook_failed(format!("cannot create workspace {}: {e}", dir.display())))?;
     crate::agent::check_workspace(state_root, &dir).map_err(|e| e.outcome())?;
-    let worktree = match crate::pipeline::branch::prepare(ctx, ticket, &dir).await {
+    let worktree = match crate::pipeline::branch::prepare(ctx, ticket, history.blocks(), &dir).await
+    {
         Ok(worktree) => worktree,
         Err(outcome) => {
             if created {

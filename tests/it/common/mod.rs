@@ -429,3 +429,16 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// The branch sortie gives ticket `id` under the config at `config` (its
+/// `workspace.git.branch`, by default unique to the board: `sortie/<board key>/<id>`).
+pub fn ticket_branch(config: &Path, id: &str) -> String {
+    let cfg = Config::load(config).expect("the test's config loads");
+    let git = cfg
+        .workspace
+        .git
+        .as_ref()
+        .expect("workspace.git is configured");
+    let board = sortie::config::board_key(&cfg.tracker);
+    sortie::config::ticket_branch(git, &board, id, "").expect("the branch template renders")
+}

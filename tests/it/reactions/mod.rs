@@ -572,11 +572,9 @@ async fn conflict_then_person_merges<F: PullForge>() {
         "{report}"
     );
     let prompt = rig.prompt("backend", 1);
+    let branch = crate::common::ticket_branch(&rig.dir.path().join("pipeline.yaml"), &rig.id);
     assert!(
-        prompt.contains(&format!(
-            "The branch `sortie/{}` conflicts with `main`",
-            rig.id
-        )),
+        prompt.contains(&format!("The branch `{branch}` conflicts with `main`")),
         "{prompt}"
     );
     rig.until("qa-passed", 3).await;
@@ -605,7 +603,7 @@ async fn push_races_merge<F: PullForge>() {
     let (number, head) = rig.pull();
     rig.model.pass_check(&head, "test");
     let remote = rig.remote.clone();
-    let branch = format!("sortie/{}", rig.id);
+    let branch = crate::common::ticket_branch(&rig.dir.path().join("pipeline.yaml"), &rig.id);
     rig.model
         .before_merge(move || person_pushes(&remote, &branch, "late.txt", "late\n"));
     let report = rig.tick().await;
