@@ -671,8 +671,9 @@ fn warn_unreached(stages: &[SourcedStage], terminal: &[String], problems: &mut P
     }
 }
 
-/// The status of `candidates` closest to `status` when it is close enough to be a typo.
-fn closest<'a>(status: &str, candidates: &[&'a str]) -> Option<&'a str> {
+/// The name of `candidates` (statuses or roles) closest to `status` when it is close
+/// enough to be a typo.
+pub(crate) fn closest<'a>(status: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let status = status.to_lowercase();
     candidates
         .iter()
