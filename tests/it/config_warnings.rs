@@ -100,7 +100,7 @@ pipeline_stages:
   - {role: qa, claim_status: code-review, success_status: qa-passed}
 reactions:
   watch: [qa-passed]
-  ci_failure: {to_role: backend}
+  ci_failure: {to: backend}
 "#;
     let roles = [("backend", "Build it.\n"), ("qa", "Test it.\n")];
     let dir = setup(config, &roles);
