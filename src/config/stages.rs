@@ -663,8 +663,7 @@ fn warn_unreached(
             continue;
         };
         let watched = watched.iter().any(|w| same_name(w, ok));
-        if claimed(ok) || is_terminal(ok) || watched || suggested.iter().any(|n| same_name(n, ok))
-        {
+        if claimed(ok) || is_terminal(ok) || watched || suggested.iter().any(|n| same_name(n, ok)) {
             continue;
         }
         let hint = closest(ok, &unreached_claims)

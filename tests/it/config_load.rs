@@ -653,8 +653,8 @@ reactions:
         &no_env,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let written_to = parse(&config("{to: backend}", "{to: shipped}"), &no_env)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let written_to =
+        parse(&config("{to: backend}", "{to: shipped}"), &no_env).unwrap_or_else(|e| panic!("{e}"));
     for cfg in [&explicit, &written_to] {
         let r = cfg.reactions.as_ref().expect("reactions");
         let ci = r.rule(sortie::config::ReactionKind::CiFailure).expect("ci");

@@ -4,7 +4,7 @@
 //! off says so, naming the key that turns it on.
 
 use crate::config::{
-    Budgets, Bubblewrap, Config, GitWorkspace, PullRequestConfig, ReactionsConfig, StageBudget,
+    Bubblewrap, Budgets, Config, GitWorkspace, PullRequestConfig, ReactionsConfig, StageBudget,
     TrackerConfig, Verify,
 };
 
@@ -37,7 +37,11 @@ pub(super) fn pull_requests(cfg: &Config, pr: Option<&PullRequestConfig>) -> Str
         .forge
         .as_ref()
         .map_or_else(|| forge_name(&cfg.tracker), forge_name);
-    let draft = if pr.draft { "as drafts" } else { "ready for review" };
+    let draft = if pr.draft {
+        "as drafts"
+    } else {
+        "ready for review"
+    };
     format!(
         "pull requests: opened after {} succeeds, on {forge}, {draft}, titled {:?}",
         pr.after, pr.title
@@ -73,9 +77,10 @@ pub(super) fn reactions(reactions: Option<&ReactionsConfig>) -> String {
                 how.push_str(&format!(", quiet {}s", rule.quiet.as_secs()));
             }
             if kind == &crate::config::ReactionKind::BotReview {
-                match rule.bots.is_empty() {
-                    true => how.push_str(", any bot"),
-                    false => how.push_str(&format!(", bots {}", rule.bots.join(", "))),
+                if rule.bots.is_empty() {
+                    how.push_str(", any bot");
+                } else {
+                    how.push_str(&format!(", bots {}", rule.bots.join(", ")));
                 }
             }
             format!("{} back to {} ({how})", kind.as_str(), rule.to)
@@ -88,7 +93,10 @@ pub(super) fn reactions(reactions: Option<&ReactionsConfig>) -> String {
     });
     let held = |to: &Option<String>| to.clone().unwrap_or_else(|| "held".to_string());
     parts.push(format!("merged -> {}", held(&r.merged_to)));
-    parts.push(format!("closed unmerged -> {}", held(&r.closed_unmerged_to)));
+    parts.push(format!(
+        "closed unmerged -> {}",
+        held(&r.closed_unmerged_to)
+    ));
     parts.push(format!("out of rounds -> {}", held(&r.escalate_to)));
     parts.push(match r.auto_merge {
         Some(m) => format!("auto-merge by {}", m.as_str()),
@@ -110,10 +118,13 @@ pub(super) fn budgets(b: &Budgets) -> String {
     if !ticket.is_empty() {
         parts.push(format!("per ticket {ticket}"));
     }
-    for (role, StageBudget {
-        max_cost_usd_per_run,
-        max_tokens_per_run,
-    }) in &b.per_stage
+    for (
+        role,
+        StageBudget {
+            max_cost_usd_per_run,
+            max_tokens_per_run,
+        },
+    ) in &b.per_stage
     {
         let run = limits(*max_cost_usd_per_run, *max_tokens_per_run, None);
         if !run.is_empty() {

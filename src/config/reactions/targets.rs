@@ -93,7 +93,8 @@ pub(super) fn fixing_role(
     };
     let at = path.key(key);
     let owner = cx.stage_owning(&name).map(|s| s.role.as_str());
-    let meant = |role: &str| format!("did you mean `to_role: {role}` (the stage that claims `{name}`)?");
+    let meant =
+        |role: &str| format!("did you mean `to_role: {role}` (the stage that claims `{name}`)?");
     if key == "to_status" {
         let hint = owner.map_or_else(String::new, |r| format!("; {}", meant(r)));
         problems.at_key(
