@@ -325,6 +325,7 @@ pub const SHIPPED_STATUSES: &[&str] = &[
     "blocked",
     "testing",
     "qa-failed",
+    "qa-passed",
     "needs-human",
     "todo",
     "doing",

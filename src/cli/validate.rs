@@ -10,6 +10,8 @@ use crate::config::{Config, ConfigError, FieldStep};
 
 use super::{EXIT_OK, EXIT_USAGE};
 
+mod summary;
+
 /// Validate `config`, print the chain (exit 0) or every error as `FILE:LINE:COL: message` (exit 2).
 pub fn run(config: &Path) -> anyhow::Result<u8> {
     match Config::load(config) {
@@ -349,6 +351,9 @@ pub fn describe(cfg: &Config) -> String {
         for (i, route) in s.routes.iter().enumerate() {
             let _ = writeln!(out, "  {}", describe_route(i, route));
         }
+        if let Some(verify) = &s.verify {
+            let _ = writeln!(out, "  {}", summary::verify(verify));
+        }
     }
     out.push('\n');
     match &cfg.tracker {
@@ -495,9 +500,18 @@ pub fn describe(cfg: &Config) -> String {
     );
     let _ = writeln!(
         out,
-        "sandbox: {}",
-        crate::config::sandbox_report(a.bubblewrap.as_ref())
+        "sandbox: {}{}",
+        crate::config::sandbox_report(a.bubblewrap.as_ref()),
+        summary::sandbox_extras(a.bubblewrap.as_ref())
     );
+    let _ = writeln!(out, "{}", summary::git(cfg.workspace.git.as_ref()));
+    let _ = writeln!(
+        out,
+        "{}",
+        summary::pull_requests(cfg, cfg.pull_request.as_ref())
+    );
+    let _ = writeln!(out, "{}", summary::reactions(cfg.reactions.as_ref()));
+    let _ = writeln!(out, "{}", summary::budgets(&cfg.budgets));
     let r = &cfg.retry;
     let _ = writeln!(
         out,

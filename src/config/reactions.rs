@@ -10,6 +10,8 @@ use super::locate::FieldPath;
 use super::model::Stage;
 use crate::names::same_name;
 
+mod targets;
+
 /// The label (on the ticket or the pull request) that stops every reaction.
 pub const DEFAULT_HOLD_LABEL: &str = "sortie:hold";
 /// Default `max_rounds` of each kind.
@@ -36,7 +38,11 @@ pub(crate) struct RawReactions {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
+    /// The fixing stage's role, where it cannot be read as a status.
     to: Option<String>,
+    to_role: Option<String>,
+    /// Read only to refuse it with the role meant: a fixing kind names a stage.
+    to_status: Option<String>,
     max_rounds: Option<u32>,
     quiet_seconds: Option<u64>,
     bots: Option<Vec<String>>,
@@ -51,7 +57,33 @@ struct RawAutoMerge {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMoveTo {
+    /// The status, where it cannot be read as a stage's role.
     to: Option<String>,
+    to_status: Option<String>,
+    /// Read only to refuse it with the status meant: a move names a status.
+    to_role: Option<String>,
+}
+
+impl RawMoveTo {
+    fn written(self, path: &FieldPath, problems: &mut Problems) -> Option<targets::Written> {
+        targets::written(
+            path,
+            [
+                ("to_status", self.to_status),
+                ("to", self.to),
+                ("to_role", self.to_role),
+            ],
+            problems,
+        )
+    }
+}
+
+impl RawReactions {
+    /// The statuses `watch` lists as written, for the stage checks that run before
+    /// `reactions:` is checked.
+    pub(crate) fn watched(&self) -> &[String] {
+        self.watch.as_deref().unwrap_or_default()
+    }
 }
 
 /// How a pull request is merged.
@@ -115,7 +147,8 @@ impl ReactionKind {
 /// One kind's rule: which stage fixes it, how often.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReactionRule {
-    /// The role of the stage the ticket is sent to (it moves to its `claim_status`).
+    /// The role of the stage the ticket is sent to (it moves to its `claim_status`):
+    /// `to_role`, or `to` naming a role.
     pub to: String,
     /// Rounds of this kind per ticket; the one after the last escalates.
     pub max_rounds: u32,
@@ -226,36 +259,51 @@ pub(crate) fn normalize_reactions(
     ];
     for (kind, rule) in raws {
         let Some(rule) = rule else { continue };
-        if let Some(rule) = normalize_rule(kind, rule, &path.key(kind.as_str()), cx, problems) {
+        let p = path.key(kind.as_str());
+        if let Some(rule) = normalize_rule(kind, rule, &p, cx, &watch, problems) {
             rules.push((kind, rule));
         }
     }
 
-    let status_ref = |key: &str, value: Option<String>, problems: &mut Problems| {
-        let value = value?;
-        let p = path.key(key);
-        if value.trim().is_empty() {
-            problems.at_value(&p, "expected a status name, found an empty string");
-        } else if watch.iter().any(|w| same_name(w, &value)) {
-            problems.at_value(
-                &p,
-                format!("`{value}` is watched: a ticket moved there would be reacted to again"),
-            );
+    let merged_to = raw
+        .merged
+        .map(|m| {
+            let p = path.key("merged");
+            match m.written(&p, problems) {
+                Some(w) => targets::move_status(w, &p, "to_status", cx, &watch, problems),
+                None => {
+                    problems.at_key(
+                        &p,
+                        "`to_status` is required: the status a ticket moves to when its pull \
+                         request is merged (e.g. `to_status: done`)",
+                    );
+                    None
+                }
+            }
+        })
+        .unwrap_or_else(|| cx.terminal_states.first().cloned());
+    let closed_unmerged_to = raw.closed_unmerged.and_then(|m| {
+        let p = path.key("closed_unmerged");
+        match m.written(&p, problems) {
+            Some(w) => targets::move_status(w, &p, "to_status", cx, &watch, problems),
+            None => {
+                problems.at_key(
+                    &p,
+                    "`to_status` is required: the status a ticket moves to when its pull \
+                     request is closed unmerged (e.g. `to_status: needs-human`); leave \
+                     `closed_unmerged` out to hold the ticket",
+                );
+                None
+            }
         }
-        Some(value)
-    };
-    let merged_to = status_ref(
-        "merged",
-        raw.merged.map(|m| m.to.unwrap_or_default()),
-        problems,
-    )
-    .or_else(|| cx.terminal_states.first().cloned());
-    let closed_unmerged_to = status_ref(
-        "closed_unmerged",
-        raw.closed_unmerged.map(|m| m.to.unwrap_or_default()),
-        problems,
-    );
-    let escalate_to = status_ref("escalate_to", raw.escalate_to, problems);
+    });
+    let escalate_to = raw.escalate_to.and_then(|name| {
+        let w = targets::Written {
+            key: "escalate_to",
+            name,
+        };
+        targets::move_status(w, &path, "escalate_to", cx, &watch, problems)
+    });
     let hold_label = raw
         .hold_label
         .unwrap_or_else(|| DEFAULT_HOLD_LABEL.to_string());
@@ -290,33 +338,19 @@ fn normalize_rule(
     raw: RawRule,
     path: &FieldPath,
     cx: &ReactionContext<'_>,
+    watch: &[String],
     problems: &mut Problems,
 ) -> Option<ReactionRule> {
-    let roles: Vec<&str> = cx.stages.iter().map(|s| s.role.as_str()).collect();
-    let to = match raw.to {
-        None => {
-            problems.at_key(
-                path,
-                format!(
-                    "`to` is required: the stage whose role fixes a {}; expected one of: {}",
-                    kind.as_str(),
-                    roles.join(", ")
-                ),
-            );
-            return None;
-        }
-        Some(to) if !cx.stages.iter().any(|s| s.role == to) => {
-            problems.at_value(
-                &path.key("to"),
-                format!(
-                    "`{to}` is no stage's role; expected one of: {}",
-                    roles.join(", ")
-                ),
-            );
-            return None;
-        }
-        Some(to) => to,
-    };
+    let target = targets::written(
+        path,
+        [
+            ("to_role", raw.to_role),
+            ("to", raw.to),
+            ("to_status", raw.to_status),
+        ],
+        problems,
+    );
+    let to = targets::fixing_role(kind.as_str(), target, path, cx, watch, problems)?;
     let max_rounds = raw.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS);
     if max_rounds == 0 {
         problems.at_value(

@@ -127,7 +127,8 @@ pub(crate) fn build_stages(
                 .collect();
             check_pipeline(&stages, terminal, problems);
             check_rework(&stages, terminal, problems);
-            warn_unreached(&stages, terminal, problems);
+            let watched = raw.reactions.as_ref().map_or(&[][..], |r| r.watched());
+            warn_unreached(&stages, terminal, watched, problems);
             stages
         }
         None => match single_role(raw, terminal, default_cap, tracker_filter, problems) {
@@ -599,8 +600,14 @@ fn check_rework(stages: &[SourcedStage], terminal: &[String], problems: &mut Pro
 /// closest status on the other side, unless the stage marks it deliberate (`entry:
 /// true`, `exit: true`). When a claim status is warned about with a suggestion, the
 /// suggested success status is not warned about again: one typo, one warning, and it
-/// points at the misspelt side.
-fn warn_unreached(stages: &[SourcedStage], terminal: &[String], problems: &mut Problems) {
+/// points at the misspelt side. A success status that `reactions.watch` lists is where
+/// sortie watches the ticket's pull request, not a dead end (issue #52).
+fn warn_unreached(
+    stages: &[SourcedStage],
+    terminal: &[String],
+    watched: &[String],
+    problems: &mut Problems,
+) {
     let is_terminal = |s: &str| terminal.iter().any(|t| same_name(t, s));
     // Every status some stage moves tickets to.
     let targets: Vec<&str> = stages
@@ -655,7 +662,8 @@ fn warn_unreached(stages: &[SourcedStage], terminal: &[String], problems: &mut P
         let Some(ok) = s.stage.success_status.as_deref() else {
             continue;
         };
-        if claimed(ok) || is_terminal(ok) || suggested.iter().any(|n| same_name(n, ok)) {
+        let watched = watched.iter().any(|w| same_name(w, ok));
+        if claimed(ok) || is_terminal(ok) || watched || suggested.iter().any(|n| same_name(n, ok)) {
             continue;
         }
         let hint = closest(ok, &unreached_claims)
@@ -671,8 +679,9 @@ fn warn_unreached(stages: &[SourcedStage], terminal: &[String], problems: &mut P
     }
 }
 
-/// The status of `candidates` closest to `status` when it is close enough to be a typo.
-fn closest<'a>(status: &str, candidates: &[&'a str]) -> Option<&'a str> {
+/// The name of `candidates` (statuses or roles) closest to `status` when it is close
+/// enough to be a typo.
+pub(crate) fn closest<'a>(status: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let status = status.to_lowercase();
     candidates
         .iter()

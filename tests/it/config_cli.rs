@@ -53,6 +53,10 @@ in flight: at most 4 in total, 1 per role by default
 per status: code-review 1
 agent: {d}/scripts/demo-agent --role-file (timeout 3600s, stall detection off)
 sandbox: none: agents run unconfined (/bin/true could confine them: `agent.sandbox: {{kind: bubblewrap}}`)
+git: none: each ticket's workspace starts as an empty directory (`workspace.git` clones your repository)
+pull requests: none (`pull_request` opens them)
+reactions: none: pull requests are not watched (`reactions`)
+budgets: none (`budgets`)
 retry: 3 attempts, backoff 10s doubling up to 300s
 claim lease: 600s
 "
@@ -60,6 +64,82 @@ claim lease: 600s
     assert_text(&stdout, &want);
     assert_text(&stderr, "");
     assert_eq!(code, 0);
+}
+
+/// Regression (#52): every optional section that is on gets its own line, with the values
+/// loaded (defaults filled in), so a user can confirm a key was picked up: the git
+/// workspace, pull requests and their forge, reactions, budgets, each stage's `verify`
+/// and the sandbox's extra paths. (The lines for sections that are off are in the test
+/// above.)
+#[test]
+fn the_summary_says_which_optional_sections_are_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["board", "roles"] {
+        std::fs::create_dir(d.join(sub)).unwrap();
+    }
+    for role in ["backend", "qa"] {
+        std::fs::write(d.join("roles").join(format!("{role}.md")), "Work.\n").unwrap();
+    }
+    crate::common::git(d, &["init", "--quiet", "--bare", "widgets.git"]);
+    std::fs::write(
+        d.join("p.yaml"),
+        r#"tracker: {kind: local, path: board}
+forge: {kind: gitea, url: "http://127.0.0.1:3000", repo: acme/widgets}
+agent:
+  command: ["true"]
+  sandbox: {kind: bubblewrap, read_only: [/opt/tools], writable: [cache], env: [LANG]}
+workspace:
+  git: {url: widgets.git, base: trunk, branch: "work/{{ ticket.id }}"}
+pull_request: {after: backend, draft: false, title: "{{ ticket.title }}"}
+reactions:
+  watch: [qa-passed]
+  ci_failure: {to_role: backend, max_rounds: 2}
+  review_comments: {to: backend}
+  merged: {to_status: shipped}
+  escalate_to: needs-human
+budgets:
+  max_runs_per_ticket: 6
+  per_stage: {backend: {max_cost_usd_per_run: 1.5}}
+  max_cost_usd_per_day: 30
+pipeline_stages:
+  - role: backend
+    claim_status: todo
+    success_status: review
+    verify:
+      commands: [[git, diff, --check], [sh, -c, "exit 0"]]
+      timeout_seconds: 600
+      retry_with_output: false
+  - {role: qa, claim_status: review, success_status: qa-passed}
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = validate(d, "p.yaml");
+    assert_eq!(code, 0, "{stderr}");
+    let d = d.display();
+    let want = format!(
+        "todo -[backend]-> review -[qa]-> qa-passed
+
+backend: claims todo, success -> review, failure -> (stays, held), max 1 in flight
+  verify: `git diff --check`, then `sh -c exit 0` (each within 600s; a failure is final)
+qa: claims review, success -> qa-passed, failure -> (stays, held), max 1 in flight
+
+tracker: local board at {d}/board
+state root: {d}/state (ledger {d}/state/ledger.db)
+roles: {d}/roles
+terminal states: done, cancelled
+in flight: at most 4 in total, 1 per role by default
+agent: true (timeout 3600s, stall 300s)
+sandbox: bubblewrap (/bin/true starts a sandbox here; network host, home ephemeral); read-only /opt/tools; writable {d}/cache; env LANG
+git: clone of {d}/widgets.git, base trunk, branch work/{{{{ ticket.id }}}}, pushed after each successful run
+pull requests: opened after backend succeeds, on Gitea acme/widgets at http://127.0.0.1:3000, ready for review, titled \"{{{{ ticket.title }}}}\"
+reactions: watch qa-passed; ci_failure back to backend (at most 2 rounds), review_comments back to backend (at most 3 rounds, quiet 120s); merged -> shipped; closed unmerged -> held; out of rounds -> needs-human; a person merges; hold label sortie:hold
+budgets: per ticket 6 runs; per run of backend $1.5; per day $30 (UTC)
+retry: 3 attempts, backoff 10s doubling up to 300s
+claim lease: 600s
+"
+    );
+    assert_text(&stdout, &want);
 }
 
 #[test]
@@ -105,6 +185,10 @@ terminal states: done, cancelled
 in flight: at most 2 in total, 1 per role by default
 agent: {agent} --verbose (timeout 3600s, stall 120s)
 sandbox: none: agents run unconfined (/bin/true could confine them: `agent.sandbox: {{kind: bubblewrap}}`)
+git: none: each ticket's workspace starts as an empty directory (`workspace.git` clones your repository)
+pull requests: none (`pull_request` opens them)
+reactions: none: pull requests are not watched (`reactions`)
+budgets: none (`budgets`)
 retry: 3 attempts, backoff 10s doubling up to 300s
 claim lease: 600s
 ",

@@ -626,3 +626,41 @@ fn workspace_hooks_are_argvs_checked_like_agent_command() {
         ])
     );
 }
+
+/// Regression (#52): `to_role` on the fixing kinds and `to_status` on `merged` and
+/// `closed_unmerged` say what `to` says, and `to` still works where it is unambiguous.
+#[test]
+fn reactions_take_to_role_and_to_status_and_keep_to() {
+    let config = |ci: &str, merged: &str| {
+        format!(
+            "tracker: {{kind: github, repo: acme/widgets}}
+agent: {{command: [my-agent]}}
+workspace: {{git: {{url: \"https://example.com/acme/widgets.git\"}}}}
+pull_request: {{after: backend}}
+pipeline_stages:
+  - {{role: backend, claim_status: todo, success_status: review}}
+  - {{role: qa, claim_status: review, success_status: qa-passed}}
+reactions:
+  watch: [qa-passed]
+  ci_failure: {ci}
+  merged: {merged}
+  closed_unmerged: {{to_status: needs-human}}
+"
+        )
+    };
+    let explicit = parse(
+        &config("{to_role: backend}", "{to_status: shipped}"),
+        &no_env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let written_to =
+        parse(&config("{to: backend}", "{to: shipped}"), &no_env).unwrap_or_else(|e| panic!("{e}"));
+    for cfg in [&explicit, &written_to] {
+        let r = cfg.reactions.as_ref().expect("reactions");
+        let ci = r.rule(sortie::config::ReactionKind::CiFailure).expect("ci");
+        assert_eq!(ci.to, "backend");
+        assert_eq!(r.merged_to.as_deref(), Some("shipped"));
+        assert_eq!(r.closed_unmerged_to.as_deref(), Some("needs-human"));
+    }
+    assert_eq!(explicit.reactions, written_to.reactions);
+}

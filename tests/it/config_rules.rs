@@ -457,6 +457,91 @@ fn display_prints_one_file_line_col_line_per_problem() {
     );
 }
 
+/// Regression (#52): a fixing kind names a stage's role and a move names a status; a
+/// name of the wrong kind, under `to`, `to_role` or `to_status`, is refused with the name
+/// meant.
+#[test]
+fn reactions_refuse_a_name_of_the_wrong_kind_with_the_name_meant() {
+    assert_problems(
+        "reactions-wrong-kind.yaml",
+        &[
+            (
+                13,
+                20,
+                "reactions.ci_failure.to",
+                "`todo` is a status, not a stage's role; did you mean `to_role: backend` (the \
+                 stage that claims `todo`)?",
+            ),
+            (
+                14,
+                21,
+                "reactions.review_comments.to_status",
+                "review_comments sends the ticket back to the stage that fixes it, named by its \
+                 role (`to_role`), not to a status; did you mean `to_role: qa` (the stage that \
+                 claims `review`)?",
+            ),
+            (
+                15,
+                25,
+                "reactions.bot_review.to_role",
+                "`bakend` is no stage's role; did you mean `backend`?",
+            ),
+            (
+                16,
+                20,
+                "reactions.merge_conflict.to",
+                "`to_role` and `to` both say where the ticket goes; keep one",
+            ),
+            (
+                17,
+                16,
+                "reactions.merged.to",
+                "`qa` is a stage's role, not a status; did you mean `to_status: review` (the \
+                 status stage `qa` claims)?",
+            ),
+            (
+                18,
+                21,
+                "reactions.closed_unmerged.to_role",
+                "this moves the ticket to a status (`to_status`), not to a stage; did you mean \
+                 `to_status: todo` (the status stage `backend` claims)?",
+            ),
+            (
+                19,
+                16,
+                "reactions.escalate_to",
+                "`backend` is a stage's role, not a status; did you mean `escalate_to: todo`",
+            ),
+        ],
+    );
+}
+
+/// Regression (#52): `to` is kept where the name can only mean one thing; a name that is
+/// both a role and a status needs `to_role` or `to_status`.
+#[test]
+fn reactions_refuse_a_to_that_names_both_a_role_and_a_status() {
+    assert_problems(
+        "reactions-ambiguous-to.yaml",
+        &[
+            (
+                13,
+                20,
+                "reactions.ci_failure.to",
+                "`review` is both a stage's role and the status stage `backend` claims, so `to` \
+                 could mean either: write `to_role: review` for stage `review`, or `to_role: \
+                 backend` for the stage that claims `review`",
+            ),
+            (
+                15,
+                16,
+                "reactions.merged.to",
+                "`review` is both a stage's role and a status, so `to` could mean either: write \
+                 `to_status: review` for the status",
+            ),
+        ],
+    );
+}
+
 /// `reactions:` (issue #32): every stage and status it names is checked, with file,
 /// line and field, like every other reference; and GitLab cannot be asked to rebase.
 #[test]

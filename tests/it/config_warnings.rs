@@ -85,6 +85,42 @@ pipeline_stages:
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
 
+/// Regression (#52): the last stage's success status that `reactions.watch` lists is where
+/// sortie watches the pull request, not a place tickets wait for a person: no warning.
+/// Without `reactions` the same status still warns.
+#[test]
+fn a_success_status_reactions_watch_is_not_warned_about() {
+    let config = r#"tracker: {kind: local, path: board}
+forge: {kind: github, repo: acme/widgets}
+agent: {command: ["true"]}
+workspace: {git: {url: widgets.git}}
+pull_request: {after: backend}
+pipeline_stages:
+  - {role: backend, claim_status: todo, success_status: code-review}
+  - {role: qa, claim_status: code-review, success_status: qa-passed}
+reactions:
+  watch: [qa-passed]
+  ci_failure: {to: backend}
+"#;
+    let roles = [("backend", "Build it.\n"), ("qa", "Test it.\n")];
+    let dir = setup(config, &roles);
+    crate::common::git(dir.path(), &["init", "--quiet", "--bare", "widgets.git"]);
+    let (code, stderr) = validate(dir.path());
+    assert_eq!((code, stderr.as_str()), (0, ""));
+
+    let unwatched = config.split("reactions:").next().unwrap();
+    std::fs::write(dir.path().join("p.yaml"), unwatched).unwrap();
+    let (code, stderr) = validate(dir.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "warning: p.yaml:8:59: pipeline_stages[1].success_status: no stage claims \
+             `qa-passed`"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_claim_status_people_fill_is_silent_when_marked_entry() {
     let dir = setup(
