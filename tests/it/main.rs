@@ -78,6 +78,7 @@ mod hooks_ledger;
 mod hooks_pipeline;
 mod hooks_shell;
 mod hooks_webhook;
+mod holds;
 mod hostile_input;
 mod jira_adapter;
 mod jira_adf;

@@ -228,6 +228,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN agent TEXT; ALTER TABLE runs ADD COLUMN model TEXT;",
     // 7: a run's rate-limit reports, as JSON (the SQLite ledger's schema 9).
     "ALTER TABLE runs ADD COLUMN rate_limits TEXT;",
+    // 8: a hold's ticket updated time after sortie's own writes (the SQLite ledger's
+    // schema 10).
+    "ALTER TABLE holds ADD COLUMN ticket_updated_at BIGINT;",
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.
