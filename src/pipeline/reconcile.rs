@@ -124,6 +124,9 @@ async fn released_holds(
     holds: &[Hold],
     at: &impl Fn(&str) -> Whereabouts,
 ) -> Vec<ReleasedHold> {
+    if holds.is_empty() {
+        return Vec::new();
+    }
     let places: Vec<Whereabouts> = holds.iter().map(|h| at(&h.key.ticket_id)).collect();
     let mut ids: Vec<String> = holds
         .iter()

@@ -315,8 +315,9 @@ async fn issue_52_a_held_issue_relabelled_away_and_back_between_ticks_runs_again
     h.model.advance(60);
     h.model
         .edit(n, |i| i.labels = vec!["status:triage".to_string()]);
-    h.model
-        .edit(n, |i| i.labels = vec!["status:ready-for-design".to_string()]);
+    h.model.edit(n, |i| {
+        i.labels = vec!["status:ready-for-design".to_string()]
+    });
     let r = h.tick().await;
     assert_eq!(attempts(&r), [2], "{}", r.text);
     assert_eq!(attempts(&h.tick().await), [0u64; 0], "held again");

@@ -82,7 +82,11 @@ pub fn is_retry(body: &str) -> bool {
 /// The author of the first `/retry` that counts, among the comments after the last one
 /// carrying a block by a trusted author (the outcome that held the ticket): an older
 /// `/retry` was for an earlier round.
-fn retry_by(comments: &[Comment], who: &Answerers<'_>, trusted: &HashSet<String>) -> Option<String> {
+fn retry_by(
+    comments: &[Comment],
+    who: &Answerers<'_>,
+    trusted: &HashSet<String>,
+) -> Option<String> {
     let since = comments
         .iter()
         .rposition(|c| {
@@ -163,11 +167,33 @@ mod tests {
         }
     }
 
-    const FAILURE: &str = "held\n\n```yaml sortie:failure\nrole: dev\nstage_attempt: 1\n\
-        idempotency_key: k\nfrom_status: todo\nto_status: todo\nreason_code: x\n\
-        category: agent\ntransient: false\nnext_action: escalate\ndetail: d\n```\n";
+    /// The comment that held the ticket: sortie's failure block.
+    fn failure(id: &str, secs: i64) -> Comment {
+        use crate::block::{render_comment, Category, FailureBlock, NextAction, OutcomeBlock};
+        let block = OutcomeBlock::Failure(FailureBlock {
+            role: "dev".into(),
+            stage_attempt: 1,
+            idempotency_key: "ab".repeat(32),
+            from_status: "todo".into(),
+            to_status: "todo".into(),
+            reason_code: "agent.exit_nonzero".into(),
+            category: Category::Permanent,
+            transient: false,
+            next_action: NextAction::Escalate,
+            detail: "exit 1".into(),
+            run_id: None,
+            duration_seconds: None,
+            extra: Default::default(),
+        });
+        comment(id, "sortie", secs, &render_comment("held", &block))
+    }
 
-    fn judge(hold: &Hold, at: &Whereabouts, comments: &[Comment], trusted_authors: &[String]) -> HoldVerdict {
+    fn judge(
+        hold: &Hold,
+        at: &Whereabouts,
+        comments: &[Comment],
+        trusted_authors: &[String],
+    ) -> HoldVerdict {
         let who = Answerers {
             identity: "sortie",
             trusted_authors,
@@ -182,7 +208,10 @@ mod tests {
     fn a_hold_stands_in_its_status_until_a_move_and_falls_when_the_ticket_is_gone() {
         let h = hold(Some(10));
         assert_eq!(judge(&h, &at("TODO", 10), &[], &[]), HoldVerdict::Stands);
-        assert_eq!(judge(&h, &Whereabouts::Unknown, &[], &[]), HoldVerdict::Stands);
+        assert_eq!(
+            judge(&h, &Whereabouts::Unknown, &[], &[]),
+            HoldVerdict::Stands
+        );
         assert_eq!(
             judge(&h, &at("doing", 10), &[], &[]),
             HoldVerdict::Released("the ticket moved to doing".into())
@@ -195,10 +224,10 @@ mod tests {
 
     #[test]
     fn a_change_after_the_hold_releases_it_but_a_comment_or_a_hold_without_a_time_does_not() {
-        let sortie = comment("1", "sortie", 9, FAILURE);
+        let sortie = failure("1", 9);
         // Moved away and back (no comment since): released.
         assert!(matches!(
-            judge(&hold(Some(10)), &at("todo", 70), &[sortie.clone()], &[]),
+            judge(&hold(Some(10)), &at("todo", 70), std::slice::from_ref(&sortie), &[]),
             HoldVerdict::Released(why) if why.contains("changed")
         ));
         // The same time to the millisecond (the ledger keeps milliseconds): stands.
@@ -210,7 +239,12 @@ mod tests {
         // A person's comment moved the time: no status change.
         let talk = comment("2", "ana", 70, "why did this fail?");
         assert_eq!(
-            judge(&hold(Some(10)), &at("todo", 71), &[sortie.clone(), talk.clone()], &[]),
+            judge(
+                &hold(Some(10)),
+                &at("todo", 71),
+                &[sortie.clone(), talk.clone()],
+                &[]
+            ),
             HoldVerdict::Stands
         );
         // ... and a move well after that comment is one.
@@ -219,14 +253,17 @@ mod tests {
             HoldVerdict::Released(_)
         ));
         // A hold from before the ledger kept the time: only a move releases it.
-        assert_eq!(judge(&hold(None), &at("todo", 500), &[], &[]), HoldVerdict::Stands);
+        assert_eq!(
+            judge(&hold(None), &at("todo", 500), &[], &[]),
+            HoldVerdict::Stands
+        );
     }
 
     #[test]
     fn a_retry_after_the_holding_block_by_someone_who_may_answer_releases_the_hold() {
         let h = hold(Some(10));
         let old = comment("1", "ana", 5, "/retry");
-        let block = comment("2", "sortie", 9, FAILURE);
+        let block = failure("2", 9);
         let own = comment("3", "sortie", 20, "/retry");
         let stranger = comment("4", "mallory", 30, "/retry please");
         let wordy = comment("5", "ana", 31, "/retrying later");
@@ -234,7 +271,13 @@ mod tests {
         let trusted = ["ana".to_string()];
         // The time says nothing here: as on the local board, a comment does not move it.
         let here = at("todo", 10);
-        let before = [old.clone(), block.clone(), own.clone(), stranger.clone(), wordy.clone()];
+        let before = [
+            old.clone(),
+            block.clone(),
+            own.clone(),
+            stranger.clone(),
+            wordy.clone(),
+        ];
         assert_eq!(judge(&h, &here, &before, &trusted), HoldVerdict::Stands);
         let all = [old, block, own, stranger.clone(), wordy, ana];
         assert_eq!(
