@@ -8,6 +8,7 @@ pub mod board;
 pub mod claims;
 pub mod pipeline;
 pub mod stats;
+pub mod ticket;
 pub mod tracker;
 pub mod validate;
 pub mod workspaces;
@@ -54,6 +55,9 @@ pub enum Command {
     /// Check the configured tracker.
     #[command(subcommand)]
     Tracker(tracker::TrackerCommand),
+    /// Act on one ticket: release a held ticket.
+    #[command(subcommand)]
+    Ticket(ticket::TicketCommand),
     /// Manage per-ticket workspaces.
     #[command(subcommand)]
     Workspaces(workspaces::WorkspacesCommand),
@@ -139,6 +143,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Claims(cmd) => claims::run(cmd),
         Command::Board(cmd) => board::run(cmd),
         Command::Tracker(cmd) => tracker::run(cmd),
+        Command::Ticket(cmd) => ticket::run(cmd),
         Command::Workspaces(cmd) => workspaces::run(cmd),
         Command::Stats(args) => stats::run(args),
     }

@@ -187,6 +187,10 @@ pub struct Hold {
     pub reason_code: String,
     /// When it was held.
     pub created_at: Timestamp,
+    /// The ticket's updated time as the tracker reported it right after sortie's own
+    /// writes (`None`: not read). A later one means someone else changed the ticket
+    /// after the hold (docs/pipeline.md, *Releasing a held ticket*).
+    pub ticket_updated_at: Option<Timestamp>,
 }
 
 /// Life-cycle phase of a run in run history.

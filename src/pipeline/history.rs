@@ -31,14 +31,31 @@ struct Asked {
     block: QuestionBlock,
 }
 
-/// Who may answer a question: people, never sortie itself, and where
-/// `trusted_authors` is configured only them.
+/// Who may answer a question (or ask for a held ticket's `/retry`): people, never sortie
+/// itself, and where `trusted_authors` is configured only them.
 #[derive(Debug, Clone, Copy)]
 pub struct Answerers<'a> {
     /// sortie's identity on the tracker.
     pub identity: &'a str,
     /// `trusted_authors` (empty: anyone but sortie).
     pub trusted_authors: &'a [String],
+}
+
+impl Answerers<'_> {
+    /// Why a comment by `author` does not count (an answer, a `/retry`), or `None` when
+    /// it does: sortie's own comments never count; with `trusted_authors` configured,
+    /// only those authors' do.
+    pub fn refuses(&self, author: &str) -> Option<String> {
+        if author == self.identity {
+            Some("sortie's own comment".to_string())
+        } else if !self.trusted_authors.is_empty()
+            && !self.trusted_authors.iter().any(|a| a == author)
+        {
+            Some(format!("{author} is not in trusted_authors"))
+        } else {
+            None
+        }
+    }
 }
 
 /// The latest question of a role that no block has closed yet, with what people
@@ -135,8 +152,8 @@ impl TicketHistory {
             let author = &comment.author;
             let why = if author == who.identity {
                 "sortie's own comment is not an answer".to_string()
-            } else if !who.trusted_authors.is_empty() && !who.trusted_authors.contains(author) {
-                format!("{author} is not in trusted_authors")
+            } else if let Some(why) = who.refuses(author) {
+                why
             } else {
                 match parsed {
                     Ok(answer) => {

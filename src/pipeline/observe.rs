@@ -103,6 +103,7 @@ pub(crate) async fn where_are<'a>(
                 closed: t.closed,
                 labels: t.labels.clone(),
                 assignees: t.assignees.clone(),
+                updated_at: t.updated_at,
             },
             None => match ctx.tracker.get(id).await {
                 Ok(mut t) => {
@@ -112,6 +113,7 @@ pub(crate) async fn where_are<'a>(
                         closed: t.closed,
                         labels: t.labels,
                         assignees: t.assignees,
+                        updated_at: t.updated_at,
                     }
                 }
                 Err(TrackerError::NotFound(_)) => Whereabouts::Gone,

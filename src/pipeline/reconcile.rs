@@ -1,19 +1,23 @@
 //! Reconcile: runs whose ticket left their stage (a person moved it, closed it, deleted
-//! it) are asked to stop; retries and holds of tickets that left are dropped; claims
-//! whose holder is gone are reaped.
+//! it) are asked to stop; retries of tickets that left are dropped, and holds a person
+//! released (a move, a change after the hold, a `/retry`); claims whose holder is gone
+//! are reaped.
 //!
 //! [`reconcile`] only reads and returns what to do ([`Reconciliation`]); [`apply`]
 //! writes it. A dry run reports the cancels and applies nothing.
 
 use super::context::{run_ref, Context};
-use super::decide::placement::{
-    hold_still_stands, place_claim, retry_still_due, ClaimPlacement, Whereabouts,
-};
+use std::collections::HashMap;
+
+use super::decide::placement::{place_claim, retry_still_due, ClaimPlacement, Whereabouts};
+use super::decide::release::{judge_hold, HoldVerdict};
+use super::history::Answerers;
 use super::observe::{where_are, Observation};
 use super::report::CancelLine;
 use super::PipelineError;
 use crate::hooks::Event;
-use crate::ledger::{claimer_host, Claim, ClaimKey};
+use crate::ledger::{claimer_host, Claim, ClaimKey, Hold};
+use crate::tracker::{same_name, Comment};
 
 /// What reconcile found to do; [`apply`] does it (a dry run reports `cancels` and
 /// applies nothing).
@@ -22,12 +26,28 @@ pub(crate) struct Reconciliation {
     pub cancels: Vec<Cancel>,
     /// Retries of tickets that left where they were due.
     pub stale_retries: Vec<ClaimKey>,
-    /// Holds of tickets that left where they were held.
-    pub stale_holds: Vec<ClaimKey>,
+    /// Holds released: their ticket left where it was held, a person changed it after
+    /// the hold, or asked `/retry`.
+    pub stale_holds: Vec<ReleasedHold>,
     /// Tickets found terminal or closed, by id in order: they lose their workspace
     /// (once the runs asked to stop have ended). Gone, unknown or moved elsewhere is
     /// no evidence: those keep it.
     pub finished: Vec<String>,
+}
+
+/// A hold to clear, and why.
+pub(crate) struct ReleasedHold {
+    /// The held (ticket, role).
+    pub key: ClaimKey,
+    /// What released it.
+    pub why: String,
+}
+
+impl Reconciliation {
+    /// Whether the hold of `key` is released, so this tick's plan may dispatch it.
+    pub(crate) fn releases(&self, key: &ClaimKey) -> bool {
+        self.stale_holds.iter().any(|r| &r.key == key)
+    }
 }
 
 /// A cancel request to set on one claim, and its report line.
@@ -78,12 +98,7 @@ pub(crate) async fn reconcile(ctx: &Context, obs: &Observation) -> Reconciliatio
         .filter(|retry| !retry_still_due(&ctx.config, retry, &at(&retry.key.ticket_id)))
         .map(|retry| retry.key.clone())
         .collect();
-    let stale_holds = snapshot
-        .holds
-        .iter()
-        .filter(|hold| !hold_still_stands(hold, &at(&hold.key.ticket_id)))
-        .map(|hold| hold.key.clone())
-        .collect();
+    let stale_holds = released_holds(ctx, &snapshot.holds, &at).await;
     let mut finished: Vec<String> = seen
         .iter()
         .filter(|(_, place)| {
@@ -101,6 +116,60 @@ pub(crate) async fn reconcile(ctx: &Context, obs: &Observation) -> Reconciliatio
     }
 }
 
+/// The holds that no longer stand ([`judge_hold`]). The comments of each ticket still in
+/// its hold's status are read (one read per held ticket per tick): a `/retry` is there,
+/// and they tell a person's comment from a change of status.
+async fn released_holds(
+    ctx: &Context,
+    holds: &[Hold],
+    at: &impl Fn(&str) -> Whereabouts,
+) -> Vec<ReleasedHold> {
+    if holds.is_empty() {
+        return Vec::new();
+    }
+    let places: Vec<Whereabouts> = holds.iter().map(|h| at(&h.key.ticket_id)).collect();
+    let mut ids: Vec<String> = holds
+        .iter()
+        .zip(&places)
+        .filter(|(hold, place)| {
+            matches!(place, Whereabouts::Status { status, .. } if same_name(status, &hold.status))
+        })
+        .map(|(hold, _)| hold.key.ticket_id.clone())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let read = ctx.tracker.comments_of(&ids).await;
+    let comments: HashMap<String, Vec<Comment>> = ids
+        .into_iter()
+        .zip(read)
+        .filter_map(|(id, read)| match read {
+            Ok(comments) => Some((id, comments)),
+            Err(err) => {
+                tracing::warn!(ticket = %id, error = %err, "cannot read the held ticket's comments; only a move releases its hold this tick");
+                None
+            }
+        })
+        .collect();
+    let who = Answerers {
+        identity: &ctx.identity,
+        trusted_authors: &ctx.config.trusted_authors,
+    };
+    holds
+        .iter()
+        .zip(&places)
+        .filter_map(|(hold, place)| {
+            let read = comments.get(&hold.key.ticket_id).map(Vec::as_slice);
+            match judge_hold(hold, place, read, &who, &ctx.trusted) {
+                HoldVerdict::Stands => None,
+                HoldVerdict::Released(why) => Some(ReleasedHold {
+                    key: hold.key.clone(),
+                    why,
+                }),
+            }
+        })
+        .collect()
+}
+
 /// Do what reconcile found: set the cancel requests, drop the stale retries and holds,
 /// and remove (or queue for removal) the workspaces of finished tickets. Returns the
 /// report's cancel lines.
@@ -116,8 +185,10 @@ pub(crate) async fn apply(
     for key in &found.stale_retries {
         ctx.ledger.clear_retry(key)?;
     }
-    for key in &found.stale_holds {
+    for released in &found.stale_holds {
+        let key = &released.key;
         ctx.ledger.clear_hold(key)?;
+        tracing::info!(ticket = %key.ticket_id, role = %key.role, why = %released.why, "hold released");
     }
     for id in &found.finished {
         super::prune::ticket_finished(ctx, id, None).await;

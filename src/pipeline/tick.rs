@@ -69,7 +69,7 @@ impl Pipeline {
         }
 
         // Observe: the board once, the ledger once.
-        let obs = observe::observe(ctx).await?;
+        let mut obs = observe::observe(ctx).await?;
         report.tickets_listed = obs.tickets.len();
         report.warnings = obs.warnings.clone();
         report.unclaimed_statuses = obs.unclaimed_statuses.clone();
@@ -79,6 +79,8 @@ impl Pipeline {
             reconcile::reap(ctx, &obs.expired);
         }
         let reconciled = reconcile::reconcile(ctx, &obs).await;
+        // A hold released now does not keep its ticket out of this tick's plan.
+        obs.ledger.holds.retain(|h| !reconciled.releases(&h.key));
         report.cancels = if !dry_run {
             reconcile::apply(ctx, reconciled).await?
         } else {

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use chrono::Duration as ChronoDuration;
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
 
 use super::context::Context;
 use super::decide::reaction::REACTIONS_ROLE;
@@ -193,7 +193,11 @@ pub(super) async fn apply(
     entry.state = OutboxState::Done;
     entry.last_error = None;
     ctx.ledger.outbox_update(&entry)?;
-    follow_up(ctx, &entry, &claim_status)?;
+    let updated_at = match entry.follow_up {
+        FollowUp::Hold { .. } => updated_after_own_writes(ctx, &id).await,
+        _ => None,
+    };
+    follow_up(ctx, &entry, &claim_status, updated_at)?;
     if ctx.config.is_terminal(&entry.to_status) {
         super::prune::ticket_finished(ctx, &id, Some(&entry.key.role)).await;
     }
@@ -262,9 +266,27 @@ pub(super) async fn replay_outbox(ctx: &Context) -> Result<Vec<WritebackLine>, P
     Ok(replays)
 }
 
-/// Apply the follow-up decided with the outcome: queue a retry, hold the ticket, run it
-/// again soon, or clear both.
-fn follow_up(ctx: &Context, entry: &OutboxEntry, claim_status: &str) -> Result<(), LedgerError> {
+/// The ticket's updated time once sortie's own writes are on it (`None`: the re-read
+/// failed), kept with a hold: a later one is someone else's change, which releases it
+/// (`decide::release`).
+async fn updated_after_own_writes(ctx: &Context, id: &str) -> Option<DateTime<Utc>> {
+    match ctx.tracker.get(id).await {
+        Ok(ticket) => Some(ticket.updated_at),
+        Err(err) => {
+            tracing::warn!(ticket = %id, %err, "cannot re-read the held ticket; only a move releases its hold");
+            None
+        }
+    }
+}
+
+/// Apply the follow-up decided with the outcome: queue a retry, hold the ticket (with
+/// its updated time after sortie's writes), run it again soon, or clear both.
+fn follow_up(
+    ctx: &Context,
+    entry: &OutboxEntry,
+    claim_status: &str,
+    ticket_updated_at: Option<DateTime<Utc>>,
+) -> Result<(), LedgerError> {
     let now = ctx.clock.now();
     let after = |secs: u64| now + ChronoDuration::seconds(i64::try_from(secs).unwrap_or(300));
     match &entry.follow_up {
@@ -288,6 +310,7 @@ fn follow_up(ctx: &Context, entry: &OutboxEntry, claim_status: &str) -> Result<(
                 status: claim_status.to_string(),
                 reason_code: reason_code.clone(),
                 created_at: now,
+                ticket_updated_at,
             })?;
         }
         FollowUp::Continue { after_seconds } => {
@@ -420,11 +443,13 @@ async fn refuse(
         return defer(ctx, entry, err);
     }
     ctx.ledger.clear_retry(&entry.key)?;
+    let ticket_updated_at = updated_after_own_writes(ctx, &id).await;
     ctx.ledger.put_hold(&Hold {
         key: entry.key.clone(),
         status: current.to_string(),
         reason_code: "transition.refused".to_string(),
         created_at: ctx.clock.now(),
+        ticket_updated_at,
     })?;
     let reason = format!("transition refused by the tracker; ticket held in {current}");
     entry.state = OutboxState::Dropped;

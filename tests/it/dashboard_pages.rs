@@ -601,6 +601,7 @@ async fn held_tickets_and_retries_not_due_show_their_reason() {
                 status: "ready-for-design".into(),
                 reason_code: "spec.unclear".into(),
                 created_at: now,
+                ticket_updated_at: None,
             })
             .unwrap();
         ledger

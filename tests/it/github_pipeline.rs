@@ -26,6 +26,8 @@ pub(crate) struct Harness {
     agent: Vec<String>,
     /// `trusted_authors` of the next ticks.
     trusted: std::sync::Mutex<Vec<String>>,
+    /// The architect stage has no `failure_status`: a final failure holds the issue.
+    hold_failures: bool,
 }
 
 impl Harness {
@@ -36,6 +38,7 @@ impl Harness {
             clock: Arc::new(StepClock::new()),
             agent: agent.iter().map(|a| a.to_string()).collect(),
             trusted: Default::default(),
+            hold_failures: false,
         }
     }
 
@@ -53,6 +56,9 @@ impl Harness {
         }
         .config(self.dir.path(), &self.agent);
         cfg.trusted_authors = self.trusted.lock().unwrap().clone();
+        if self.hold_failures {
+            cfg.stages[0].failure_status = None;
+        }
         cfg
     }
 
@@ -272,6 +278,52 @@ async fn a_busy_tick_costs_eight_to_eleven_requests_per_run() {
         "busy tick (3 backend runs): {} requests, {units} rate-limit units",
         log.len()
     );
+}
+
+/// Issue #52, item 8: a person moving a held issue's status label away and back between
+/// two ticks releases the hold (its `updated_at` moved past the one sortie read after
+/// its own writes), and so does `/retry` from a trusted author; sortie's own writes, a
+/// person's comment and a stranger's `/retry` do not.
+#[tokio::test]
+async fn issue_52_a_held_issue_relabelled_away_and_back_between_ticks_runs_again() {
+    let mut h = Harness::new(&["false"]).await;
+    h.hold_failures = true;
+    *h.trusted.lock().unwrap() = vec!["alice".to_string()];
+    let n = h.model.add_issue("Export", &["status:ready-for-design"]);
+    let attempts = |r: &Report| -> Vec<u64> {
+        r.runs()
+            .iter()
+            .map(|r| r["attempt"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(attempts(&h.tick().await), [1]);
+    assert_eq!(h.model.issue(n).labels, ["status:ready-for-design"]);
+    let r = h.tick().await;
+    assert_eq!(attempts(&r), [0u64; 0], "sortie's own writes: {}", r.text);
+
+    h.model.add_comment(n, "alice", "why did this fail?");
+    h.model.add_comment(n, "mallory", "/retry");
+    let r = h.tick().await;
+    assert_eq!(
+        attempts(&r),
+        [0u64; 0],
+        "a comment is no status change, mallory is not trusted: {}",
+        r.text
+    );
+
+    // A minute later alice moves it away and back, between two ticks.
+    h.model.advance(60);
+    h.model
+        .edit(n, |i| i.labels = vec!["status:triage".to_string()]);
+    h.model.edit(n, |i| {
+        i.labels = vec!["status:ready-for-design".to_string()]
+    });
+    let r = h.tick().await;
+    assert_eq!(attempts(&r), [2], "{}", r.text);
+    assert_eq!(attempts(&h.tick().await), [0u64; 0], "held again");
+
+    h.model.add_comment(n, "alice", "/retry");
+    assert_eq!(attempts(&h.tick().await), [3]);
 }
 
 impl Asks for Harness {

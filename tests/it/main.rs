@@ -72,6 +72,7 @@ mod github_project_adapter;
 mod github_project_cli;
 mod github_project_pipeline;
 mod github_project_schema;
+mod holds;
 mod hooks_config;
 mod hooks_events;
 mod hooks_ledger;

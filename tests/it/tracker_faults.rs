@@ -308,6 +308,7 @@ async fn a_listing_that_drops_tickets_cancels_nothing_and_clears_no_hold() {
             status: "ready-for-design".into(),
             reason_code: "tests.failed".into(),
             created_at: now,
+            ticket_updated_at: None,
         })
         .unwrap();
 

@@ -131,11 +131,13 @@ pub fn retries_are_queued_replaced_listed_by_due_time_and_cleared(backend: &dyn 
 
 pub fn holds_are_recorded_replaced_and_cleared(backend: &dyn Backend) {
     let ledger = backend.fresh();
+    // The ticket's updated time is kept as written, or its absence (issue #52, item 8).
     let hold = |ticket: &str, status: &str| Hold {
         key: key(ticket, "qa"),
         status: status.into(),
         reason_code: "max_attempts".into(),
         created_at: at(5),
+        ticket_updated_at: (ticket == "T-1").then(|| at(4)),
     };
     ledger.put_hold(&hold("T-2", "review")).unwrap();
     ledger.put_hold(&hold("T-1", "review")).unwrap();

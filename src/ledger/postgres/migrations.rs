@@ -240,6 +240,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tracker, host, role, status)
     );
     "#,
+    // 9: a hold's ticket updated time after sortie's own writes (the SQLite ledger's
+    // schema 11).
+    "ALTER TABLE holds ADD COLUMN ticket_updated_at BIGINT;",
 ];
 
 /// Migration 2: claims hold slots, so the caps hold without a lock.

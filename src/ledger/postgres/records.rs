@@ -91,10 +91,11 @@ pub(super) fn clear_retry(conn: &mut Conn, key: &ClaimKey) -> Result<bool, Ledge
 
 pub(super) fn put_hold(conn: &mut Conn, hold: &Hold) -> Result<(), LedgerError> {
     conn.exec(
-        "INSERT INTO holds (tracker, ticket_id, role, status, reason_code, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tracker, ticket_id, role) DO UPDATE SET \
+        "INSERT INTO holds \
+         (tracker, ticket_id, role, status, reason_code, created_at, ticket_updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tracker, ticket_id, role) DO UPDATE SET \
          status = excluded.status, reason_code = excluded.reason_code, \
-         created_at = excluded.created_at",
+         created_at = excluded.created_at, ticket_updated_at = excluded.ticket_updated_at",
         &[
             &hold.key.tracker,
             &hold.key.ticket_id,
@@ -102,6 +103,7 @@ pub(super) fn put_hold(conn: &mut Conn, hold: &Hold) -> Result<(), LedgerError> 
             &hold.status,
             &hold.reason_code,
             &to_millis(hold.created_at),
+            &hold.ticket_updated_at.map(to_millis),
         ],
     )?;
     Ok(())
@@ -109,7 +111,7 @@ pub(super) fn put_hold(conn: &mut Conn, hold: &Hold) -> Result<(), LedgerError> 
 
 pub(super) fn holds(conn: &mut Conn, tracker: Option<&str>) -> Result<Vec<Hold>, LedgerError> {
     conn.rows(
-        "SELECT tracker, ticket_id, role, status, reason_code, created_at \
+        "SELECT tracker, ticket_id, role, status, reason_code, created_at, ticket_updated_at \
          FROM holds WHERE $1::text IS NULL OR tracker = $1::text ORDER BY tracker, ticket_id, role",
         &[&tracker],
     )?
@@ -120,6 +122,7 @@ pub(super) fn holds(conn: &mut Conn, tracker: Option<&str>) -> Result<Vec<Hold>,
             status: get(row, 3)?,
             reason_code: get(row, 4)?,
             created_at: from_millis(get(row, 5)?)?,
+            ticket_updated_at: get::<Option<i64>>(row, 6)?.map(from_millis).transpose()?,
         })
     })
     .collect()

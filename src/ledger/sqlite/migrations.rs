@@ -203,6 +203,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tracker, host, role, status)
     ) WITHOUT ROWID;
     ",
+    // 11: the ticket's updated time right after the writes that held it, so a person's
+    // change made after the hold releases it even when the ticket is back on the same
+    // status before the next tick (issue #52, item 8). Rows from before read as NULL:
+    // only a different status releases them.
+    "
+    ALTER TABLE holds ADD COLUMN ticket_updated_at INTEGER;
+    ",
 ];
 
 /// The SQL of migration `version` (1-based), if this build has it.

@@ -89,8 +89,9 @@ pub(super) fn clear_retry(conn: &Connection, key: &ClaimKey) -> Result<bool, Led
 /// Record or replace a hold.
 pub(super) fn put_hold(conn: &Connection, hold: &Hold) -> Result<(), LedgerError> {
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO holds (tracker, ticket_id, role, status, reason_code, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT OR REPLACE INTO holds \
+         (tracker, ticket_id, role, status, reason_code, created_at, ticket_updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute((
         &hold.key.tracker,
@@ -99,6 +100,7 @@ pub(super) fn put_hold(conn: &Connection, hold: &Hold) -> Result<(), LedgerError
         &hold.status,
         &hold.reason_code,
         to_millis(hold.created_at),
+        hold.ticket_updated_at.map(to_millis),
     ))?;
     Ok(())
 }
@@ -106,7 +108,7 @@ pub(super) fn put_hold(conn: &Connection, hold: &Hold) -> Result<(), LedgerError
 /// Holds of `tracker` (every tracker's when `None`), ordered by key.
 pub(super) fn holds(conn: &Connection, tracker: Option<&str>) -> Result<Vec<Hold>, LedgerError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT tracker, ticket_id, role, status, reason_code, created_at \
+        "SELECT tracker, ticket_id, role, status, reason_code, created_at, ticket_updated_at \
          FROM holds WHERE ?1 IS NULL OR tracker = ?1 ORDER BY tracker, ticket_id, role",
     )?;
     let rows = stmt.query_map([tracker], |row| {
@@ -115,14 +117,16 @@ pub(super) fn holds(conn: &Connection, tracker: Option<&str>) -> Result<Vec<Hold
             row.get::<_, String>(3)?,
             row.get::<_, String>(4)?,
             row.get::<_, i64>(5)?,
+            row.get::<_, Option<i64>>(6)?,
         ))
     })?;
-    collect(rows, |(key, status, reason_code, created)| {
+    collect(rows, |(key, status, reason_code, created, updated)| {
         Ok(Hold {
             key,
             status,
             reason_code,
             created_at: from_millis(created)?,
+            ticket_updated_at: updated.map(from_millis).transpose()?,
         })
     })
 }

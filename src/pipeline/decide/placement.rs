@@ -1,10 +1,13 @@
-//! Placement: where a ticket is against where a stage's claim, retry or hold expects it,
-//! and what follows (keep it, cancel the run, drop the record). Pure.
+//! Placement: where a ticket is against where a stage's claim or retry expects it, and
+//! what follows (keep it, cancel the run, drop the record). Pure. A hold's is in
+//! [`super::release`].
+
+use chrono::{DateTime, Utc};
 
 use super::eligibility::stage_for_status;
 use super::filter::mismatch_parts;
 use crate::config::Config;
-use crate::ledger::{Claim, Hold, RetryEntry};
+use crate::ledger::{Claim, RetryEntry};
 use crate::tracker::same_name;
 
 /// Where a ticket is, as far as this tick can tell.
@@ -20,6 +23,8 @@ pub enum Whereabouts {
         labels: Vec<String>,
         /// Who it is assigned to.
         assignees: Vec<String>,
+        /// When the ticket last changed, as the tracker reports it.
+        updated_at: DateTime<Utc>,
     },
     /// The tracker says it does not exist.
     Gone,
@@ -82,15 +87,6 @@ pub fn retry_still_due(config: &Config, retry: &RetryEntry, at: &Whereabouts) ->
     }
 }
 
-/// Whether a hold still stands (a hold belongs to its status: any move releases it).
-pub fn hold_still_stands(hold: &Hold, at: &Whereabouts) -> bool {
-    match at {
-        Whereabouts::Unknown => true,
-        Whereabouts::Gone => false,
-        Whereabouts::Status { status, .. } => same_name(status, &hold.status),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
@@ -115,6 +111,7 @@ mod tests {
             closed: false,
             labels: Vec::new(),
             assignees: Vec::new(),
+            updated_at: Utc::now(),
         }
     }
 
@@ -159,6 +156,7 @@ mod tests {
             closed: true,
             labels: Vec::new(),
             assignees: Vec::new(),
+            updated_at: Utc::now(),
         };
         assert!(matches!(
             place_claim(&config, &claim, &closed, "sortie"),
@@ -167,11 +165,11 @@ mod tests {
     }
 
     #[test]
-    fn retries_follow_their_stage_and_holds_their_status() {
+    fn retries_follow_their_stage() {
         let config = config();
         let key = ClaimKey::new("local", "1", "dev");
         let retry = RetryEntry {
-            key: key.clone(),
+            key,
             stage: "todo".into(),
             failed_attempt: 1,
             due_at: Utc::now(),
@@ -180,14 +178,5 @@ mod tests {
         assert!(retry_still_due(&config, &retry, &at("doing")), "same stage");
         assert!(!retry_still_due(&config, &retry, &at("review")));
         assert!(retry_still_due(&config, &retry, &Whereabouts::Unknown));
-        let hold = Hold {
-            key,
-            status: "todo".into(),
-            reason_code: "x".into(),
-            created_at: Utc::now(),
-        };
-        assert!(hold_still_stands(&hold, &at("TODO")));
-        assert!(!hold_still_stands(&hold, &at("doing")));
-        assert!(!hold_still_stands(&hold, &Whereabouts::Gone));
     }
 }
