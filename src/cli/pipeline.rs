@@ -503,8 +503,8 @@ fn status(config_path: &Path, json: bool) -> anyhow::Result<u8> {
     for h in &report.holds {
         writeln!(
             out,
-            "  {} {} in {} after {}; change its status to run it again",
-            h.key.ticket_id, h.key.role, h.status, h.reason_code
+            "  {} {} in {} after {}; change its status, comment /retry or run `sortie ticket release {}` to run it again",
+            h.key.ticket_id, h.key.role, h.status, h.reason_code, h.key.ticket_id
         )?;
     }
     writeln!(

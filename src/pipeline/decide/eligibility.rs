@@ -163,7 +163,7 @@ impl std::fmt::Display for SkipReason {
             SkipReason::Held { reason_code } => {
                 write!(
                     f,
-                    "held after final failure {reason_code}; change its status to run it again"
+                    "held after final failure {reason_code}; change its status, comment /retry or run `sortie ticket release` to run it again"
                 )
             }
             SkipReason::WritebackPending => write!(f, "write-back of the last run still pending"),
