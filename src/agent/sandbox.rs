@@ -21,6 +21,10 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{AgentConfig, AgentPreset, Bubblewrap, SandboxHome, SandboxNetwork};
 
+mod toolchains;
+
+pub use toolchains::Toolchain;
+
 /// What a confined run's block records in `sandbox:`.
 pub const SANDBOX_BUBBLEWRAP: &str = "bubblewrap";
 
@@ -60,6 +64,11 @@ pub struct SandboxPlan {
     pub writable: Vec<PathBuf>,
     /// Files bound read-only at another path (a preset's config files into the private home).
     pub files: Vec<(PathBuf, PathBuf)>,
+    /// Files hidden behind an empty one (credentials inside a bound toolchain root).
+    pub hidden: Vec<PathBuf>,
+    /// The version managers installed on the host (rustup, pyenv, ...): a command whose
+    /// `PATH` or program lies in one gets it bound ([`toolchains`]).
+    pub toolchains: Vec<Toolchain>,
     /// The private home (host path, bound at the same path; `HOME` inside).
     pub home: PathBuf,
     /// Remove `home` after the run (`home: ephemeral`).
@@ -116,6 +125,8 @@ impl SandboxPlan {
             read_only: jail.read_only.clone(),
             writable: jail.writable.clone(),
             files: Vec::new(),
+            hidden: Vec::new(),
+            toolchains: toolchains::installed(env, state_root),
             home: home.clone(),
             remove_home: jail.home == SandboxHome::Ephemeral,
             env: inside,
@@ -210,6 +221,10 @@ impl SandboxPlan {
         for path in &self.read_only {
             push(&[&"--ro-bind-try", path, path]);
         }
+        // After the roots they lie in: an empty file over each.
+        for path in &self.hidden {
+            push(&[&"--ro-bind", &"/dev/null", path]);
+        }
         for path in &self.writable {
             push(&[&"--bind-try", path, path]);
         }
@@ -272,23 +287,91 @@ impl SandboxPlan {
         agent_env: &BTreeMap<String, String>,
         vars: &BTreeMap<String, String>,
     ) -> tokio::process::Command {
+        let binds = self.for_program(program, agent_env);
         // The home and mount points exist before anything starts in the sandbox (a
         // `before_run` hook runs before the agent); a failure shows as bwrap's own error.
-        if let Err(err) = self.prepare() {
+        if let Err(err) = binds.prepare() {
             tracing::warn!(%err, "could not prepare the sandbox's home");
         }
-        // Whatever runs in the sandbox (the agent, a hook, a check) brings its own program.
-        let mut binds = self.clone();
-        let path_var = self.env.get("PATH").map(String::as_str);
-        binds.read_only.extend(program_dirs(program, path_var));
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.args(binds.bwrap_args(workspace, run_dir))
             .arg("--")
             .arg(program)
             .args(args)
             .env_clear()
-            .envs(self.environment(agent_env, vars));
+            .envs(binds.environment(agent_env, vars));
         cmd
+    }
+
+    /// This plan with what `program` brings: its own files (found on the `PATH` inside)
+    /// and the toolchains of version managers that `PATH` or the program lies in, with
+    /// their variables.
+    pub fn for_program(&self, program: &str, agent_env: &BTreeMap<String, String>) -> SandboxPlan {
+        let mut binds = self.clone();
+        let path_var = self.inside_path(agent_env);
+        let path_var = path_var.as_deref();
+        binds.read_only.extend(program_dirs(program, path_var));
+        let mut paths = Vec::new();
+        if let Some(found) = find_on(program, path_var) {
+            paths.extend(found.canonicalize().ok());
+            paths.push(found);
+        }
+        for toolchain in toolchains::needed(&self.toolchains, path_var, &paths) {
+            binds.read_only.extend(toolchain.roots.iter().cloned());
+            binds.read_only.extend(toolchain.program.iter().cloned());
+            binds.hidden.extend(toolchain.hidden.iter().cloned());
+            for (host, in_home) in &toolchain.home_files {
+                let to = self.home.join(in_home);
+                if !binds.files.iter().any(|(_, t)| *t == to) {
+                    binds.files.push((host.clone(), to));
+                }
+            }
+            for (name, value) in &toolchain.env {
+                binds
+                    .env
+                    .entry(name.clone())
+                    .or_insert_with(|| value.clone());
+            }
+        }
+        binds
+    }
+
+    /// The `PATH` inside: the agent's `env` sets it, else sortie's.
+    fn inside_path(&self, agent_env: &BTreeMap<String, String>) -> Option<String> {
+        agent_env
+            .get("PATH")
+            .or_else(|| self.env.get("PATH"))
+            .cloned()
+    }
+
+    /// Whether `program` can be started inside, run in `workspace`: it is found on the
+    /// `PATH` inside (a bare name), or it is an executable file (a path, relative to
+    /// `workspace`). Why not otherwise, in words for a person.
+    pub fn can_start(
+        &self,
+        program: &str,
+        workspace: &Path,
+        agent_env: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let path = self.inside_path(agent_env);
+        let found = if program.contains('/') {
+            let file = workspace.join(program);
+            is_executable(&file).then_some(file)
+        } else {
+            std::env::split_paths(path.as_deref().unwrap_or_default())
+                .map(|dir| dir.join(program))
+                .find(|p| is_executable(p))
+        };
+        match found {
+            Some(_) => Ok(()),
+            None if program.contains('/') => Err(format!(
+                "cannot start `{program}`: no executable file there"
+            )),
+            None => Err(format!(
+                "cannot start `{program}`: not found on the sandbox's PATH ({})",
+                path.as_deref().unwrap_or("unset")
+            )),
+        }
     }
 
     /// Create the private home and the mount points of the preset's files.
@@ -367,6 +450,12 @@ fn add_program(found: &Path, out: &mut Vec<PathBuf>) {
     {
         out.push(link_modules.to_path_buf());
     }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn find_on(program: &str, path_var: Option<&str>) -> Option<PathBuf> {

@@ -102,6 +102,10 @@ async fn run_one(argv: &[String], env: VerifyEnv<'_>) -> CheckRun {
     };
     let mut cmd = match env.sandbox {
         Some(sandbox) => {
+            // Inside, a program that is not there is bwrap's own exit 1, not a spawn error.
+            if let Err(why) = sandbox.can_start(program, env.dir, env.env) {
+                return failed_to_start(why);
+            }
             sandbox.command(program, args, env.dir, env.dir, env.env, &BTreeMap::new())
         }
         None => {

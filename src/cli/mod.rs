@@ -7,6 +7,7 @@ pub mod block;
 pub mod board;
 pub mod claims;
 pub mod pipeline;
+mod preflight;
 pub mod stats;
 pub mod ticket;
 pub mod tracker;

@@ -22,6 +22,9 @@ pub enum PipelineCommand {
     Validate {
         #[command(flatten)]
         config: super::ConfigPath,
+        /// Do not reach the network: skip the `git ls-remote` check of `workspace.git.url`.
+        #[arg(long)]
+        offline: bool,
     },
     /// Run one reconcile sweep: claim, run and write back what the board asks for.
     Tick {
@@ -64,7 +67,9 @@ pub enum PipelineCommand {
 /// Run a pipeline command.
 pub fn run(cmd: PipelineCommand) -> anyhow::Result<u8> {
     match cmd {
-        PipelineCommand::Validate { config } => super::validate::run(&config.locate()?),
+        PipelineCommand::Validate { config, offline } => {
+            super::validate::run(&config.locate()?, offline)
+        }
         PipelineCommand::Tick {
             config,
             dry_run,

@@ -13,7 +13,8 @@ use super::{EXIT_OK, EXIT_USAGE};
 mod summary;
 
 /// Validate `config`, print the chain (exit 0) or every error as `FILE:LINE:COL: message` (exit 2).
-pub fn run(config: &Path) -> anyhow::Result<u8> {
+/// `offline`: do not check `workspace.git.url` over the network.
+pub fn run(config: &Path, offline: bool) -> anyhow::Result<u8> {
     match Config::load(config) {
         Ok(cfg) => {
             // Role templates are part of the pipeline: an unknown variable or a bad
@@ -44,6 +45,10 @@ pub fn run(config: &Path) -> anyhow::Result<u8> {
                         "warning: agent program `{program}` (role {role}) is not found on this machine; `pipeline tick` will refuse to run",
                     )?;
                 }
+            }
+            // Verify programs, the sandbox and the git remote, as a run will meet them.
+            for w in super::preflight::warnings(&cfg, &templates, offline) {
+                writeln!(std::io::stderr().lock(), "warning: {w}")?;
             }
             for w in &cfg.warnings {
                 writeln!(std::io::stderr().lock(), "warning: {w}")?;

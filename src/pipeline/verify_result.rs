@@ -16,12 +16,12 @@ pub struct VerifyResult {
     pub role: String,
     /// Its attempt.
     pub attempt: u32,
-    /// `passed`, `failed` or `timed_out`.
+    /// `passed`, `failed`, `timed_out` or `cannot_start`.
     pub result: String,
     /// The checks as they ran (a success block's evidence); empty for a failure, whose
     /// block names the failing command in its detail.
     pub checks: Vec<crate::block::CheckEvidence>,
-    /// The failure's reason code (`verify.failed`, `verify.timeout`).
+    /// The failure's reason code (`verify.failed`, `verify.timeout`, `verify.cannot_start`).
     pub reason_code: Option<String>,
     /// The failure detail's first line: which command, how it ended.
     pub detail: Option<String>,
@@ -53,10 +53,12 @@ impl VerifyResult {
                 })
             }
             OutcomeBlock::Failure(f) => {
-                // The reason codes of `run::verify` (`VERIFY_FAILED`, `VERIFY_TIMEOUT`).
+                // The reason codes of `run::verify` (`VERIFY_FAILED`, `VERIFY_TIMEOUT`,
+                // `VERIFY_CANNOT_START`).
                 let result = match f.reason_code.as_str() {
                     "verify.failed" => "failed",
                     "verify.timeout" => "timed_out",
+                    "verify.cannot_start" => "cannot_start",
                     _ => return None,
                 };
                 Some(VerifyResult {

@@ -166,8 +166,84 @@ pipeline_stages:
     );
     let with_git = format!("{config}workspace: {{git: {{url: ../widgets.git}}}}\n");
     std::fs::write(dir.path().join("p.yaml"), with_git).unwrap();
-    let (code, stderr) = validate(dir.path());
+    // `--offline`: the remote (which does not exist here) is not asked.
+    let (code, _, stderr) = sortie(
+        dir.path(),
+        &["pipeline", "validate", "--config", "p.yaml", "--offline"],
+    );
     assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// Issue #52: a verify program that is not installed, a `workspace.git.url` nobody
+/// answers at and a remote without the base branch are each said by validate once, at
+/// their key, instead of failing every ticket at run time; `--offline` skips the remote.
+#[test]
+fn validate_says_a_missing_verify_program_and_an_unusable_git_remote_issue_52() {
+    let dir = setup(
+        r#"tracker: {kind: local, path: board}
+agent: {command: ["true"]}
+workspace: {git: {url: ../remote.git, base: main}}
+pipeline_stages:
+  - role: architect
+    claim_status: ready-for-design
+    success_status: done
+    verify: {commands: [["true"], ["no-such-verify-tool-52", "--all"]]}
+"#,
+        PLAIN,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::rename(dir.path().join("p.yaml"), work.join("p.yaml")).unwrap();
+    std::fs::rename(dir.path().join("board"), work.join("board")).unwrap();
+    std::fs::rename(dir.path().join("roles"), work.join("roles")).unwrap();
+    let remote = dir.path().join("remote.git");
+    let remote = remote.display();
+    let missing_tool = "warning: p.yaml:8:35: pipeline_stages[0].verify.commands[1]: verify \
+        program `no-such-verify-tool-52` (role architect) is not found on this machine; every \
+        run of this stage would end `verify.cannot_start`: install it, or change the command\n";
+
+    let (code, stderr) = validate(&work);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "{missing_tool}warning: p.yaml:3:24: workspace.git.url: `git ls-remote {remote}` \
+             failed (fatal: '{remote}' does not appear to be a git repository); every run would \
+             fail preparing its worktree: check the URL and this machine's access to it \
+             (`--offline` skips this check)\n"
+        )
+    );
+    let (code, _, stderr) = sortie(
+        &work,
+        &["pipeline", "validate", "--config", "p.yaml", "--offline"],
+    );
+    assert_eq!((code, stderr.as_str()), (0, missing_tool));
+
+    // There, but without the base branch.
+    crate::common::git(dir.path(), &["init", "--quiet", "--bare", "remote.git"]);
+    let (_, stderr) = validate(&work);
+    assert_eq!(
+        stderr,
+        format!(
+            "{missing_tool}warning: p.yaml:3:45: workspace.git.base: branch `main` is not on \
+             {remote}; every ticket's branch starts from it: push it, or set \
+             `workspace.git.base` to a branch that is there\n"
+        )
+    );
+
+    // With it, the remote is fine.
+    crate::common::git(dir.path(), &["clone", "--quiet", "remote.git", "seed"]);
+    let seed = dir.path().join("seed");
+    crate::common::git(
+        &seed,
+        &["commit", "--quiet", "--allow-empty", "-m", "first"],
+    );
+    crate::common::git(
+        &seed,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+    );
+    let (_, stderr) = validate(&work);
+    assert_eq!(stderr, missing_tool);
 }
 
 #[test]

@@ -339,6 +339,51 @@ fn without_retry_with_output_a_failing_check_is_final() {
     );
 }
 
+/// Issue #52: a verify program that is not installed fails the run once and for good
+/// (`verify.cannot_start`, next action manual), even with `retry_with_output: true`: the
+/// agent is not run again for a problem of the config or the machine.
+#[test]
+fn a_verify_program_that_cannot_start_is_a_final_config_failure_issue_52() {
+    let sb = sandbox(
+        r#"{commands: [["true"], ["no-such-verify-tool-52", "run"]], retry_with_output: true}"#,
+    );
+    let id = sb.add("Missing tool", "design-approved", &[]);
+    let first = sb.tick_json(&[]);
+    assert_eq!(
+        first["runs"][0]["reason_code"], "verify.cannot_start",
+        "{first:#}"
+    );
+    assert_eq!(
+        sb.ticket(&id).status,
+        "blocked",
+        "the stage's failure_status"
+    );
+    let blocks = sb.blocks(&id);
+    let failed = failure(&blocks[0]);
+    assert_eq!(failed.category, Category::Permanent);
+    assert_eq!(failed.next_action, NextAction::Manual);
+    assert!(
+        failed.detail.starts_with(
+            "verify command 2 of 2, `no-such-verify-tool-52 run`, cannot start `no-such-verify-tool-52`"
+        ) && failed.detail.contains("change the stage's `verify.commands`"),
+        "{}",
+        failed.detail
+    );
+
+    // The agent is not run again: a later tick, past any backoff, runs nothing.
+    let later = tick_later(&sb, 600);
+    assert_eq!(later["runs"], serde_json::json!([]), "{later:#}");
+    let prompts = std::fs::read_to_string(sb.path().join("prompts.log")).unwrap();
+    assert_eq!(prompts.matches("=== attempt").count(), 1, "{prompts}");
+    let status = sb.ok(&["pipeline", "status", "--config", "pipeline.yaml"]);
+    assert!(
+        status.contains(&format!(
+            "  {id} backend attempt 1: verify cannot_start (verify.cannot_start): verify command 2 of 2"
+        )),
+        "{status}"
+    );
+}
+
 #[test]
 fn a_test_summary_in_a_passing_check_is_recorded_as_test_counts() {
     let sb = sandbox(

@@ -521,3 +521,199 @@ fn kind_bubblewrap_without_a_usable_bwrap_is_a_config_error_with_its_line() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("sandbox: bubblewrap ("), "{text}");
 }
+
+/// Variables `cargo test` sets for this test that a user's shell does not have: sortie
+/// must find rustup's homes from `PATH` alone, as it would for them.
+const CARGO_TEST_VARS: &[&str] = &["RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "CARGO"];
+
+/// `sortie pipeline ARGS` with `env` added to sortie's environment and cargo's own
+/// variables removed: (success, stdout, stderr).
+fn sortie_as_a_user(sb: &Sandbox, args: &[&str], env: &[(&str, String)]) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sortie"));
+    cmd.arg("pipeline")
+        .args(args)
+        .arg("--config")
+        .arg(sb.config_path())
+        .current_dir(sb.path())
+        .env("SORTIE_BWRAP", bwrap())
+        .env_remove("SORTIE_LOG");
+    for name in CARGO_TEST_VARS {
+        cmd.env_remove(name);
+    }
+    let out = cmd.envs(env.iter().map(|(k, v)| (k, v))).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// This machine's `cargo` (a rustup proxy) and `python3` (a pyenv shim): what the
+/// toolchain tests run. Fails, never skips, when they are not installed that way.
+fn version_managed_toolchains() {
+    let how = "this test needs `cargo` installed by rustup (https://rustup.rs) and `python3` \
+               by pyenv (https://github.com/pyenv/pyenv) on PATH";
+    let cargo = sortie::agent::find_program("cargo").unwrap_or_else(|| panic!("{how}"));
+    let proxy = cargo.canonicalize().unwrap();
+    assert!(
+        proxy.ends_with("rustup"),
+        "{} is not a rustup proxy; {how}",
+        cargo.display()
+    );
+    let python = sortie::agent::find_program("python3").unwrap_or_else(|| panic!("{how}"));
+    let shim = std::fs::read_to_string(&python).unwrap_or_default();
+    assert!(
+        shim.contains("pyenv"),
+        "{} is not a pyenv shim; {how}",
+        python.display()
+    );
+}
+
+/// An agent that runs `cargo` and `python3` itself, then writes a crate with one test.
+const TOOLCHAIN_AGENT: &str = r#"#!/bin/sh
+cat > /dev/null
+cargo --version > agent-cargo.txt 2>&1 || echo "cargo FAILED" >> agent-cargo.txt
+python3 --version > agent-python.txt 2>&1 || echo "python3 FAILED" >> agent-python.txt
+mkdir -p src
+printf '[package]\nname = "widget"\nversion = "0.1.0"\nedition = "2021"\n' > Cargo.toml
+printf '#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n' > src/lib.rs
+printf 'outcome: success\nsummary: built\n' > "$SORTIE_RESULT_FILE"
+"#;
+
+/// Issue #52: toolchains installed by version managers work in the sandbox. The agent runs
+/// `cargo` (a rustup proxy, which needs ~/.rustup) and `python3` (a pyenv shim, which
+/// needs ~/.pyenv), and the stage's verify commands `cargo test` and `python3` pass, with
+/// only `PATH` telling sortie where they are.
+#[test]
+fn cargo_and_python_of_version_managers_run_in_the_sandbox_issue_52() {
+    bwrap();
+    version_managed_toolchains();
+    let sb = pipeline(TOOLCHAIN_AGENT, "{kind: bubblewrap}", "", false, 600);
+    let config = std::fs::read_to_string(sb.config_path()).unwrap().replace(
+        "failure_status: blocked}",
+        "failure_status: blocked, verify: {commands: [[cargo, test], [python3, -c, \"import sys; print('python', sys.version_info[0])\"]]}}",
+    );
+    std::fs::write(sb.config_path(), config).unwrap();
+    let id = sb.add("Toolchains", "todo", &[]);
+    let (ok, out, err) = sortie_as_a_user(&sb, &["tick"], &[]);
+    assert!(ok, "tick failed: {out}{err}");
+
+    let ws = sb.path().join("state/workspaces").join(&id);
+    let agent_cargo = std::fs::read_to_string(ws.join("agent-cargo.txt")).unwrap();
+    assert!(
+        agent_cargo.starts_with("cargo 1."),
+        "the agent's cargo: {agent_cargo}"
+    );
+    let agent_python = std::fs::read_to_string(ws.join("agent-python.txt")).unwrap();
+    assert!(
+        agent_python.starts_with("Python 3."),
+        "the agent's python3: {agent_python}"
+    );
+    let blocks = sb.blocks(&id);
+    let success = blocks
+        .iter()
+        .find_map(|b| match b {
+            OutcomeBlock::Success(s) => Some(s),
+            OutcomeBlock::Failure(_) => None,
+        })
+        .unwrap_or_else(|| panic!("no success: {blocks:?}"));
+    let checks = &success.evidence.as_ref().expect("evidence").checks;
+    assert_eq!(
+        checks.iter().map(|c| c.result.as_str()).collect::<Vec<_>>(),
+        ["passed", "passed"],
+        "{checks:?}"
+    );
+    assert_eq!(checks[0].tests.map(|t| t.passed), Some(1), "{checks:?}");
+    assert_eq!(sb.ticket(&id).status, "review");
+}
+
+/// Issue #52: `pipeline validate` starts each agent and verify program in the sandbox a
+/// run gets. One that starts on the host but not inside (it reads a file nothing binds)
+/// is reported at its key, with what it said; cargo and python3 of the version managers
+/// start, so nothing is said of them. At run time a verify program that is not there
+/// inside is `verify.cannot_start`, not a failure to retry.
+#[test]
+fn validate_reports_a_program_that_does_not_start_in_the_sandbox_issue_52() {
+    bwrap();
+    version_managed_toolchains();
+    let sb = pipeline(
+        "#!/bin/sh\ncat > /dev/null\nprintf 'outcome: success\\nsummary: ok\\n' > \"$SORTIE_RESULT_FILE\"\n",
+        "{kind: bubblewrap}",
+        "",
+        false,
+        60,
+    );
+    let root = sb.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("tools/bin")).unwrap();
+    std::fs::create_dir_all(root.join("tools/share")).unwrap();
+    std::fs::write(root.join("tools/share/version.txt"), "versioned 1.0\n").unwrap();
+    let tool = root.join("tools/bin/versioned");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\nexec cat {}\n",
+            root.join("tools/share/version.txt").display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&tool).status().unwrap();
+    let config = std::fs::read_to_string(sb.config_path()).unwrap().replace(
+        "failure_status: blocked}",
+        "failure_status: blocked, verify: {commands: [[cargo, --version], [python3, --version], [versioned]]}}",
+    );
+    std::fs::write(sb.config_path(), config).unwrap();
+    let path = format!(
+        "{}:{}",
+        root.join("tools/bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let (ok, out, err) = sortie_as_a_user(&sb, &["validate"], &[("PATH", path.clone())]);
+    assert!(ok, "{out}{err}");
+    // Other warnings (this test's config has no git, no exit stage) are not this one's.
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("does not start in the sandbox"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "only `versioned`, not cargo or python3: {err}"
+    );
+    let expected_start = format!("warning: {}:13:", sb.config_path().display());
+    assert!(warnings[0].starts_with(&expected_start), "{err}");
+    assert!(
+        warnings[0].contains(
+            "pipeline_stages[0].verify.commands[2]: `versioned` (verify command 3 of role backend) is installed here but does not start in the sandbox: `versioned --version` exits 1 inside"
+        ) && warnings[0].contains("version.txt: No such file or directory")
+            && warnings[0].contains("`agent.sandbox.read_only`"),
+        "{err}"
+    );
+
+    // At run time, a verify program that is not there inside is final, not retried.
+    let config = std::fs::read_to_string(sb.config_path())
+        .unwrap()
+        .replace("[versioned]", "[no-such-tool-52]");
+    std::fs::write(sb.config_path(), config).unwrap();
+    let id = sb.add("Missing", "todo", &[]);
+    let (ok, out, err) = sortie_as_a_user(&sb, &["tick"], &[("PATH", path)]);
+    assert!(ok, "{out}{err}");
+    let blocks = sb.blocks(&id);
+    let failure = blocks
+        .iter()
+        .find_map(|b| match b {
+            OutcomeBlock::Failure(f) => Some(f),
+            OutcomeBlock::Success(_) => None,
+        })
+        .unwrap_or_else(|| panic!("no failure: {blocks:?}"));
+    assert_eq!(
+        failure.reason_code, "verify.cannot_start",
+        "{}",
+        failure.detail
+    );
+    assert!(
+        failure.detail.contains("not found on the sandbox's PATH"),
+        "{}",
+        failure.detail
+    );
+    assert_eq!(sb.ticket(&id).status, "blocked");
+}

@@ -2,7 +2,8 @@
 //! (issue #33). All pass: the success stands, with each check in the block's
 //! `evidence`. One fails: a `verify.failed` failure (`verify.timeout` past its limit)
 //! naming the command, with the tail of its output in the detail, which the next
-//! attempt's prompt shows as its last failure.
+//! attempt's prompt shows as its last failure. One cannot start: `verify.cannot_start`,
+//! permanent, whatever `retry_with_output` says (issue #52).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,9 @@ use crate::ledger::{Claim, Ledger, RunPhase};
 pub const VERIFY_FAILED: &str = "verify.failed";
 /// The reason code of a `verify` command killed at its time limit.
 pub const VERIFY_TIMEOUT: &str = "verify.timeout";
+/// The reason code of a `verify` command that could not be started (not installed, not
+/// executable, not there in the sandbox): a permanent failure, never retried.
+pub const VERIFY_CANNOT_START: &str = "verify.cannot_start";
 /// Characters of a failing command's output kept in the failure's detail (the tail).
 const DETAIL_OUTPUT_CHARS: usize = 3000;
 
@@ -55,12 +59,16 @@ pub(super) async fn verify(
         return (outcome, evidence);
     };
     tracing::info!(command = %failed.command, exit_code = ?failed.exit_code, timed_out = failed.timed_out, "verify failed");
-    let (category, next) = if verify.retry_with_output {
+    // A command that cannot start is the config's problem (or the machine's): running
+    // the agent again cannot fix it (issue #52).
+    let (category, next) = if verify.retry_with_output && failed.spawn_error.is_none() {
         (Category::Transient, NextAction::Retry)
     } else {
         (Category::Permanent, NextAction::Manual)
     };
-    let reason = if failed.timed_out {
+    let reason = if failed.spawn_error.is_some() {
+        VERIFY_CANNOT_START
+    } else if failed.timed_out {
         VERIFY_TIMEOUT
     } else {
         VERIFY_FAILED
@@ -74,7 +82,16 @@ pub(super) async fn verify(
 /// What the failed check was, how it ended, and the tail of what it printed.
 fn detail(run: &CheckRun, verify: &Verify, position: usize) -> String {
     let how = match (&run.spawn_error, run.timed_out, run.exit_code) {
-        (Some(why), _, _) => why.clone(),
+        (Some(why), _, _) => {
+            return format!(
+                "verify command {position} of {}, `{}`, {why}; this is the config's problem or \
+                 this machine's, not the agent's work: install the program, or change the \
+                 stage's `verify.commands` (`sortie pipeline validate` checks them), then move \
+                 the ticket back",
+                verify.commands.len(),
+                run.command,
+            )
+        }
         (None, true, _) => format!(
             "did not finish within {} s and was killed with its processes",
             verify.timeout.as_secs()
