@@ -14,6 +14,7 @@ mod orphans;
 mod outcome;
 mod presets;
 mod process;
+mod proctree;
 mod progress;
 mod prompt;
 pub mod sandbox;

@@ -16,7 +16,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::orphans::{kill_tree, tree_cpu_ticks};
+use super::orphans::{
+    become_subreaper, collect_adopted_zombies, kill_all, kill_tree, observe, record, tree_cpu_ticks,
+};
 use super::outcome::{classify_exit, parse_result_file, AgentOutcome, Usage};
 use super::presets::{EventStream, StreamOptions, SESSION_NOT_FOUND};
 use super::streams::{spawn_reader, spawn_writer, summary_from_tail, Conversation, TAIL_BYTES};
@@ -26,8 +28,11 @@ use crate::config::AgentPreset;
 
 /// How long a killed agent gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
-/// The pause before the second scan for a run's processes once its agent exited.
+/// The pause before another look for a run's processes, when a look could not tell an
+/// adopted orphan apart (caught in `execve`).
 const RESCAN_AFTER: Duration = Duration::from_millis(20);
+/// How often a live run's processes are looked at and recorded for crash recovery.
+const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
 /// How long an ACP agent gets to end its turn after `session/cancel` before it is killed.
 const ACP_CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// How long an ACP agent whose turn is over may take to exit by itself once its stdin is
@@ -551,13 +556,18 @@ async fn run_process(
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
+    become_subreaper();
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(err) => return Err(spawn_failed(program, &err.to_string())),
     };
     let pid = child.id().unwrap_or(0);
-    on_spawn(pid);
     let run_id = spec.vars.get("SORTIE_RUN_ID").map(String::as_str);
+    // Recorded before the ledger names the agent, so a crash recovery that finds the
+    // agent's pid also finds its start time.
+    let mut recorded = observe(pid, None);
+    record(&plan.run_dir, &recorded);
+    on_spawn(pid);
 
     // An ACP agent converses over stdin and stdout for the whole run, and keeps running
     // once its turn is over; the other presets read the prompt on stdin and exit.
@@ -623,6 +633,7 @@ async fn run_process(
     // ACP: silence is judged once the handshake is over; until then the handshake's own
     // bound holds (an agent that relaunches itself or loads a long session starts slowly).
     let mut handshake_over = !acp;
+    let mut next_look = Instant::now() + SUPERVISE_EVERY;
     let end = loop {
         let stall_at = plan
             .stall_timeout
@@ -639,6 +650,15 @@ async fn run_process(
                 if !handshaken.is_cancelled() {
                     break Watch::HandshakeTimedOut;
                 }
+            }
+            _ = tokio::time::sleep_until(next_look) => {
+                next_look = Instant::now() + SUPERVISE_EVERY;
+                let seen = observe(pid, run_id);
+                if seen != recorded {
+                    record(&plan.run_dir, &seen);
+                    recorded = seen;
+                }
+                collect_adopted_zombies();
             }
             _ = handshaken.cancelled(), if !handshake_over => {
                 handshake_over = true;
@@ -664,12 +684,7 @@ async fn run_process(
     let exit_code = match end {
         Watch::Exited(code) => {
             kill_group(pid, Signal::SIGKILL);
-            kill_tree(pid, run_id, Signal::SIGKILL);
-            // A process caught in execve while the scan read it shows an empty environment
-            // (its old memory is gone, the new one not yet set up), so it was not found by
-            // its mark; a second scan a moment later finds it.
-            tokio::time::sleep(RESCAN_AFTER).await;
-            kill_tree(pid, run_id, Signal::SIGKILL);
+            kill_remains(run_id).await;
             code
         }
         Watch::ConversationOver => {
@@ -758,6 +773,18 @@ async fn terminate(child: &mut Child, pid: u32, run_id: Option<&str>) -> Option<
         }
     };
     kill_group(pid, Signal::SIGKILL);
-    kill_tree(pid, run_id, Signal::SIGKILL);
+    kill_remains(run_id).await;
     status.and_then(|s| s.code())
+}
+
+/// Once the agent was waited for (its pid may already name another process): SIGKILL what
+/// is left of the run, its descendants having been re-parented to sortie. A process caught
+/// in execve while it was looked at shows an empty environment (its old memory is gone, the
+/// new one not yet set up), so it could not be told apart by its mark; another look a
+/// moment later finds it.
+async fn kill_remains(run_id: Option<&str>) {
+    if kill_all(0, run_id) {
+        tokio::time::sleep(RESCAN_AFTER).await;
+        kill_all(0, run_id);
+    }
 }

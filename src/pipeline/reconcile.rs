@@ -204,7 +204,8 @@ pub(crate) fn reap(ctx: &Context, expired: &[Claim]) {
     let host = claimer_host(&ctx.claimer_id);
     for claim in expired {
         if claim.agent_pid.is_some() && claimer_host(&claim.claimer_id) == host {
-            let killed = crate::agent::reap_run(&claim.run_id);
+            let run_dir = crate::agent::run_dir(&ctx.config.state_root, &claim.run_id);
+            let killed = crate::agent::reap_run(&run_dir);
             if killed > 0 {
                 tracing::warn!(ticket = %claim.key.ticket_id, role = %claim.key.role, killed, "reaped the agent of a crashed run");
             }

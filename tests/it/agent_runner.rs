@@ -312,3 +312,62 @@ async fn cpu_time_of_descendants_counts_as_liveness_for_the_stall_timeout() {
     let (outcome, _) = finished(run_agent(spec, CancellationToken::new(), |_| {}).await);
     assert_eq!(reason(&outcome), "agent.stalled");
 }
+
+/// Issue #53: among 2,000 idle processes of the host, an agent that exits leaving a child
+/// in a session of its own (setsid) still does not leak it: the run finds it without
+/// reading the others.
+#[tokio::test]
+async fn among_2000_idle_processes_a_detached_grandchild_dies_at_run_end() {
+    let _idle = common::idle_host::IdleHost::start(2000);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("left.pid");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 1000' </dev/null >/dev/null 2>&1 & \
+         while [ ! -s {0} ]; do sleep 0.01; done; exit 0",
+        pidfile.display()
+    );
+    let p = plan(dir.path(), &["sh", "-c", &script], 3600, None);
+    let spec = AgentSpec {
+        plan: &p,
+        vars: run_vars(),
+    };
+    let (outcome, _) = finished(run_agent(spec, CancellationToken::new(), |_| {}).await);
+    assert!(outcome.is_success(), "{outcome:?}");
+    let pid = pid_in(&pidfile);
+    assert!(
+        common::gone_within(pid, Duration::from_secs(20)),
+        "the detached grandchild {pid} outlived its run"
+    );
+}
+
+/// Issue #53: the same at cancel (a card moved), with the agent still running.
+#[tokio::test]
+async fn among_2000_idle_processes_a_detached_grandchild_dies_at_cancel() {
+    let _idle = common::idle_host::IdleHost::start(2000);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("escaped.pid");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 1000' </dev/null >/dev/null 2>&1 & sleep 1000",
+        pidfile.display()
+    );
+    let p = plan(dir.path(), &["sh", "-c", &script], 3600, None);
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let watcher = pidfile.clone();
+    tokio::spawn(async move {
+        // Bounded: a grandchild that never wrote its pid fails the test below.
+        let _ = tokio::time::timeout(Duration::from_secs(60), pid_line(&watcher)).await;
+        trigger.cancel();
+    });
+    let spec = AgentSpec {
+        plan: &p,
+        vars: run_vars(),
+    };
+    let end = run_agent(spec, cancel, |_| {}).await;
+    assert!(matches!(end, RunEnd::Cancelled { .. }), "{end:?}");
+    let pid = pid_in(&pidfile);
+    assert!(
+        common::gone_within(pid, Duration::from_secs(20)),
+        "the setsid grandchild {pid} outlived its cancelled run"
+    );
+}

@@ -247,3 +247,58 @@ fn closing_a_card_stops_its_agent_within_seconds() {
     assert!(sb.comments(&id).is_empty());
     let _ = status.signal();
 }
+
+/// Kills the process `pid` names when dropped (a test that fails leaves no sleeper behind).
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Issue #53: a tick killed with SIGKILL while its agent runs leaves the agent's detached
+/// grandchild (in a session of its own, out of the agent's group) behind; the next tick
+/// kills it from what the dead run recorded, without looking at other processes.
+#[test]
+fn a_detached_grandchild_of_a_tick_killed_mid_run_is_gone_after_the_next_tick() {
+    let sb = Sandbox::with_config(&config("sleep 60", 600));
+    let pidfile = sb.path().join("grandchild.pid");
+    let agent = format!(
+        // `$$$$`: the config reads `$$` as a `$`.
+        "setsid sh -c 'echo $$$$ > {0}.tmp; mv {0}.tmp {0}; exec sleep 1000' </dev/null >/dev/null 2>&1 & sleep 60",
+        pidfile.display()
+    );
+    std::fs::write(sb.config_path(), config(&agent, 600)).unwrap();
+    let id = sb.add("crashed under", "ready-for-design", &[]);
+    let mut tick = spawn_tick(&sb, &[]);
+    wait_for_agents(&sb, 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pidfile.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grandchild: i32 = std::fs::read_to_string(&pidfile)
+        .expect("the agent started its grandchild")
+        .trim()
+        .parse()
+        .unwrap();
+    let _cleanup = KillOnDrop(grandchild);
+    tick.kill().unwrap();
+    tick.wait().unwrap();
+    assert!(!common::gone(grandchild), "the grandchild outlived its tick");
+    std::fs::write(sb.config_path(), config("true", 600)).unwrap();
+    let text = sb.tick();
+    assert!(
+        text.contains(&format!(
+            "run ticket {id} role architect attempt 2: success"
+        )),
+        "{text}"
+    );
+    assert!(
+        common::gone_within(grandchild, Duration::from_secs(20)),
+        "the detached grandchild {grandchild} of the crashed run is alive"
+    );
+}

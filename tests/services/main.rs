@@ -38,3 +38,4 @@ mod redmine_contract;
 mod redmine_e2e;
 mod sandbox;
 mod sandbox_clis;
+mod supervision_strace;

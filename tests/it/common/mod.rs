@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod graphql;
+pub mod idle_host;
 pub mod switchable;
 
 use sortie::block::{parse_blocks, OutcomeBlock};
