@@ -1545,6 +1545,7 @@ async fn the_ticket_page_says_a_reason_once_and_has_no_pull_request_sections_wit
             status: "ready-for-design".into(),
             reason_code: "spec.unclear".into(),
             created_at: chrono::Utc::now(),
+            ticket_updated_at: None,
         })
         .unwrap();
     let d = Daemon::start(path, board).await;
