@@ -128,7 +128,11 @@ pub fn kill_all(root: u32, run_id: Option<&str>) -> bool {
 /// marked with `run_id` (the root's own CPU is not counted: an idle agent CLI ticks).
 /// A growing figure means a tool call is working, even when it prints nothing.
 pub fn tree_cpu_ticks(root: u32, run_id: Option<&str>) -> u64 {
-    run_tree(root, run_id).procs.iter().map(|p| p.cpu_ticks).sum()
+    run_tree(root, run_id)
+        .procs
+        .iter()
+        .map(|p| p.cpu_ticks)
+        .sum()
 }
 
 /// Collect the adopted orphans that died (of any run): as their subreaper, sortie is their

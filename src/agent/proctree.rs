@@ -94,7 +94,10 @@ pub(super) fn children(pid: i32) -> Vec<i32> {
     let mut found = Vec::new();
     for task in tasks.flatten() {
         if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(list.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            found.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     found
@@ -143,7 +146,10 @@ mod tests {
         assert_eq!((p.pid, p.ppid, p.pgid, p.sid), (4242, 17, 4242, 4200));
         assert_eq!((p.state, p.cpu_ticks, p.start), ('S', 13, 987));
         assert!(parse_stat(1, "garbage").is_none());
-        assert!(parse_stat(1, "1 (x) S 0").is_none(), "a cut line is no status");
+        assert!(
+            parse_stat(1, "1 (x) S 0").is_none(),
+            "a cut line is no status"
+        );
     }
 
     #[test]

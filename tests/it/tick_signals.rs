@@ -288,7 +288,10 @@ fn a_detached_grandchild_of_a_tick_killed_mid_run_is_gone_after_the_next_tick() 
     let _cleanup = KillOnDrop(grandchild);
     tick.kill().unwrap();
     tick.wait().unwrap();
-    assert!(!common::gone(grandchild), "the grandchild outlived its tick");
+    assert!(
+        !common::gone(grandchild),
+        "the grandchild outlived its tick"
+    );
     std::fs::write(sb.config_path(), config("true", 600)).unwrap();
     let text = sb.tick();
     assert!(

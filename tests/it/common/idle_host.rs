@@ -40,7 +40,10 @@ impl IdleHost {
             }
             host.pids.extend(line.trim().parse::<i32>().ok());
         }
-        panic!("the idle host's shell stopped after {} processes", host.pids.len());
+        panic!(
+            "the idle host's shell stopped after {} processes",
+            host.pids.len()
+        );
     }
 }
 
