@@ -277,7 +277,7 @@ pub fn transport_dir(mirror: &Path) -> PathBuf {
 /// over a `core.sshCommand` in any config). Hooks never run (`core.hooksPath` points
 /// at no directory, so a hook the agent planted in the mirror, or a `core.hooksPath` it
 /// set there, is never found) and neither does a file system monitor.
-fn git_command(dir: &Path) -> tokio::process::Command {
+pub(crate) fn git_command(dir: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("git");
     // Options given with `-c` win over every config file.
     cmd.args([

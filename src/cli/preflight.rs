@@ -363,28 +363,13 @@ async fn git_remote(cfg: &Config) -> Option<String> {
     Some(cfg.diagnostic_at(&url_key, message).to_string())
 }
 
-/// `git ls-remote URL REF`, never prompting (as sortie's own git runs: no terminal
-/// prompt, SSH in batch mode), bounded by [`LS_REMOTE_TIMEOUT`].
+/// `git ls-remote URL REF` as sortie's own git runs it (no terminal prompt, SSH in batch
+/// mode), bounded by [`LS_REMOTE_TIMEOUT`].
 async fn ls_remote(url: &str, reference: &str) -> Result<Probe, String> {
-    let mut cmd = tokio::process::Command::new("git");
-    cmd.args(["ls-remote", "--", url, reference])
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for name in ["PATH", "HOME", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME", "TMPDIR"] {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
-    let ssh = std::env::var("GIT_SSH_COMMAND").unwrap_or_else(|_| "ssh".to_string());
-    cmd.env("GIT_SSH_COMMAND", format!("{ssh} -o BatchMode=yes"))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GCM_INTERACTIVE", "never")
-        .env("GIT_ASKPASS", "true")
-        .env("SSH_ASKPASS", "true")
-        .env("LC_ALL", "C");
+    // sortie's own git environment (`agent::git::git_command`): minimal variables, no
+    // prompt, SSH in batch mode, killed when dropped.
+    let mut cmd = crate::agent::git::git_command(Path::new("/"));
+    cmd.args(["ls-remote", "--", url, reference]);
     let child = cmd.spawn().map_err(|e| e.to_string())?;
     Ok(
         match tokio::time::timeout(LS_REMOTE_TIMEOUT, child.wait_with_output()).await {

@@ -296,6 +296,24 @@ pub(crate) fn normalize_prices(
     prices
 }
 
+/// Where the first limit that applies to `stage`'s runs is set: the stage's own per-run
+/// limit (`budgets.per_stage.<role>.<key>`) when `own` says it is set, else the first of
+/// the board-wide limits (`budgets.<key>`) that is set.
+fn first_limit(
+    stage: &Stage,
+    own: (&str, bool),
+    board_wide: &[(&str, bool)],
+) -> Option<FieldPath> {
+    let path = FieldPath::root().key("budgets");
+    if own.1 {
+        return Some(path.key("per_stage").key(&stage.role).key(own.0));
+    }
+    board_wide
+        .iter()
+        .find(|(_, set)| *set)
+        .map(|(key, _)| path.key(key))
+}
+
 /// Warn, once per way a stage runs, when a dollar limit applies to runs whose cost
 /// sortie cannot know (an agent that reports no cost and whose model has no price): the
 /// limit cannot be checked against them.
@@ -308,28 +326,22 @@ pub(crate) fn warn_unpriced(
     problems: &mut Problems,
 ) {
     use super::model::AgentPreset;
-    let path = FieldPath::root().key("budgets");
     for stage in stages {
         // The first dollar limit that applies to the stage's runs carries the warning.
         let own = budgets
             .per_stage
             .get(&stage.role)
-            .and_then(|b| b.max_cost_usd_per_run)
-            .map(|_| {
-                path.key("per_stage")
-                    .key(&stage.role)
-                    .key("max_cost_usd_per_run")
-            });
-        let at = own.or_else(|| {
-            [
-                ("max_cost_usd_per_ticket", budgets.max_cost_usd_per_ticket),
-                ("max_cost_usd_per_day", budgets.max_cost_usd_per_day),
-            ]
-            .into_iter()
-            .find(|(_, v)| v.is_some())
-            .map(|(k, _)| path.key(k))
-        });
-        let Some(at) = at else { continue };
+            .is_some_and(|b| b.max_cost_usd_per_run.is_some());
+        let board_wide = [
+            (
+                "max_cost_usd_per_ticket",
+                budgets.max_cost_usd_per_ticket.is_some(),
+            ),
+            ("max_cost_usd_per_day", budgets.max_cost_usd_per_day.is_some()),
+        ];
+        let Some(at) = first_limit(stage, ("max_cost_usd_per_run", own), &board_wide) else {
+            continue;
+        };
         for run in super::review::runs_of(stage, agent, roles_dir) {
             let why = match (run.preset, run.model.as_deref()) {
                 (AgentPreset::ClaudeCode, _) => continue,
@@ -379,24 +391,19 @@ pub(crate) fn warn_untokened(
     problems: &mut Problems,
 ) {
     use super::model::AgentPreset;
-    let path = FieldPath::root().key("budgets");
     for stage in stages {
         // The first token limit that applies to the stage's runs carries the warning.
         let own = budgets
             .per_stage
             .get(&stage.role)
-            .and_then(|b| b.max_tokens_per_run)
-            .map(|_| {
-                path.key("per_stage")
-                    .key(&stage.role)
-                    .key("max_tokens_per_run")
-            });
-        let at = own.or_else(|| {
-            budgets
-                .max_tokens_per_ticket
-                .map(|_| path.key("max_tokens_per_ticket"))
-        });
-        let Some(at) = at else { continue };
+            .is_some_and(|b| b.max_tokens_per_run.is_some());
+        let board_wide = [(
+            "max_tokens_per_ticket",
+            budgets.max_tokens_per_ticket.is_some(),
+        )];
+        let Some(at) = first_limit(stage, ("max_tokens_per_run", own), &board_wide) else {
+            continue;
+        };
         for run in super::review::runs_of(stage, agent, roles_dir) {
             if run.preset != AgentPreset::Command {
                 continue;

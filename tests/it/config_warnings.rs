@@ -104,6 +104,13 @@ reactions:
 "#;
     let roles = [("backend", "Build it.\n"), ("qa", "Test it.\n")];
     let dir = setup(config, &roles);
+    // `--offline`: the remote is an empty bare repository, without the base branch the
+    // remote check would warn about (that check has its own test below).
+    let validate = |dir: &Path| {
+        let args = ["pipeline", "validate", "--config", "p.yaml", "--offline"];
+        let (code, _, stderr) = sortie(dir, &args);
+        (code, stderr)
+    };
     crate::common::git(dir.path(), &["init", "--quiet", "--bare", "widgets.git"]);
     let (code, stderr) = validate(dir.path());
     assert_eq!((code, stderr.as_str()), (0, ""));

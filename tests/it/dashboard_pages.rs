@@ -1164,14 +1164,14 @@ async fn totals_by_role_and_the_chart_come_from_run_history() {
         "{totals}"
     );
     assert!(
-        totals.contains("<tr><td>qa</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>700</td><td>–</td></tr>"),
+        totals.contains("<tr><td>qa</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>700</td><td>unknown</td></tr>"),
         "#30: an agent that reports no cost has an unknown cost, not $0.00: {totals}"
     );
     assert!(
         totals.contains(
-            "<tr><td>backend</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>0</td><td>–</td></tr>"
+            "<tr><td>backend</td><td>0</td><td>0</td><td>$0.00</td><td>1</td><td>unknown</td><td>unknown</td></tr>"
         ),
-        "#30: nor one that reports no usage at all: {totals}"
+        "#30, #52 item 7: nor one that reports no usage at all, whose tokens are unknown too: {totals}"
     );
     assert!(
         page.contains("1 runs, by the hour they started"),
