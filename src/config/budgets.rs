@@ -299,11 +299,7 @@ pub(crate) fn normalize_prices(
 /// Where the first limit that applies to `stage`'s runs is set: the stage's own per-run
 /// limit (`budgets.per_stage.<role>.<key>`) when `own` says it is set, else the first of
 /// the board-wide limits (`budgets.<key>`) that is set.
-fn first_limit(
-    stage: &Stage,
-    own: (&str, bool),
-    board_wide: &[(&str, bool)],
-) -> Option<FieldPath> {
+fn first_limit(stage: &Stage, own: (&str, bool), board_wide: &[(&str, bool)]) -> Option<FieldPath> {
     let path = FieldPath::root().key("budgets");
     if own.1 {
         return Some(path.key("per_stage").key(&stage.role).key(own.0));
@@ -337,7 +333,10 @@ pub(crate) fn warn_unpriced(
                 "max_cost_usd_per_ticket",
                 budgets.max_cost_usd_per_ticket.is_some(),
             ),
-            ("max_cost_usd_per_day", budgets.max_cost_usd_per_day.is_some()),
+            (
+                "max_cost_usd_per_day",
+                budgets.max_cost_usd_per_day.is_some(),
+            ),
         ];
         let Some(at) = first_limit(stage, ("max_cost_usd_per_run", own), &board_wide) else {
             continue;

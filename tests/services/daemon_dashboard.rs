@@ -261,8 +261,8 @@ fn the_dashboard_in_a_browser_shows_why_tickets_wait_and_where_the_logs_are() {
         seen["ticket_page"]["eligibility"]
             .as_str()
             .unwrap()
-            .contains("cap: role 1"),
-        "the ticket page gives the reason: {seen:#}"
+            .contains("role cap reached (1 in flight)"),
+        "the ticket page gives the reason, once, as the tick's sentence: {seen:#}"
     );
     assert_eq!(
         seen["scroll"]["before"], seen["scroll"]["after"],

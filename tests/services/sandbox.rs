@@ -303,18 +303,16 @@ fn a_confined_agent_reaches_nothing_but_its_own_worktree_and_hands_off_its_commi
             "ticket {id}"
         );
         let remote = sb.path().join("remote.git");
+        // The default branch carries the board's key (issue #52 item 1).
+        let branch = crate::common::ticket_branch(&sb.config_path(), id);
         let log = git(
             &remote,
-            &["log", "--format=%s", &format!("refs/heads/sortie/{id}")],
+            &["log", "--format=%s", &format!("refs/heads/{branch}")],
         );
         assert!(log.starts_with(&format!("work on {id}")), "{log}");
         let ws = sb.path().join("state/workspaces").join(id);
         let head = git(&ws, &["symbolic-ref", "HEAD"]);
-        assert_eq!(
-            head,
-            format!("refs/heads/sortie/{id}"),
-            "HEAD attached again"
-        );
+        assert_eq!(head, format!("refs/heads/{branch}"), "HEAD attached again");
     }
     // The mirror's config was never the agent's to write.
     let mirrors = std::fs::read_dir(sb.path().join("state/git")).unwrap();
